@@ -1,0 +1,88 @@
+// Save and Load: the checkpoint protocol (SPMD: every rank calls them).
+//
+// Save (see ../DESIGN.md and proto/FORMAT.md):
+//   1. Every rank plans its local entries; the plans are all-gathered and
+//      every rank builds the same step metadata. An invalid state dict fails
+//      on every rank ("invalid state dict") before storage is touched.
+//   2. The coordinator calls writer.Prepare and broadcasts the outcome; on
+//      failure every rank returns "failed to prepare storage".
+//   3. Every rank writes the pieces it owns (replicated tensors and bytes:
+//      the coordinator; shards: the rank that holds them). Statuses are
+//      gathered to the coordinator.
+//   4. The coordinator fails the save ("Failed to write data") when any rank
+//      failed, else calls writer.Finish ("Failed to finish checkpoint" on
+//      error). On any failure it calls writer.Abort.
+//   5. The outcome is broadcast: every rank returns an equal Status, a
+//      checkpoint error naming each failed rank with its own status.
+// Atomicity: a step is visible when, and only when, Finish committed its
+// metadata. A crash at any point leaves every earlier step intact and no
+// half step visible.
+//
+// Load: every rank reads the step's metadata, checks its target state dict
+// against it, reads only the chunks that cover its target regions (in any
+// sharding: the saved and target layouts need not match), and copies them
+// into the target memory. Statuses are all-gathered; every rank fails alike.
+#ifndef CKPTDB_CHECKPOINT_H_
+#define CKPTDB_CHECKPOINT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ckptdb/communicator.h"
+#include "ckptdb/state_dict.h"
+#include "ckptdb/status.h"
+#include "ckptdb/storage.h"
+
+namespace ckptdb {
+
+// Steps are numbered 0 .. kMaxStep.
+inline constexpr int64_t kMaxStep = INT64_MAX - 1;
+
+struct SaveOptions {
+  // The step number to commit; required, in [0, kMaxStep].
+  int64_t step = -1;
+  // The rank that prepares, finishes and commits. Must be a valid rank.
+  int coordinator_rank = 0;
+  // Run in this process alone (world size 1) without collectives.
+  bool no_dist = false;
+  // The ranks' collectives; required unless no_dist. Not owned.
+  Communicator* communicator = nullptr;
+};
+
+// REQUIRES: every rank of the communicator calls Save with the same options
+// (step, coordinator) and state dicts with the same FQNs, kinds and global
+// shapes. Returns OK on every rank, or an equal error on every rank.
+Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOptions& options);
+
+struct LoadOptions {
+  // The step to load; required, in [0, kMaxStep].
+  int64_t step = -1;
+  int coordinator_rank = 0;
+  bool no_dist = false;
+  Communicator* communicator = nullptr;
+};
+
+// What a load read, on this rank.
+struct LoadStats {
+  uint64_t chunks_read = 0;
+  uint64_t stored_bytes_read = 0;
+  uint64_t bytes_copied = 0;  // bytes written into the target tensors and bytes entries
+};
+
+// Fills `target` in place. Every FQN of `target` must be in the step, with the
+// same kind, dtype and global shape; each target tensor or shard is filled
+// from whichever saved pieces overlap it. Bytes entries are replaced.
+// Entries of the step that `target` does not name are not read.
+Status Load(StateDict& target, StorageReader& reader, const LoadOptions& options, LoadStats* stats = nullptr);
+
+// Reads every entry of a step (or only `fqns`, when not empty) into new CPU
+// tensors, sharded tensors assembled whole. Local: no collectives.
+StatusOr<StateDict> LoadWhole(StorageReader& reader, int64_t step, const std::vector<std::string>& fqns = {});
+
+// Validates a step number ("step -3 is out of range [0, 9223372036854775806]").
+Status ValidateStep(int64_t step);
+
+}  // namespace ckptdb
+
+#endif  // CKPTDB_CHECKPOINT_H_

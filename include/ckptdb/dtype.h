@@ -1,0 +1,53 @@
+// Element types of tensors.
+//
+// The numeric values of DType are persisted in every step's metadata
+// (proto/ckptdb.proto mirrors them): they never change, new types get new
+// numbers.
+#ifndef CKPTDB_DTYPE_H_
+#define CKPTDB_DTYPE_H_
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "ckptdb/status.h"
+
+namespace ckptdb {
+
+enum class DType : int {
+  kF64 = 1,
+  kF32 = 2,
+  kF16 = 3,
+  kBF16 = 4,
+  kF8E4M3 = 5,  // float8 e4m3fn (no infinities, as in PyTorch's float8_e4m3fn)
+  kF8E5M2 = 6,
+  kI64 = 7,
+  kI32 = 8,
+  kI16 = 9,
+  kI8 = 10,
+  kU8 = 11,
+  kBool = 12,
+};
+
+// Every DType, in the order above.
+inline constexpr DType kAllDTypes[] = {
+    DType::kF64, DType::kF32,    DType::kF16,    DType::kBF16, DType::kF8E4M3, DType::kF8E5M2,
+    DType::kI64, DType::kI32,    DType::kI16,    DType::kI8,   DType::kU8,     DType::kBool};
+
+// Bytes per element.
+size_t DTypeSize(DType dtype);
+// Short name: "f64" "f32" "f16" "bf16" "f8e4m3" "f8e5m2" "i64" "i32" "i16"
+// "i8" "u8" "bool".
+const char* DTypeName(DType dtype);
+// Inverse of DTypeName; also accepts PyTorch-style names ("float32",
+// "bfloat16", "int64", ...). InvalidArgument naming `name` otherwise.
+StatusOr<DType> ParseDType(std::string_view name);
+// The DType with persisted number `value`, or InvalidArgument ("unknown dtype
+// 42").
+StatusOr<DType> DTypeFromNumber(int value);
+bool IsFloatingPoint(DType dtype);
+
+}  // namespace ckptdb
+
+#endif  // CKPTDB_DTYPE_H_

@@ -1,0 +1,73 @@
+// StepMetadata: what one committed step holds and where its bytes are.
+//
+// This is the in-memory form of the Protobuf `Metadata` in
+// proto/ckptdb.proto, the record that makes a step exist. Every entry of the
+// saved state dict is described by its kind, dtype and global shape, and by
+// the pieces it was stored as: one piece for a tensor or a bytes entry, one
+// per saved shard for a sharded tensor. A piece names its storage key (the
+// rank that wrote it and an item number unique within that rank's part of
+// the save) and how its bytes were cut into chunks.
+#ifndef CKPTDB_METADATA_H_
+#define CKPTDB_METADATA_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ckptdb/dtype.h"
+#include "ckptdb/tensor.h"
+
+namespace ckptdb {
+
+// Persisted numbers; never change.
+enum class EntryKind : int { kTensor = 1, kShardedTensor = 2, kBytes = 3 };
+const char* EntryKindName(EntryKind kind);  // "tensor", "sharded_tensor", "bytes"
+
+// Names the stored bytes of one piece within a save attempt.
+struct StorageKey {
+  uint32_t rank = 0;  // the rank that wrote the piece
+  uint32_t item = 0;  // unique among the pieces that rank wrote in this save
+  friend bool operator==(const StorageKey& a, const StorageKey& b) { return a.rank == b.rank && a.item == b.item; }
+};
+
+// One stored blob: a whole tensor, one shard, or a bytes entry.
+struct StoredPiece {
+  // Region of the global tensor, row-major. A tensor's single piece covers it
+  // whole (0-d: both empty); a bytes entry has offsets {0}, sizes {length}.
+  std::vector<int64_t> offsets;
+  std::vector<int64_t> sizes;
+  StorageKey key;
+  uint64_t nbytes = 0;        // logical (raw) bytes of the piece
+  uint64_t chunk_bytes = 0;   // raw bytes per chunk; the last chunk may be shorter
+  uint32_t num_chunks = 0;    // ceil(nbytes / chunk_bytes); 0 when nbytes == 0
+  uint64_t stored_bytes = 0;  // bytes of the chunk values as stored (after compression)
+};
+
+struct EntryMetadata {
+  std::string fqn;
+  EntryKind kind = EntryKind::kTensor;
+  DType dtype = DType::kU8;  // kU8 for bytes entries
+  Shape shape;               // global shape; {length} for bytes entries
+  std::vector<StoredPiece> pieces;
+
+  uint64_t logical_bytes() const;
+  uint64_t stored_bytes() const;
+};
+
+struct StepMetadata {
+  uint32_t format_version = 1;
+  int64_t step = 0;
+  int64_t created_unix_ms = 0;
+  int32_t world_size = 1;
+  int32_t coordinator_rank = 0;
+  uint64_t save_id = 0;  // random per save attempt; tells committed data from leftovers
+  std::vector<EntryMetadata> entries;  // in the saved state dict's order
+
+  const EntryMetadata* Find(const std::string& fqn) const;
+  uint64_t logical_bytes() const;
+  uint64_t stored_bytes() const;
+};
+
+}  // namespace ckptdb
+
+#endif  // CKPTDB_METADATA_H_

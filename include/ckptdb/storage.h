@@ -1,0 +1,129 @@
+// The split between the checkpoint protocol and storage (as in PyTorch 1.13's
+// sharded checkpoint): Save and Load (checkpoint.h) drive a StorageWriter or
+// StorageReader; the RocksDB store (rocksdb_store.h) is the real
+// implementation, and tests wrap it to inject faults.
+//
+// Call order of a save, per rank (the protocol guarantees it):
+//   coordinator: Prepare(step)                 -> save id, broadcast to all
+//   every rank:  PrepareStorage(ctx, items)    (only when Prepare succeeded)
+//   every rank:  Write(ctx, items)             -> WriteResult, gathered
+//   coordinator: Finish(ctx, metadata, results) when every rank succeeded,
+//                Abort(ctx) otherwise, or when Finish failed.
+// Load: every rank calls ReadMetadata(step) and then Read(...).
+//
+// Thread safety: one save or load at a time per object; implementations may
+// use threads internally.
+#ifndef CKPTDB_STORAGE_H_
+#define CKPTDB_STORAGE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ckptdb/dtype.h"
+#include "ckptdb/metadata.h"
+#include "ckptdb/status.h"
+
+namespace ckptdb {
+
+// Identifies one save attempt on every rank.
+struct SaveContext {
+  int64_t step = 0;
+  uint64_t save_id = 0;
+  int rank = 0;
+  int world_size = 1;
+  int coordinator_rank = 0;
+};
+
+// One piece this rank writes: its bytes are read from `data` during Write.
+struct WriteItem {
+  std::string fqn;  // for error messages
+  EntryKind kind = EntryKind::kTensor;
+  DType dtype = DType::kU8;
+  StorageKey key;
+  const void* data = nullptr;
+  uint64_t nbytes = 0;
+};
+
+// What Write did with one item; it completes the item's StoredPiece.
+struct WrittenItem {
+  StorageKey key;
+  uint64_t chunk_bytes = 0;
+  uint32_t num_chunks = 0;
+  uint64_t stored_bytes = 0;
+};
+
+// What one rank's Write produced. `files` are opaque to the protocol and
+// passed to the coordinator's Finish (for the RocksDB store: SST files in the
+// store's staging area).
+struct WriteResult {
+  int rank = 0;
+  std::vector<std::string> files;
+  std::vector<WrittenItem> items;
+};
+
+class StorageWriter {
+ public:
+  virtual ~StorageWriter() = default;
+
+  // Coordinator only, before anything else: opens (or creates) the store,
+  // refuses a step that is already committed (AlreadyExists), makes the
+  // staging area. Returns the save id of this attempt.
+  virtual StatusOr<uint64_t> Prepare(int64_t step) = 0;
+
+  // Every rank, after the coordinator's Prepare succeeded: readies storage for
+  // exactly `items` (those the following Write gets).
+  virtual Status PrepareStorage(const SaveContext& ctx, const std::vector<WriteItem>& items) = 0;
+
+  // Every rank: writes every item's bytes durably into staging. Nothing is
+  // visible to readers yet.
+  virtual StatusOr<WriteResult> Write(const SaveContext& ctx, const std::vector<WriteItem>& items) = 0;
+
+  // Coordinator only, when every rank's Write succeeded. Makes the step
+  // visible atomically: after an error nothing of the step is visible (and
+  // what was already moved into the store is removed again or left for the
+  // sweep), after OK all of it is, durably.
+  virtual Status Finish(const SaveContext& ctx, const StepMetadata& metadata,
+                        const std::vector<WriteResult>& results) = 0;
+
+  // Coordinator only, when the save failed after Prepare: discards staging
+  // files and anything stored for ctx.save_id. Best effort: what it cannot
+  // remove, the next sweep does.
+  virtual void Abort(const SaveContext& ctx) = 0;
+};
+
+// A byte range [offset, offset + length) of one stored piece, to be copied
+// to `dest` (which holds at least `length` bytes).
+struct ReadItem {
+  std::string fqn;  // for error messages
+  StoredPiece piece;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  void* dest = nullptr;
+};
+
+// What a read fetched from storage.
+struct ReadStats {
+  uint64_t chunks_read = 0;
+  uint64_t stored_bytes_read = 0;  // chunk values as stored
+  uint64_t raw_bytes_read = 0;     // after decompression (whole chunks)
+};
+
+class StorageReader {
+ public:
+  virtual ~StorageReader() = default;
+
+  // NotFound naming the step when it is not committed; DataLoss when its
+  // metadata is unreadable.
+  virtual StatusOr<StepMetadata> ReadMetadata(int64_t step) = 0;
+
+  // Fetches only the chunks that cover each item's range, verifies each
+  // chunk's checksum (DataLoss naming the FQN on mismatch: wrong bytes are
+  // never delivered), and copies the range to item.dest. `metadata` is what
+  // ReadMetadata returned for the step.
+  virtual StatusOr<ReadStats> Read(const StepMetadata& metadata, const std::vector<ReadItem>& items) = 0;
+};
+
+}  // namespace ckptdb
+
+#endif  // CKPTDB_STORAGE_H_

@@ -1,0 +1,50 @@
+// The chunk value format (proto/FORMAT.md, "Chunk values"): every value that
+// ckptdb stores, data chunks and step metadata alike, is self-describing and
+// checksummed.
+//
+//   offset size field
+//   0      1    version      1
+//   1      1    codec        0 raw, 1 zstd
+//   2      1    filter       0 none (reserved for byte-plane filters)
+//   3      1    filter_param 0
+//   4      4    raw_length   u32 little-endian: bytes after decoding
+//   8      8    checksum     u64 little-endian: XXH3-64 of the raw bytes
+//   16     ...  payload      raw bytes, or the zstd frame of them
+//
+// Decoding verifies the header, decompresses, and checks the length and the
+// checksum: corrupt values are reported as DataLoss, never returned.
+#ifndef CKPTDB_SRC_CHUNK_CODEC_H_
+#define CKPTDB_SRC_CHUNK_CODEC_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "ckptdb/rocksdb_store.h"
+#include "ckptdb/status.h"
+
+namespace ckptdb {
+
+inline constexpr size_t kChunkHeaderSize = 16;
+inline constexpr uint8_t kChunkVersion = 1;
+inline constexpr uint64_t kMaxChunkRawBytes = 1ull << 30;
+
+enum class ChunkCodec : uint8_t { kRaw = 0, kZstd = 1 };
+
+uint64_t Checksum(const void* data, size_t n);
+
+// Appends the encoded value of `raw` to *out (cleared first).
+// REQUIRES: n <= kMaxChunkRawBytes.
+void EncodeChunk(const void* raw, size_t n, Compression compression, int zstd_level, std::string* out);
+
+// Decodes `value` into dest, which holds exactly `expected_raw` bytes.
+// DataLoss describing what is wrong (caller adds which chunk of which FQN).
+Status DecodeChunk(std::string_view value, uint64_t expected_raw, void* dest);
+
+// Decodes a value whose raw length is not known in advance.
+StatusOr<std::string> DecodeChunkToString(std::string_view value);
+
+}  // namespace ckptdb
+
+#endif  // CKPTDB_SRC_CHUNK_CODEC_H_

@@ -1,0 +1,45 @@
+// The RocksDB key layout (proto/FORMAT.md, "Keys"). Keys are binary and
+// big-endian so that they sort by step, then save, rank, item and chunk.
+//
+//   metadata  'M' step:u64                                        9 bytes
+//   data      'D' step:u64 save_id:u64 rank:u32 item:u32 chunk:u32  29 bytes
+#ifndef CKPTDB_SRC_KEYS_H_
+#define CKPTDB_SRC_KEYS_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace ckptdb {
+
+inline constexpr char kMetadataPrefix = 'M';
+inline constexpr char kDataPrefix = 'D';
+inline constexpr size_t kMetadataKeySize = 9;
+inline constexpr size_t kDataKeySize = 29;
+
+std::string MetadataKey(int64_t step);
+// False when `key` is not a metadata key.
+bool ParseMetadataKey(std::string_view key, int64_t* step);
+
+struct DataKey {
+  int64_t step = 0;
+  uint64_t save_id = 0;
+  uint32_t rank = 0;
+  uint32_t item = 0;
+  uint32_t chunk = 0;
+};
+std::string EncodeDataKey(const DataKey& k);
+bool ParseDataKey(std::string_view key, DataKey* out);
+
+// [begin, end) of every data key of one save attempt of one step.
+std::string DataSaveBegin(int64_t step, uint64_t save_id);
+std::string DataSaveEnd(int64_t step, uint64_t save_id);  // exclusive
+
+void PutBigEndian64(std::string* out, uint64_t v);
+void PutBigEndian32(std::string* out, uint32_t v);
+uint64_t GetBigEndian64(const char* p);
+uint32_t GetBigEndian32(const char* p);
+
+}  // namespace ckptdb
+
+#endif  // CKPTDB_SRC_KEYS_H_

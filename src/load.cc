@@ -1,0 +1,212 @@
+// The load protocol and resharding reads (include/ckptdb/checkpoint.h).
+#include <memory>
+#include <unordered_set>
+
+#include "ckptdb/checkpoint.h"
+#include "guarded_call.h"
+#include "region.h"
+#include "resolve_communicator.h"
+#include "status_codec.h"
+#include "status_macros.h"
+
+namespace ckptdb {
+
+namespace {
+
+// A region of saved bytes read into a temporary buffer, then scattered.
+struct PendingCopy {
+  Box src_box;
+  uint64_t src_base;
+  size_t temp;  // index into the temporaries
+  Box dst_box;
+  void* dst;
+  Box region;
+  size_t elem_size;
+};
+
+struct LoadPlan {
+  std::vector<ReadItem> reads;
+  std::vector<std::unique_ptr<char[]>> temps;
+  std::vector<PendingCopy> copies;
+  uint64_t bytes_copied = 0;
+};
+
+struct TargetRegion {
+  Box box;
+  void* data;
+};
+
+bool IsTensorKind(EntryKind k) { return k == EntryKind::kTensor || k == EntryKind::kShardedTensor; }
+
+// Collects the target regions of a tensor or sharded tensor entry, checking
+// them against the saved entry.
+Status TargetRegions(const std::string& fqn, const Entry& target, const EntryMetadata& saved,
+                     std::vector<TargetRegion>* out) {
+  const std::string where = "entry '" + fqn + "'";
+  DType dtype;
+  Shape shape;
+  std::vector<std::pair<Box, const Tensor*>> parts;
+  if (const Tensor* t = std::get_if<Tensor>(&target)) {
+    dtype = t->dtype();
+    shape = t->shape();
+    parts.push_back({Box{std::vector<int64_t>(shape.size(), 0), shape}, t});
+  } else {
+    const ShardedTensor& st = std::get<ShardedTensor>(target);
+    dtype = st.dtype();
+    shape = st.global_shape();
+    for (const Shard& s : st.local_shards()) parts.push_back({Box{s.offsets, s.tensor.shape()}, &s.tensor});
+  }
+  if (dtype != saved.dtype) {
+    return Status::InvalidArgument(where + ": dtype mismatch: the target is " + DTypeName(dtype) +
+                                   ", the step holds " + DTypeName(saved.dtype));
+  }
+  if (shape != saved.shape) {
+    return Status::InvalidArgument(where + ": shape mismatch: the target is " + ShapeToString(shape) +
+                                   ", the step holds " + ShapeToString(saved.shape));
+  }
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const auto& [box, tensor] = parts[i];
+    if (!tensor->device().is_cpu()) {
+      return Status::InvalidArgument(where + " targets " + tensor->device().ToString() +
+                                     "; this build loads into CPU tensors only");
+    }
+    if (tensor->dtype() != dtype) {
+      return Status::InvalidArgument(where + ": target shard " + std::to_string(i) + " has dtype " +
+                                     DTypeName(tensor->dtype()) + ", the tensor " + DTypeName(dtype));
+    }
+    Status st = CheckBoxWithin(box, shape);
+    if (!st.ok()) return st.WithContext(where + " target shard " + std::to_string(i));
+    out->push_back(TargetRegion{box, tensor->data()});
+  }
+  return Status::OK();
+}
+
+Status PlanTensorReads(const std::string& fqn, const Entry& target, const EntryMetadata& saved, LoadPlan* plan) {
+  std::vector<TargetRegion> regions;
+  RETURN_IF_ERROR(TargetRegions(fqn, target, saved, &regions));
+  const size_t es = DTypeSize(saved.dtype);
+  for (const TargetRegion& t : regions) {
+    int64_t covered = 0;
+    for (const StoredPiece& piece : saved.pieces) {
+      Box src{piece.offsets, piece.sizes};
+      Box ov;
+      if (!Intersect(src, t.box, &ov)) continue;
+      const uint64_t n = static_cast<uint64_t>(BoxNumel(ov));
+      covered += static_cast<int64_t>(n);
+      uint64_t sb, se, db, de;
+      ByteSpan(src, ov, es, &sb, &se);
+      ByteSpan(t.box, ov, es, &db, &de);
+      plan->bytes_copied += n * es;
+      if (se - sb == n * es && de - db == n * es) {
+        // Contiguous on both sides: read straight into the target.
+        plan->reads.push_back(ReadItem{fqn, piece, sb, se - sb, static_cast<char*>(t.data) + db});
+        continue;
+      }
+      plan->temps.emplace_back(new char[se - sb]);
+      plan->reads.push_back(ReadItem{fqn, piece, sb, se - sb, plan->temps.back().get()});
+      plan->copies.push_back(PendingCopy{src, sb, plan->temps.size() - 1, t.box, t.data, ov, es});
+    }
+    if (covered != BoxNumel(t.box)) {
+      return Status::InvalidArgument("entry '" + fqn + "': target region " + BoxToString(t.box) +
+                                     " is not covered by the saved shards (" + std::to_string(covered) + " of " +
+                                     std::to_string(BoxNumel(t.box)) + " elements)");
+    }
+  }
+  return Status::OK();
+}
+
+// Validates the whole target against the step before anything is read.
+Status PlanLoad(StateDict& target, const StepMetadata& md, LoadPlan* plan) {
+  for (auto& [fqn, entry] : target.mutable_entries()) {
+    const EntryMetadata* saved = md.Find(fqn);
+    if (saved == nullptr) {
+      return Status::NotFound("entry '" + fqn + "' is not in step " + std::to_string(md.step));
+    }
+    const bool target_is_bytes = std::holds_alternative<Bytes>(entry);
+    if (target_is_bytes != (saved->kind == EntryKind::kBytes)) {
+      return Status::InvalidArgument("entry '" + fqn + "': kind mismatch: the target is " + EntryKindName(entry) +
+                                     ", the step holds " + EntryKindName(saved->kind));
+    }
+    if (target_is_bytes) {
+      Bytes& b = std::get<Bytes>(entry);
+      const StoredPiece& piece = saved->pieces.at(0);
+      b.data.assign(piece.nbytes, '\0');
+      plan->reads.push_back(ReadItem{fqn, piece, 0, piece.nbytes, b.data.data()});
+      plan->bytes_copied += piece.nbytes;
+      continue;
+    }
+    if (!IsTensorKind(saved->kind)) return Status::Internal("unexpected entry kind for '" + fqn + "'");
+    RETURN_IF_ERROR(PlanTensorReads(fqn, entry, *saved, plan));
+  }
+  return Status::OK();
+}
+
+Status LoadLocal(StateDict& target, StorageReader& reader, const StepMetadata& md, LoadStats* stats) {
+  LoadPlan plan;
+  RETURN_IF_ERROR(PlanLoad(target, md, &plan));
+  StatusOr<ReadStats> rs = GuardedCall("read", [&] { return reader.Read(md, plan.reads); });
+  if (!rs.ok()) return rs.status();
+  for (const PendingCopy& c : plan.copies) {
+    CopyRegion(c.src_box, plan.temps[c.temp].get(), c.src_base, c.dst_box, c.dst, c.region, c.elem_size);
+  }
+  if (stats) {
+    stats->chunks_read += rs->chunks_read;
+    stats->stored_bytes_read += rs->stored_bytes_read;
+    stats->bytes_copied += plan.bytes_copied;
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status Load(StateDict& target, StorageReader& reader, const LoadOptions& options, LoadStats* stats) {
+  RETURN_IF_ERROR(ValidateStep(options.step));
+  std::unique_ptr<Communicator> local;
+  Communicator* comm = nullptr;
+  RETURN_IF_ERROR(ResolveCommunicator(options.no_dist, options.communicator, options.coordinator_rank, &local, &comm));
+
+  Status result;
+  StatusOr<StepMetadata> md = GuardedCall("read_metadata", [&] { return reader.ReadMetadata(options.step); });
+  if (md.ok()) {
+    result = LoadLocal(target, reader, *md, stats);
+  } else {
+    result = md.status();
+  }
+  std::vector<std::string> all;
+  RETURN_IF_ERROR(comm->AllGather(EncodeStatus(result), &all).WithContext("load: exchanging statuses"));
+  std::map<int, Status> failures;
+  for (size_t r = 0; r < all.size(); ++r) {
+    Status st = DecodeStatus(all[r]);
+    if (!st.ok()) failures[static_cast<int>(r)] = st;
+  }
+  if (!failures.empty()) return Status::CheckpointError("Failed to load checkpoint", std::move(failures));
+  return Status::OK();
+}
+
+StatusOr<StateDict> LoadWhole(StorageReader& reader, int64_t step, const std::vector<std::string>& fqns) {
+  RETURN_IF_ERROR(ValidateStep(step));
+  ASSIGN_OR_RETURN(StepMetadata md, reader.ReadMetadata(step));
+  std::vector<const EntryMetadata*> chosen;
+  if (fqns.empty()) {
+    for (const EntryMetadata& e : md.entries) chosen.push_back(&e);
+  } else {
+    for (const std::string& f : fqns) {
+      const EntryMetadata* e = md.Find(f);
+      if (e == nullptr) return Status::NotFound("entry '" + f + "' is not in step " + std::to_string(step));
+      chosen.push_back(e);
+    }
+  }
+  StateDict sd;
+  for (const EntryMetadata* e : chosen) {
+    if (e->kind == EntryKind::kBytes) {
+      RETURN_IF_ERROR(sd.Add(e->fqn, Bytes{}));
+    } else {
+      ASSIGN_OR_RETURN(Tensor t, Tensor::Zeros(e->dtype, e->shape));
+      RETURN_IF_ERROR(sd.Add(e->fqn, std::move(t)));
+    }
+  }
+  RETURN_IF_ERROR(LoadLocal(sd, reader, md, nullptr));
+  return sd;
+}
+
+}  // namespace ckptdb

@@ -1,0 +1,36 @@
+// The world-size-1 communicator behind `no_dist`.
+#include "ckptdb/communicator.h"
+
+namespace ckptdb {
+
+namespace {
+
+class LocalCommunicator final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int world_size() const override { return 1; }
+  Status Broadcast(std::string* data, int root) override { return CheckRoot(root); }
+  Status Gather(const std::string& mine, int root, std::vector<std::string>* out) override {
+    Status st = CheckRoot(root);
+    if (!st.ok()) return st;
+    out->assign(1, mine);
+    return Status::OK();
+  }
+  Status AllGather(const std::string& mine, std::vector<std::string>* out) override {
+    out->assign(1, mine);
+    return Status::OK();
+  }
+  Status Barrier() override { return Status::OK(); }
+
+ private:
+  static Status CheckRoot(int root) {
+    if (root != 0) return Status::InvalidArgument("root rank " + std::to_string(root) + " is not in a world of size 1");
+    return Status::OK();
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> NewLocalCommunicator() { return std::make_unique<LocalCommunicator>(); }
+
+}  // namespace ckptdb

@@ -1,0 +1,41 @@
+// Save planning: what this rank contributes to a step's metadata and which
+// pieces it writes, and how the coordinator-independent merge of every
+// rank's plan yields the same StepMetadata on every rank.
+#ifndef CKPTDB_SRC_PLANNER_H_
+#define CKPTDB_SRC_PLANNER_H_
+
+#include <string>
+#include <vector>
+
+#include "ckptdb/metadata.h"
+#include "ckptdb/state_dict.h"
+#include "ckptdb/storage.h"
+
+namespace ckptdb {
+
+struct LocalPlan {
+  // Every entry of the state dict, in order, with only the pieces this rank
+  // writes: tensors and bytes on the coordinator, local shards on every rank.
+  std::vector<EntryMetadata> entries;
+  // The pieces this rank writes, with their bytes; keys {rank, 0..n-1}.
+  std::vector<WriteItem> items;
+};
+
+// InvalidArgument naming the FQN for an entry that cannot be saved (a device
+// this build cannot read, a shard outside its global shape, ...).
+StatusOr<LocalPlan> PlanLocal(const StateDict& state_dict, int rank, int coordinator_rank);
+
+// The serialized plan (or planning error) that ranks all-gather.
+std::string EncodeLocalPlan(const StatusOr<LocalPlan>& plan);
+
+// Merges every rank's encoded plan (indexed by rank) into the step's
+// metadata, without storage fields (chunking, stored sizes) yet. Every rank
+// gets the same result: a checkpoint error "invalid state dict" naming the
+// ranks whose planning failed, or InvalidArgument for plans that disagree
+// (different FQNs, kinds, dtypes or shapes; shards that overlap or leave
+// holes).
+StatusOr<StepMetadata> MergePlans(const std::vector<std::string>& encoded_plans, int coordinator_rank);
+
+}  // namespace ckptdb
+
+#endif  // CKPTDB_SRC_PLANNER_H_

@@ -1,0 +1,47 @@
+// Boxes (n-d regions of a global tensor) and copying the overlap of two
+// row-major boxes: the arithmetic behind sharding and resharding.
+#ifndef CKPTDB_SRC_REGION_H_
+#define CKPTDB_SRC_REGION_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ckptdb/status.h"
+#include "ckptdb/tensor.h"
+
+namespace ckptdb {
+
+// offsets.size() == sizes.size() == the number of dimensions; a 0-d box
+// (both empty) holds one element.
+struct Box {
+  std::vector<int64_t> offsets;
+  std::vector<int64_t> sizes;
+};
+
+std::string BoxToString(const Box& box);  // "[0:5, 2:4]"
+int64_t BoxNumel(const Box& box);
+// InvalidArgument unless `box` has the rank of `shape`, non-negative sizes and
+// offsets, and lies within it.
+Status CheckBoxWithin(const Box& box, const Shape& shape);
+// True when both boxes hold at least one common element.
+bool BoxesOverlap(const Box& a, const Box& b);
+// The common region of a and b (same rank). False when it holds no element.
+bool Intersect(const Box& a, const Box& b, Box* out);
+
+// Byte range [*begin, *end) inside `outer`'s row-major bytes that holds every
+// element of `inner` (which lies within outer): from inner's first element to
+// just past its last.
+void ByteSpan(const Box& outer, const Box& inner, size_t elem_size, uint64_t* begin, uint64_t* end);
+
+// Copies the elements of `region` from src (row-major bytes of box `src_box`,
+// of which src_data holds the bytes starting at byte `src_base`) into dst
+// (row-major bytes of box `dst_box`). REQUIRES: region lies within both boxes
+// and src_data covers ByteSpan(src_box, region).
+void CopyRegion(const Box& src_box, const void* src_data, uint64_t src_base, const Box& dst_box, void* dst_data,
+                const Box& region, size_t elem_size);
+
+}  // namespace ckptdb
+
+#endif  // CKPTDB_SRC_REGION_H_

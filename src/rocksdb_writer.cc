@@ -1,0 +1,343 @@
+// The RocksDB store's writer side: staging SST files, ingestion, the metadata
+// commit, and sweeping what failed saves left behind.
+#include <rocksdb/convenience.h>
+#include <rocksdb/db.h>
+#include <rocksdb/sst_file_writer.h>
+#include <rocksdb/write_batch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <random>
+
+#include "chunk_codec.h"
+#include "ckptdb/checkpoint.h"
+#include "ckptdb/rocksdb_store.h"
+#include "keys.h"
+#include "metadata_codec.h"
+#include "rocksdb_options.h"
+#include "rocksdb_status.h"
+#include "status_macros.h"
+#include "store_dir.h"
+
+namespace fs = std::filesystem;
+
+namespace ckptdb {
+
+rocksdb::Options DatabaseOptions() {
+  rocksdb::Options o;
+  o.create_if_missing = true;
+  o.compression = rocksdb::kNoCompression;
+  o.bottommost_compression = rocksdb::kNoCompression;
+  o.write_buffer_size = 16 << 20;
+  o.max_background_jobs = 2;
+  o.keep_log_file_num = 4;
+  return o;
+}
+
+namespace {
+
+uint64_t NewSaveId() {
+  static std::mutex mu;
+  static std::mt19937_64 rng{std::random_device{}() ^
+                             static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())};
+  std::lock_guard<std::mutex> lock(mu);
+  uint64_t id = 0;
+  while (id == 0) id = rng();
+  return id;
+}
+
+Status ValidateOptions(const StoreOptions& o) {
+  if (o.chunk_bytes < 4096 || o.chunk_bytes > kMaxChunkRawBytes) {
+    return Status::InvalidArgument("StoreOptions.chunk_bytes " + std::to_string(o.chunk_bytes) +
+                                   " is outside [4096, " + std::to_string(kMaxChunkRawBytes) + "]");
+  }
+  if (o.zstd_level < 1 || o.zstd_level > 19) {
+    return Status::InvalidArgument("StoreOptions.zstd_level " + std::to_string(o.zstd_level) + " is outside [1, 19]");
+  }
+  if (o.max_sst_file_bytes < o.chunk_bytes) {
+    return Status::InvalidArgument("StoreOptions.max_sst_file_bytes is smaller than chunk_bytes");
+  }
+  return Status::OK();
+}
+
+class RocksDBStoreWriter final : public StoreWriter {
+ public:
+  RocksDBStoreWriter(std::string path, StoreOptions options) : path_(std::move(path)), options_(options) {}
+
+  ~RocksDBStoreWriter() override {
+    if (db_) db_->Close().PermitUncheckedError();
+  }
+
+  const std::string& path() const override { return path_; }
+
+  Status OpenDatabase() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return OpenLocked();
+  }
+
+  StatusOr<uint64_t> Prepare(int64_t step) override {
+    RETURN_IF_ERROR(ValidateStep(step));
+    std::lock_guard<std::mutex> lock(mu_);
+    RETURN_IF_ERROR(OpenLocked());
+    RETURN_IF_ERROR(CheckStepFree(step));
+    uint64_t id = NewSaveId();
+    std::error_code ec;
+    fs::create_directories(StagingDir(path_, id), ec);
+    if (ec) return FsError("cannot create staging directory", StagingDir(path_, id), ec);
+    return id;
+  }
+
+  Status PrepareStorage(const SaveContext& ctx, const std::vector<WriteItem>& items) override {
+    for (const WriteItem& it : items) {
+      if (it.key.rank != static_cast<uint32_t>(ctx.rank)) {
+        return Status::Internal("item of '" + it.fqn + "' has rank " + std::to_string(it.key.rank) +
+                                " in its key, but this is rank " + std::to_string(ctx.rank));
+      }
+      if (it.nbytes > 0 && it.data == nullptr) {
+        return Status::InvalidArgument("entry '" + it.fqn + "' has no data");
+      }
+    }
+    std::error_code ec;
+    // The coordinator made it; on a store shared across hosts it may appear
+    // later here, so make sure it exists.
+    fs::create_directories(StagingDir(path_, ctx.save_id), ec);
+    if (ec) return FsError("cannot create staging directory", StagingDir(path_, ctx.save_id), ec);
+    return Status::OK();
+  }
+
+  StatusOr<WriteResult> Write(const SaveContext& ctx, const std::vector<WriteItem>& items) override {
+    WriteResult result;
+    result.rank = ctx.rank;
+    std::vector<const WriteItem*> sorted;
+    for (const WriteItem& it : items) sorted.push_back(&it);
+    // SST keys must be added in order: by item number, then chunk.
+    std::sort(sorted.begin(), sorted.end(), [](const WriteItem* a, const WriteItem* b) { return a->key.item < b->key.item; });
+
+    const std::string dir = StagingDir(path_, ctx.save_id);
+    rocksdb::Options db_options = DatabaseOptions();
+    std::unique_ptr<rocksdb::SstFileWriter> sst;
+    uint64_t file_bytes = 0;
+    std::string file;
+    auto finish_file = [&]() -> Status {
+      if (!sst) return Status::OK();
+      rocksdb::Status s = sst->Finish();
+      sst.reset();
+      if (!s.ok()) return FromRocks(s, "finishing SST file " + file);
+      result.files.push_back(file);
+      return Status::OK();
+    };
+    std::string value;
+    for (const WriteItem* it : sorted) {
+      WrittenItem w;
+      w.key = it->key;
+      w.chunk_bytes = options_.chunk_bytes;
+      w.num_chunks = static_cast<uint32_t>((it->nbytes + options_.chunk_bytes - 1) / options_.chunk_bytes);
+      const char* data = static_cast<const char*>(it->data);
+      for (uint32_t c = 0; c < w.num_chunks; ++c) {
+        if (!sst || file_bytes >= options_.max_sst_file_bytes) {
+          RETURN_IF_ERROR(finish_file());
+          file = dir + "/rank-" + std::to_string(ctx.rank) + "-" + std::to_string(result.files.size()) + ".sst";
+          sst = std::make_unique<rocksdb::SstFileWriter>(rocksdb::EnvOptions(), db_options, nullptr,
+                                                         options_.sst_invalidate_page_cache);
+          RETURN_IF_ERROR(FromRocks(sst->Open(file), "opening SST file " + file));
+          file_bytes = 0;
+        }
+        uint64_t begin = uint64_t{c} * options_.chunk_bytes;
+        uint64_t len = std::min<uint64_t>(options_.chunk_bytes, it->nbytes - begin);
+        EncodeChunk(data + begin, len, options_.compression, options_.zstd_level, &value);
+        DataKey k{ctx.step, ctx.save_id, it->key.rank, it->key.item, c};
+        RETURN_IF_ERROR(FromRocks(sst->Put(EncodeDataKey(k), value),
+                                  "writing chunk " + std::to_string(c) + " of '" + it->fqn + "'"));
+        file_bytes += value.size();
+        w.stored_bytes += value.size();
+      }
+      result.items.push_back(w);
+    }
+    RETURN_IF_ERROR(finish_file());
+    return result;
+  }
+
+  Status Finish(const SaveContext& ctx, const StepMetadata& metadata, const std::vector<WriteResult>& results) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    RETURN_IF_ERROR(OpenLocked());
+    Status v = ValidateStepMetadata(metadata);
+    if (!v.ok()) return Status::Internal("refusing to commit inconsistent metadata: " + v.message());
+    std::vector<std::string> files;
+    for (const WriteResult& r : results) files.insert(files.end(), r.files.begin(), r.files.end());
+    if (!files.empty()) {
+      rocksdb::IngestExternalFileOptions io;
+      io.move_files = true;             // hard links: no copy of the data
+      io.snapshot_consistency = false;  // no reader needs these keys before the commit
+      io.allow_global_seqno = true;
+      io.allow_blocking_flush = true;
+      io.write_global_seqno = false;
+      RETURN_IF_ERROR(FromRocks(db_->IngestExternalFile(files, io), "ingesting " + std::to_string(files.size()) +
+                                                                        " SST files of step " +
+                                                                        std::to_string(ctx.step)));
+    }
+    // The step may have been committed by another save on this writer since
+    // Prepare; the DB lock keeps other processes out.
+    RETURN_IF_ERROR(CheckStepFree(ctx.step));
+    rocksdb::WriteBatch batch;
+    RETURN_IF_ERROR(FromRocks(batch.Put(MetadataKey(ctx.step), EncodeMetadataValue(metadata)), "metadata batch"));
+    rocksdb::WriteOptions wo;
+    wo.sync = true;
+    RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), "committing the metadata of step " + std::to_string(ctx.step)));
+    RemoveStaging(ctx.save_id);
+    return Status::OK();
+  }
+
+  void Abort(const SaveContext& ctx) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (db_) (void)DropSaveData(ctx.step, ctx.save_id);
+    RemoveStaging(ctx.save_id);
+  }
+
+  StatusOr<SweepStats> Sweep() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    RETURN_IF_ERROR(OpenLocked());
+    return SweepLocked();
+  }
+
+  Status DeleteStep(int64_t step) override {
+    RETURN_IF_ERROR(ValidateStep(step));
+    std::lock_guard<std::mutex> lock(mu_);
+    RETURN_IF_ERROR(OpenLocked());
+    std::string v;
+    rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), MetadataKey(step), &v);
+    if (s.IsNotFound()) return Status::NotFound("step " + std::to_string(step) + " not found in store '" + path_ + "'");
+    RETURN_IF_ERROR(FromRocks(s, "reading the metadata of step " + std::to_string(step)));
+    // The metadata goes first, in the same batch as the range delete: the step
+    // disappears whole, and its data becomes unreachable at once.
+    rocksdb::WriteBatch batch;
+    std::string begin = DataSaveBegin(step, 0);
+    std::string end = DataSaveEnd(step, UINT64_MAX);
+    batch.Delete(MetadataKey(step)).PermitUncheckedError();
+    batch.DeleteRange(db_->DefaultColumnFamily(), begin, end).PermitUncheckedError();
+    rocksdb::WriteOptions wo;
+    wo.sync = true;
+    RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), "deleting step " + std::to_string(step)));
+    return ReclaimRange(begin, end);
+  }
+
+ private:
+  Status OpenLocked() {
+    if (db_) return Status::OK();
+    RETURN_IF_ERROR(ValidateOptions(options_));
+    ASSIGN_OR_RETURN(StorePathState state, InspectStorePath(path_));
+    if (state != StorePathState::kStore) RETURN_IF_ERROR(CreateStoreDir(path_));
+    rocksdb::DB* db = nullptr;
+    rocksdb::Status s = rocksdb::DB::Open(DatabaseOptions(), DbDir(path_), &db);
+    if (s.IsIOError() && s.ToString().find("lock") != std::string::npos) {
+      return Status::Unavailable("store '" + path_ + "' is open for writing by another process: " + s.ToString());
+    }
+    RETURN_IF_ERROR(FromRocks(s, "opening store '" + path_ + "'"));
+    db_.reset(db);
+    if (options_.sweep_on_open) {
+      auto swept = SweepLocked();
+      if (!swept.ok()) return swept.status().WithContext("sweeping store '" + path_ + "' on open");
+    }
+    return Status::OK();
+  }
+
+  Status CheckStepFree(int64_t step) {
+    std::string v;
+    rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), MetadataKey(step), &v);
+    if (s.ok()) return Status::AlreadyExists("step " + std::to_string(step) + " already exists in store '" + path_ + "'");
+    if (s.IsNotFound()) return Status::OK();
+    return FromRocks(s, "checking whether step " + std::to_string(step) + " exists");
+  }
+
+  // Removes the keys of one save attempt and the files holding only them.
+  Status DropSaveData(int64_t step, uint64_t save_id) {
+    std::string begin = DataSaveBegin(step, save_id);
+    std::string end = DataSaveEnd(step, save_id);
+    rocksdb::WriteOptions wo;
+    wo.sync = true;
+    RETURN_IF_ERROR(FromRocks(db_->DeleteRange(wo, db_->DefaultColumnFamily(), begin, end), "dropping save data"));
+    return ReclaimRange(begin, end);
+  }
+
+  // Gives back the space of a deleted key range: files wholly inside it are
+  // dropped without rewriting anything.
+  Status ReclaimRange(const std::string& begin, const std::string& end) {
+    rocksdb::Slice b(begin), e(end);
+    return FromRocks(rocksdb::DeleteFilesInRange(db_.get(), db_->DefaultColumnFamily(), &b, &e, false),
+                     "reclaiming deleted files");
+  }
+
+  void RemoveStaging(uint64_t save_id) {
+    std::error_code ec;
+    fs::remove_all(StagingDir(path_, save_id), ec);
+  }
+
+  StatusOr<SweepStats> SweepLocked() {
+    constexpr uint64_t kUnreadable = 0;  // save ids are never 0
+    SweepStats stats;
+    // Committed (step -> save id).
+    std::map<int64_t, uint64_t> committed;
+    {
+      std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+      for (it->Seek(std::string(1, kMetadataPrefix)); it->Valid(); it->Next()) {
+        int64_t step;
+        if (!ParseMetadataKey(it->key().ToStringView(), &step)) break;
+        auto md = DecodeMetadataValue(it->value().ToStringView());
+        // A step whose metadata is unreadable keeps all its data: never delete
+        // what might be committed.
+        committed[step] = md.ok() ? md->save_id : kUnreadable;
+      }
+      RETURN_IF_ERROR(FromRocks(it->status(), "listing steps"));
+    }
+    // Skip-scan the data keys, one seek per (step, save id).
+    std::vector<std::pair<int64_t, uint64_t>> orphans;
+    {
+      rocksdb::ReadOptions ro;
+      ro.fill_cache = false;
+      std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
+      it->Seek(std::string(1, kDataPrefix));
+      while (it->Valid()) {
+        DataKey k;
+        if (!ParseDataKey(it->key().ToStringView(), &k)) break;
+        auto c = committed.find(k.step);
+        bool keep = c != committed.end() && (c->second == k.save_id || c->second == kUnreadable);
+        if (!keep) orphans.emplace_back(k.step, k.save_id);
+        if (k.save_id == UINT64_MAX) {
+          if (k.step == INT64_MAX) break;
+          it->Seek(DataSaveBegin(k.step + 1, 0));
+        } else {
+          it->Seek(DataSaveBegin(k.step, k.save_id + 1));
+        }
+      }
+      RETURN_IF_ERROR(FromRocks(it->status(), "scanning data keys"));
+    }
+    for (const auto& [step, id] : orphans) RETURN_IF_ERROR(DropSaveData(step, id));
+    stats.orphan_saves = orphans.size();
+    std::error_code ec;
+    if (fs::exists(StagingRoot(path_), ec)) {
+      for (const auto& d : fs::directory_iterator(StagingRoot(path_), ec)) {
+        fs::remove_all(d.path(), ec);
+        ++stats.staging_dirs;
+      }
+    }
+    return stats;
+  }
+
+  const std::string path_;
+  const StoreOptions options_;
+  std::mutex mu_;  // guards db_ and the step check + commit
+  std::unique_ptr<rocksdb::DB> db_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<StoreWriter>> OpenStoreWriter(const std::string& path, const StoreOptions& options) {
+  RETURN_IF_ERROR(ValidateOptions(options));
+  ASSIGN_OR_RETURN(StorePathState state, InspectStorePath(path));
+  (void)state;
+  return std::unique_ptr<StoreWriter>(new RocksDBStoreWriter(path, options));
+}
+
+}  // namespace ckptdb

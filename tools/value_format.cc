@@ -1,0 +1,193 @@
+#include "value_format.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+namespace ckptdb::cli {
+
+namespace {
+
+template <typename T>
+T Load(const Tensor& t, int64_t i) {
+  T v;
+  std::memcpy(&v, static_cast<const char*>(t.data()) + i * static_cast<int64_t>(sizeof(T)), sizeof(T));
+  return v;
+}
+
+float Bits32ToFloat(uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+double HalfToDouble(uint16_t h) {
+  int sign = (h >> 15) & 1, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+  double v;
+  if (exp == 0) v = std::ldexp(man, -24);
+  else if (exp == 31) v = man ? NAN : INFINITY;
+  else v = std::ldexp(man + 1024, exp - 25);
+  return sign ? -v : v;
+}
+
+// float8 e4m3fn: bias 7, no infinities, S.1111.111 is NaN.
+double F8E4M3ToDouble(uint8_t b) {
+  int sign = b >> 7, exp = (b >> 3) & 0xf, man = b & 0x7;
+  double v;
+  if (exp == 15 && man == 7) v = NAN;
+  else if (exp == 0) v = std::ldexp(man, -9);
+  else v = std::ldexp(man + 8, exp - 10);
+  return sign ? -v : v;
+}
+
+// float8 e5m2: bias 15, IEEE-like.
+double F8E5M2ToDouble(uint8_t b) {
+  int sign = b >> 7, exp = (b >> 2) & 0x1f, man = b & 0x3;
+  double v;
+  if (exp == 0) v = std::ldexp(man, -16);
+  else if (exp == 31) v = man ? NAN : INFINITY;
+  else v = std::ldexp(man + 4, exp - 17);
+  return sign ? -v : v;
+}
+
+std::string FormatElement(const Tensor& t, int64_t i) {
+  char buf[64];
+  switch (t.dtype()) {
+    case DType::kBool: return Load<uint8_t>(t, i) ? "True" : "False";
+    case DType::kI64: std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(Load<int64_t>(t, i))); return buf;
+    case DType::kI32: case DType::kI16: case DType::kI8: case DType::kU8:
+      std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(ElementAsDouble(t, i)));
+      return buf;
+    default: {
+      double v = ElementAsDouble(t, i);
+      if (std::isnan(v)) return "nan";
+      if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+      // Enough digits to tell values of the dtype apart.
+      int digits = t.dtype() == DType::kF64 ? 17 : t.dtype() == DType::kF32 ? 9 : 5;
+      std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+      return buf;
+    }
+  }
+}
+
+void FormatDim(const Tensor& t, size_t dim, int64_t base, bool summarise, int64_t edge, int indent, std::string* out) {
+  const Shape& shape = t.shape();
+  int64_t n = shape[dim];
+  int64_t stride = 1;
+  for (size_t d = dim + 1; d < shape.size(); ++d) stride *= shape[d];
+  out->push_back('[');
+  std::vector<int64_t> idx;
+  bool skip = summarise && n > 2 * edge;
+  for (int64_t i = 0; i < n; ++i) {
+    if (skip && i == edge) {
+      idx.push_back(-1);
+      i = n - edge - 1;
+      continue;
+    }
+    idx.push_back(i);
+  }
+  for (size_t k = 0; k < idx.size(); ++k) {
+    if (k) {
+      out->push_back(',');
+      if (dim + 1 == shape.size()) {
+        out->push_back(' ');
+      } else {
+        out->append(shape.size() - dim - 1, '\n');
+        out->append(indent + 1, ' ');
+      }
+    }
+    if (idx[k] < 0) {
+      out->append("...");
+      continue;
+    }
+    if (dim + 1 == shape.size()) {
+      out->append(FormatElement(t, base + idx[k]));
+    } else {
+      FormatDim(t, dim + 1, base + idx[k] * stride, summarise, edge, indent + 1, out);
+    }
+  }
+  out->push_back(']');
+}
+
+}  // namespace
+
+double ElementAsDouble(const Tensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case DType::kF64: return Load<double>(t, i);
+    case DType::kF32: return Load<float>(t, i);
+    case DType::kF16: return HalfToDouble(Load<uint16_t>(t, i));
+    case DType::kBF16: return Bits32ToFloat(uint32_t{Load<uint16_t>(t, i)} << 16);
+    case DType::kF8E4M3: return F8E4M3ToDouble(Load<uint8_t>(t, i));
+    case DType::kF8E5M2: return F8E5M2ToDouble(Load<uint8_t>(t, i));
+    case DType::kI64: return static_cast<double>(Load<int64_t>(t, i));
+    case DType::kI32: return Load<int32_t>(t, i);
+    case DType::kI16: return Load<int16_t>(t, i);
+    case DType::kI8: return Load<int8_t>(t, i);
+    case DType::kU8: return Load<uint8_t>(t, i);
+    case DType::kBool: return Load<uint8_t>(t, i) ? 1 : 0;
+  }
+  return 0;
+}
+
+std::string FormatTensor(const Tensor& t, int64_t threshold, int64_t edge) {
+  if (t.dim() == 0) return FormatElement(t, 0);
+  std::string out;
+  FormatDim(t, 0, 0, t.numel() > threshold, edge, 0, &out);
+  return out;
+}
+
+std::string EscapeBytes(const std::string& bytes, size_t limit) {
+  std::string out;
+  size_t n = std::min(bytes.size(), limit);
+  for (size_t i = 0; i < n; ++i) {
+    unsigned char c = static_cast<unsigned char>(bytes[i]);
+    if (c == '\n' || c == '\t' || (c >= 0x20 && c < 0x7f)) {
+      out.push_back(static_cast<char>(c));
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    }
+  }
+  if (n < bytes.size()) out += "... (" + std::to_string(bytes.size() - n) + " more bytes)";
+  return out;
+}
+
+std::string HumanBytes(uint64_t n) {
+  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double v = static_cast<double>(n);
+  int u = 0;
+  while (v >= 1024 && u < 5) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  if (u == 0) std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(n));
+  else std::snprintf(buf, sizeof buf, "%.1f %s", v, kUnits[u]);
+  return buf;
+}
+
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out.push_back(static_cast<char>(c));
+        }
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace ckptdb::cli

@@ -1,0 +1,33 @@
+// Formatting tensor values for people: numpy-like nested lists, summarised
+// with "..." when large, one number format per dtype.
+#ifndef CKPTDB_TOOLS_VALUE_FORMAT_H_
+#define CKPTDB_TOOLS_VALUE_FORMAT_H_
+
+#include <cstdint>
+#include <string>
+
+#include "ckptdb/tensor.h"
+
+namespace ckptdb::cli {
+
+// The element at `index` (row-major) of `t` as a double (exact for every
+// dtype except i64 beyond 2^53).
+double ElementAsDouble(const Tensor& t, int64_t index);
+
+// Like numpy's repr of an array: "[[1, 2], [3, 4]]" with line breaks per row;
+// when t has more than `threshold` elements, each dimension shows its first
+// and last `edge` items around "...".
+std::string FormatTensor(const Tensor& t, int64_t threshold = 1000, int64_t edge = 3);
+
+// Bytes for a terminal: printable ASCII as is, other bytes as \xNN.
+std::string EscapeBytes(const std::string& bytes, size_t limit = 4096);
+
+// "12.0 MiB"
+std::string HumanBytes(uint64_t n);
+
+// A JSON string literal.
+std::string JsonString(const std::string& s);
+
+}  // namespace ckptdb::cli
+
+#endif  // CKPTDB_TOOLS_VALUE_FORMAT_H_
