@@ -19,6 +19,7 @@
 #include "metadata_codec.h"
 #include "rocksdb_options.h"
 #include "rocksdb_status.h"
+#include "rocksdb_store_internal.h"
 #include "status_macros.h"
 #include "store_dir.h"
 
@@ -65,7 +66,8 @@ Status ValidateOptions(const StoreOptions& o) {
 
 class RocksDBStoreWriter final : public StoreWriter {
  public:
-  RocksDBStoreWriter(std::string path, StoreOptions options) : path_(std::move(path)), options_(options) {}
+  RocksDBStoreWriter(std::string path, StoreOptions options, rocksdb::Env* env)
+      : path_(std::move(path)), options_(options), env_(env) {}
 
   ~RocksDBStoreWriter() override {
     if (db_) db_->Close().PermitUncheckedError();
@@ -117,7 +119,7 @@ class RocksDBStoreWriter final : public StoreWriter {
     std::sort(sorted.begin(), sorted.end(), [](const WriteItem* a, const WriteItem* b) { return a->key.item < b->key.item; });
 
     const std::string dir = StagingDir(path_, ctx.save_id);
-    rocksdb::Options db_options = DatabaseOptions();
+    rocksdb::Options db_options = Options();
     std::unique_ptr<rocksdb::SstFileWriter> sst;
     uint64_t file_bytes = 0;
     std::string file;
@@ -224,13 +226,19 @@ class RocksDBStoreWriter final : public StoreWriter {
   }
 
  private:
+  rocksdb::Options Options() const {
+    rocksdb::Options o = DatabaseOptions();
+    if (env_ != nullptr) o.env = env_;
+    return o;
+  }
+
   Status OpenLocked() {
     if (db_) return Status::OK();
     RETURN_IF_ERROR(ValidateOptions(options_));
     ASSIGN_OR_RETURN(StorePathState state, InspectStorePath(path_));
     if (state != StorePathState::kStore) RETURN_IF_ERROR(CreateStoreDir(path_));
     rocksdb::DB* db = nullptr;
-    rocksdb::Status s = rocksdb::DB::Open(DatabaseOptions(), DbDir(path_), &db);
+    rocksdb::Status s = rocksdb::DB::Open(Options(), DbDir(path_), &db);
     if (s.IsIOError() && s.ToString().find("lock") != std::string::npos) {
       return Status::Unavailable("store '" + path_ + "' is open for writing by another process: " + s.ToString());
     }
@@ -327,17 +335,23 @@ class RocksDBStoreWriter final : public StoreWriter {
 
   const std::string path_;
   const StoreOptions options_;
+  rocksdb::Env* const env_;  // null: RocksDB's default
   std::mutex mu_;  // guards db_ and the step check + commit
   std::unique_ptr<rocksdb::DB> db_;
 };
 
 }  // namespace
 
-StatusOr<std::unique_ptr<StoreWriter>> OpenStoreWriter(const std::string& path, const StoreOptions& options) {
+StatusOr<std::unique_ptr<StoreWriter>> OpenStoreWriterWithEnv(const std::string& path, const StoreOptions& options,
+                                                              rocksdb::Env* env) {
   RETURN_IF_ERROR(ValidateOptions(options));
   ASSIGN_OR_RETURN(StorePathState state, InspectStorePath(path));
   (void)state;
-  return std::unique_ptr<StoreWriter>(new RocksDBStoreWriter(path, options));
+  return std::unique_ptr<StoreWriter>(new RocksDBStoreWriter(path, options, env));
+}
+
+StatusOr<std::unique_ptr<StoreWriter>> OpenStoreWriter(const std::string& path, const StoreOptions& options) {
+  return OpenStoreWriterWithEnv(path, options, nullptr);
 }
 
 }  // namespace ckptdb

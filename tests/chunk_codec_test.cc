@@ -1,1 +1,93 @@
+#include "chunk_codec.h"
 
+#include <gtest/gtest.h>
+
+#include <random>
+
+namespace ckptdb {
+namespace {
+
+std::string Compressible(size_t n) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i / 64) % 4);
+  return s;
+}
+
+std::string Random(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::string s(n, '\0');
+  for (auto& c : s) c = static_cast<char>(rng());
+  return s;
+}
+
+std::string Decode(const std::string& value, size_t n) {
+  std::string out(n, '\0');
+  Status st = DecodeChunk(value, n, out.data());
+  EXPECT_TRUE(st.ok()) << st;
+  return out;
+}
+
+TEST(ChunkCodec, RoundTripEveryCompression) {
+  for (Compression c : {Compression::kNone, Compression::kZstd, Compression::kAuto}) {
+    for (const std::string& raw : {std::string(), Compressible(100000), Random(5000, 1)}) {
+      std::string v;
+      EncodeChunk(raw.data(), raw.size(), c, 3, &v);
+      EXPECT_EQ(Decode(v, raw.size()), raw) << static_cast<int>(c);
+    }
+  }
+}
+
+TEST(ChunkCodec, CompressesWhatShrinksAndAutoKeepsRandomBytesRaw) {
+  std::string raw = Compressible(1 << 20), v;
+  EncodeChunk(raw.data(), raw.size(), Compression::kZstd, 1, &v);
+  EXPECT_LT(v.size(), raw.size() / 10);
+  EXPECT_EQ(v[1], static_cast<char>(ChunkCodec::kZstd));
+
+  std::string noise = Random(1 << 16, 2);
+  EncodeChunk(noise.data(), noise.size(), Compression::kAuto, 1, &v);
+  EXPECT_EQ(v[1], static_cast<char>(ChunkCodec::kRaw));
+  EXPECT_EQ(v.size(), noise.size() + kChunkHeaderSize);
+}
+
+struct Corruption {
+  const char* name;
+  Compression compression;
+  void (*mutate)(std::string*);
+  const char* expect;
+};
+
+TEST(ChunkCodec, EveryKindOfCorruptionIsDataLoss) {
+  const Corruption cases[] = {
+      {"flipped payload byte", Compression::kNone, [](std::string* v) { (*v)[kChunkHeaderSize + 10] ^= 1; },
+       "checksum mismatch"},
+      {"flipped zstd byte", Compression::kZstd, [](std::string* v) { (*v)[v->size() / 2] ^= 0x55; }, ""},
+      {"truncated", Compression::kNone, [](std::string* v) { v->resize(v->size() - 1); }, "payload"},
+      {"shorter than header", Compression::kNone, [](std::string* v) { v->resize(5); }, "shorter than its header"},
+      {"unknown version", Compression::kNone, [](std::string* v) { (*v)[0] = 9; }, "unknown format version 9"},
+      {"unknown codec", Compression::kNone, [](std::string* v) { (*v)[1] = 7; }, "unknown codec 7"},
+      {"unknown filter", Compression::kNone, [](std::string* v) { (*v)[2] = 1; }, "unknown filter"},
+      {"wrong length", Compression::kNone, [](std::string* v) { (*v)[4] ^= 1; }, "metadata expects"},
+      {"flipped checksum", Compression::kNone, [](std::string* v) { (*v)[12] ^= 1; }, "checksum mismatch"},
+  };
+  std::string raw = Compressible(4096);
+  for (const Corruption& c : cases) {
+    std::string v;
+    EncodeChunk(raw.data(), raw.size(), c.compression, 1, &v);
+    c.mutate(&v);
+    std::string out(raw.size(), '\0');
+    Status st = DecodeChunk(v, raw.size(), out.data());
+    EXPECT_EQ(st.code(), StatusCode::kDataLoss) << c.name << ": " << st;
+    EXPECT_NE(st.message().find(c.expect), std::string::npos) << c.name << ": " << st;
+  }
+}
+
+TEST(ChunkCodec, DecodeToStringNeedsNoLength) {
+  std::string raw = "metadata bytes", v;
+  EncodeChunk(raw.data(), raw.size(), Compression::kNone, 1, &v);
+  auto s = DecodeChunkToString(v);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(*s, raw);
+}
+
+}  // namespace
+}  // namespace ckptdb

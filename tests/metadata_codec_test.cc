@@ -1,1 +1,121 @@
+#include "metadata_codec.h"
 
+#include <gtest/gtest.h>
+
+#include "keys.h"
+
+namespace ckptdb {
+namespace {
+
+StepMetadata Sample() {
+  StepMetadata m;
+  m.step = 42;
+  m.created_unix_ms = 1700000000000;
+  m.world_size = 2;
+  m.coordinator_rank = 1;
+  m.save_id = 0xdeadbeefcafef00dull;
+  EntryMetadata t{"w", EntryKind::kShardedTensor, DType::kBF16, {10, 4}, {}};
+  t.pieces.push_back(StoredPiece{{0, 0}, {6, 4}, {0, 0}, 48, 32, 2, 60});
+  t.pieces.push_back(StoredPiece{{6, 0}, {4, 4}, {1, 3}, 32, 32, 1, 40});
+  m.entries.push_back(t);
+  m.entries.push_back(EntryMetadata{"s", EntryKind::kTensor, DType::kI64, {}, {StoredPiece{{}, {}, {1, 0}, 8, 4096, 1, 24}}});
+  m.entries.push_back(EntryMetadata{"b", EntryKind::kBytes, DType::kU8, {3}, {StoredPiece{{0}, {3}, {1, 1}, 3, 4096, 1, 19}}});
+  m.entries.push_back(EntryMetadata{"z", EntryKind::kTensor, DType::kF32, {0, 5}, {StoredPiece{{0, 0}, {0, 5}, {1, 2}, 0, 4096, 0, 0}}});
+  return m;
+}
+
+TEST(MetadataCodec, RoundTrip) {
+  StepMetadata m = Sample();
+  ASSERT_TRUE(ValidateStepMetadata(m).ok()) << ValidateStepMetadata(m);
+  auto back = DecodeMetadataValue(EncodeMetadataValue(m));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->step, 42);
+  EXPECT_EQ(back->save_id, m.save_id);
+  EXPECT_EQ(back->coordinator_rank, 1);
+  ASSERT_EQ(back->entries.size(), 4u);
+  EXPECT_EQ(back->entries[0].fqn, "w");
+  EXPECT_EQ(back->entries[0].pieces[1].key.item, 3u);
+  EXPECT_EQ(back->entries[1].shape, Shape{});
+  EXPECT_EQ(back->entries[2].kind, EntryKind::kBytes);
+  EXPECT_EQ(back->logical_bytes(), 48u + 32 + 8 + 3);
+}
+
+TEST(MetadataCodec, FlippedByteIsDataLoss) {
+  std::string v = EncodeMetadataValue(Sample());
+  for (size_t pos : {size_t{0}, size_t{9}, v.size() / 2, v.size() - 1}) {
+    std::string bad = v;
+    bad[pos] ^= 0x20;
+    auto m = DecodeMetadataValue(bad);
+    ASSERT_FALSE(m.ok()) << pos;
+    EXPECT_EQ(m.status().code(), StatusCode::kDataLoss) << m.status();
+  }
+  auto garbage = DecodeMetadataValue("not metadata at all");
+  EXPECT_EQ(garbage.status().code(), StatusCode::kDataLoss);
+}
+
+void ExpectInvalid(StepMetadata m, const std::string& fragment) {
+  Status st = ValidateStepMetadata(m);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(st.message().find(fragment), std::string::npos) << st;
+  // Stored, the same inconsistency is corruption.
+  auto decoded = DecodeMetadataValue(EncodeMetadataValue(m));
+  EXPECT_EQ(decoded.status().code(), StatusCode::kDataLoss);
+}
+
+TEST(MetadataCodec, ValidationNamesTheProblem) {
+  StepMetadata m = Sample();
+  m.entries[0].pieces[1].offsets = {7, 0};
+  ExpectInvalid(m, "does not lie within");
+  m = Sample();
+  m.entries[0].pieces[1].offsets = {4, 0};
+  m.entries[0].pieces[1].sizes = {4, 4};
+  ExpectInvalid(m, "overlap");
+  m = Sample();
+  m.entries[0].pieces.pop_back();
+  ExpectInvalid(m, "hold 24 of 40 elements");
+  m = Sample();
+  m.entries[1].pieces[0].nbytes = 7;
+  ExpectInvalid(m, "records 7 bytes");
+  m = Sample();
+  m.entries[0].pieces[0].num_chunks = 5;
+  ExpectInvalid(m, "records 5 chunks");
+  m = Sample();
+  m.entries[2].fqn = "w";
+  ExpectInvalid(m, "duplicate FQN 'w'");
+  m = Sample();
+  m.format_version = 2;
+  ExpectInvalid(m, "unsupported format version 2");
+}
+
+TEST(MetadataCodec, UnknownDTypeNumberIsRejected) {
+  proto::Metadata pm;
+  ToProto(Sample(), &pm);
+  pm.mutable_entries(0)->set_dtype(static_cast<proto::DType>(77));
+  auto m = FromProto(pm);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("unknown dtype 77"), std::string::npos) << m.status();
+}
+
+TEST(Keys, SortByStepThenSaveRankItemChunk) {
+  std::string a = EncodeDataKey({1, 5, 0, 0, 9});
+  std::string b = EncodeDataKey({1, 5, 0, 1, 0});
+  std::string c = EncodeDataKey({2, 0, 0, 0, 0});
+  std::string d = EncodeDataKey({256, 0, 0, 0, 0});
+  EXPECT_LT(a, b);
+  EXPECT_LT(b, c);
+  EXPECT_LT(c, d);
+  EXPECT_LT(MetadataKey(255), MetadataKey(256));
+  DataKey k;
+  ASSERT_TRUE(ParseDataKey(EncodeDataKey({7, 8, 9, 10, 11}), &k));
+  EXPECT_EQ(k.step, 7);
+  EXPECT_EQ(k.save_id, 8u);
+  EXPECT_EQ(k.chunk, 11u);
+  EXPECT_LE(DataSaveBegin(1, 5), a);
+  EXPECT_LT(b, DataSaveEnd(1, 5));
+  EXPECT_LT(DataSaveEnd(1, UINT64_MAX), DataSaveBegin(2, 0) + "\x01");
+  int64_t step;
+  EXPECT_FALSE(ParseMetadataKey(a, &step));
+}
+
+}  // namespace
+}  // namespace ckptdb

@@ -1,1 +1,97 @@
+#include "region.h"
 
+#include <gtest/gtest.h>
+
+#include <random>
+
+namespace ckptdb {
+namespace {
+
+// Element-by-element reference for CopyRegion.
+void NaiveCopy(const Box& src, const std::vector<int32_t>& s, const Box& dst, std::vector<int32_t>* d, const Box& r) {
+  const size_t n = r.sizes.size();
+  std::vector<int64_t> idx(r.offsets);
+  if (BoxNumel(r) == 0) return;
+  while (true) {
+    int64_t si = 0, di = 0;
+    for (size_t k = 0; k < n; ++k) {
+      si = si * src.sizes[k] + (idx[k] - src.offsets[k]);
+      di = di * dst.sizes[k] + (idx[k] - dst.offsets[k]);
+    }
+    (*d)[di] = s[si];
+    size_t k = n;
+    while (k > 0) {
+      --k;
+      if (++idx[k] < r.offsets[k] + r.sizes[k]) break;
+      idx[k] = r.offsets[k];
+      if (k == 0) return;
+    }
+    if (n == 0) return;
+  }
+}
+
+Box RandomBox(std::mt19937& rng, const std::vector<int64_t>& shape) {
+  Box b;
+  for (int64_t d : shape) {
+    int64_t lo = std::uniform_int_distribution<int64_t>(0, d - 1)(rng);
+    int64_t hi = std::uniform_int_distribution<int64_t>(lo + 1, d)(rng);
+    b.offsets.push_back(lo);
+    b.sizes.push_back(hi - lo);
+  }
+  return b;
+}
+
+TEST(Region, CopyRegionMatchesElementwiseCopyOnRandomBoxes) {
+  std::mt19937 rng(42);
+  for (int iter = 0; iter < 500; ++iter) {
+    int dims = 1 + iter % 4;
+    std::vector<int64_t> shape;
+    for (int i = 0; i < dims; ++i) shape.push_back(1 + rng() % 7);
+    Box a = RandomBox(rng, shape), b = RandomBox(rng, shape), r;
+    if (iter % 5 == 0) b = a;  // identical boxes fold into one run
+    if (!Intersect(a, b, &r)) continue;
+    std::vector<int32_t> src(BoxNumel(a));
+    for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<int32_t>(i * 7 + 1);
+    std::vector<int32_t> want(BoxNumel(b), -1), got(BoxNumel(b), -1);
+    NaiveCopy(a, src, b, &want, r);
+    // Read only the byte span, as a load does.
+    uint64_t begin, end;
+    ByteSpan(a, r, 4, &begin, &end);
+    std::vector<char> span(reinterpret_cast<char*>(src.data()) + begin, reinterpret_cast<char*>(src.data()) + end);
+    CopyRegion(a, span.data(), begin, b, got.data(), r, 4);
+    ASSERT_EQ(got, want) << "src " << BoxToString(a) << " dst " << BoxToString(b) << " region " << BoxToString(r);
+  }
+}
+
+TEST(Region, ByteSpanOfRowsIsContiguous) {
+  Box shard{{0, 0}, {10, 20}};
+  Box rows{{3, 0}, {2, 20}};
+  uint64_t b, e;
+  ByteSpan(shard, rows, 4, &b, &e);
+  EXPECT_EQ(b, 3u * 20 * 4);
+  EXPECT_EQ(e, 5u * 20 * 4);
+  Box col{{0, 5}, {10, 1}};
+  ByteSpan(shard, col, 4, &b, &e);
+  EXPECT_EQ(b, 5u * 4);
+  EXPECT_EQ(e, (9u * 20 + 6) * 4);
+}
+
+TEST(Region, ScalarBox) {
+  Box s{{}, {}};
+  Box r;
+  ASSERT_TRUE(Intersect(s, s, &r));
+  EXPECT_EQ(BoxNumel(r), 1);
+  int32_t v = 5, out = 0;
+  CopyRegion(s, &v, 0, s, &out, r, 4);
+  EXPECT_EQ(out, 5);
+}
+
+TEST(Region, CheckBoxWithin) {
+  EXPECT_TRUE(CheckBoxWithin(Box{{0, 0}, {2, 3}}, {2, 3}).ok());
+  EXPECT_FALSE(CheckBoxWithin(Box{{1, 0}, {2, 3}}, {2, 3}).ok());
+  EXPECT_FALSE(CheckBoxWithin(Box{{0}, {2}}, {2, 3}).ok());
+  EXPECT_FALSE(CheckBoxWithin(Box{{-1, 0}, {1, 3}}, {2, 3}).ok());
+}
+
+}  // namespace
+}  // namespace ckptdb

@@ -1,1 +1,148 @@
+#include "test_util.h"
 
+#include <rocksdb/db.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+namespace fs = std::filesystem;
+
+namespace ckptdb::testing {
+
+TempDir::TempDir() {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/ckptdb-test-XXXXXX";
+  char* p = mkdtemp(tmpl.data());
+  if (p == nullptr) std::abort();
+  path_ = p;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  fs::remove_all(path_, ec);
+}
+
+Tensor PatternTensor(DType dtype, Shape shape, uint32_t seed) {
+  Tensor t = Tensor::Zeros(dtype, std::move(shape)).value();
+  uint8_t* p = static_cast<uint8_t*>(t.data());
+  const size_t es = DTypeSize(dtype);
+  uint64_t x = 0x9e3779b97f4a7c15ull * (seed + 1);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    uint8_t* e = p + i * es;
+    std::memcpy(e, &x, es);
+    switch (dtype) {
+      case DType::kBool: e[0] &= 1; break;
+      case DType::kF64: e[7] &= 0x3f; break;   // keep the exponent small: finite
+      case DType::kF32: e[3] &= 0x3f; break;
+      case DType::kF16: case DType::kBF16: e[1] &= 0x3f; break;
+      case DType::kF8E4M3: case DType::kF8E5M2: e[0] &= 0x3f; break;
+      default: break;
+    }
+  }
+  return t;
+}
+
+Tensor ZerosLike(const Tensor& t) { return Tensor::Zeros(t.dtype(), t.shape()).value(); }
+
+Status SaveNoDist(const StateDict& sd, StorageWriter& writer, int64_t step) {
+  SaveOptions o;
+  o.step = step;
+  o.no_dist = true;
+  return Save(sd, writer, o);
+}
+
+Status LoadNoDist(StateDict& sd, StorageReader& reader, int64_t step, LoadStats* stats) {
+  LoadOptions o;
+  o.step = step;
+  o.no_dist = true;
+  return Load(sd, reader, o, stats);
+}
+
+std::vector<std::string> FilesWithSuffix(const std::string& dir, const std::string& suffix) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    std::string p = e.path().string();
+    if (e.is_regular_file() && p.size() >= suffix.size() && p.compare(p.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      out.push_back(p);
+    }
+  }
+  return out;
+}
+
+bool FlipByteOf(const std::string& dir, const std::string& suffix, const std::string& needle) {
+  for (const std::string& f : FilesWithSuffix(dir, suffix)) {
+    std::string data;
+    {
+      std::ifstream in(f, std::ios::binary);
+      data.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    size_t pos = data.find(needle);
+    if (pos == std::string::npos) continue;
+    data[pos + needle.size() / 2] = static_cast<char>(~data[pos + needle.size() / 2]);
+    std::ofstream out(f, std::ios::binary | std::ios::trunc);
+    out.write(data.data(), static_cast<std::streamsize>(data.size()));
+    return true;
+  }
+  return false;
+}
+
+uint64_t CountDataKeys(const std::string& store) {
+  rocksdb::DB* db = nullptr;
+  rocksdb::Options o;
+  rocksdb::Status s = rocksdb::DB::OpenForReadOnly(o, store + "/db", &db);
+  if (!s.ok()) {
+    ADD_FAILURE() << s.ToString();
+    return 0;
+  }
+  uint64_t n = 0;
+  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions()));
+  for (it->Seek("D"); it->Valid() && it->key().starts_with("D"); it->Next()) ++n;
+  it.reset();
+  delete db;
+  return n;
+}
+
+StatusOr<uint64_t> FaultyWriter::Prepare(int64_t step) {
+  if (on_prepare) {
+    Status s = on_prepare();
+    if (!s.ok()) return s;
+  }
+  return inner_->Prepare(step);
+}
+
+Status FaultyWriter::PrepareStorage(const SaveContext& ctx, const std::vector<WriteItem>& items) {
+  if (on_prepare_storage) {
+    Status s = on_prepare_storage();
+    if (!s.ok()) return s;
+  }
+  return inner_->PrepareStorage(ctx, items);
+}
+
+StatusOr<WriteResult> FaultyWriter::Write(const SaveContext& ctx, const std::vector<WriteItem>& items) {
+  if (on_write) {
+    Status s = on_write();
+    if (!s.ok()) return s;
+  }
+  return inner_->Write(ctx, items);
+}
+
+Status FaultyWriter::Finish(const SaveContext& ctx, const StepMetadata& m, const std::vector<WriteResult>& r) {
+  if (on_finish) {
+    Status s = on_finish();
+    if (!s.ok()) return s;
+  }
+  return inner_->Finish(ctx, m, r);
+}
+
+void FaultyWriter::Abort(const SaveContext& ctx) {
+  ++aborts;
+  inner_->Abort(ctx);
+}
+
+}  // namespace ckptdb::testing

@@ -1,0 +1,24 @@
+// Seams of the RocksDB store that tests use and the public API does not
+// expose: a writer over a caller-supplied rocksdb::Env, so that a
+// fault-injecting file system (tests/fault_injection_fs.h) can fail or
+// "crash" at a chosen operation.
+#ifndef CKPTDB_SRC_ROCKSDB_STORE_INTERNAL_H_
+#define CKPTDB_SRC_ROCKSDB_STORE_INTERNAL_H_
+
+#include <rocksdb/env.h>
+
+#include <memory>
+#include <string>
+
+#include "ckptdb/rocksdb_store.h"
+
+namespace ckptdb {
+
+// As OpenStoreWriter, with every file operation of the database and of the
+// SST writers going through `env` (not owned; outlives the writer).
+StatusOr<std::unique_ptr<StoreWriter>> OpenStoreWriterWithEnv(const std::string& path, const StoreOptions& options,
+                                                              rocksdb::Env* env);
+
+}  // namespace ckptdb
+
+#endif  // CKPTDB_SRC_ROCKSDB_STORE_INTERNAL_H_

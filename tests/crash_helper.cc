@@ -1,0 +1,53 @@
+// ckptdb_crash_helper STORE STEP: saves a small state dict as STEP and
+// "crashes" (exits with code 42, no cleanup) after the step's SST files were
+// ingested and before its metadata reaches the write-ahead log. The crash
+// test runs it as a separate process and then inspects the store.
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "fault_injection_fs.h"
+#include "rocksdb_store_internal.h"
+#include "test_util.h"
+
+using namespace ckptdb;
+using namespace ckptdb::testing;
+
+namespace {
+
+// Arms the crash right before the real Finish: ingestion then runs, and the
+// metadata commit's WAL append ends the process.
+class CrashBeforeCommit : public FaultyWriter {
+ public:
+  CrashBeforeCommit(StorageWriter* inner, FaultInjectionFS* fs) : FaultyWriter(inner) {
+    on_finish = [fs] {
+      fs->wal_append = FaultInjectionFS::Action::kCrash;
+      return Status::OK();
+    };
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: ckptdb_crash_helper STORE STEP\n");
+    return 2;
+  }
+  auto fs = std::make_shared<FaultInjectionFS>();
+  auto env = FaultInjectionFS::MakeEnv(fs);
+  StoreOptions opts;
+  opts.chunk_bytes = 4096;
+  auto writer = OpenStoreWriterWithEnv(argv[1], opts, env.get());
+  if (!writer.ok()) {
+    std::fprintf(stderr, "%s\n", writer.status().ToString().c_str());
+    return 1;
+  }
+  StateDict sd;
+  (void)sd.Add("w", PatternTensor(DType::kF32, {64, 64}, 7));
+  (void)sd.AddBytes("b", "crash me");
+  CrashBeforeCommit crashing(writer->get(), fs.get());
+  Status st = SaveNoDist(sd, crashing, std::atoll(argv[2]));
+  std::fprintf(stderr, "save returned without crashing: %s\n", st.ToString().c_str());
+  return 1;
+}

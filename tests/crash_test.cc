@@ -1,0 +1,90 @@
+// A save that dies after its SST files were ingested and before its
+// metadata was committed: the step stays invisible, earlier steps load, and
+// the next writer sweeps the leftover data.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cstdlib>
+
+#include "ckptdb/ckptdb.h"
+#include "fault_injection_fs.h"
+#include "rocksdb_store_internal.h"
+#include "test_util.h"
+
+namespace ckptdb {
+namespace {
+
+using testing::TempDir;
+
+TEST(Crash, InterruptedAfterIngestionLeavesNoHalfStep) {
+  TempDir dir;
+  const std::string store = dir.Sub("store");
+  StateDict sd;
+  ASSERT_OK(sd.Add("w", testing::PatternTensor(DType::kF32, {128}, 1)));
+  {
+    auto w = OpenStoreWriter(store);
+    ASSERT_TRUE(w.ok());
+    ASSERT_OK(testing::SaveNoDist(sd, **w, 0));
+  }
+  const uint64_t committed_keys = testing::CountDataKeys(store);
+
+  std::string cmd = std::string(CKPTDB_CRASH_HELPER) + " " + store + " 1";
+  int rc = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(rc));
+  ASSERT_EQ(WEXITSTATUS(rc), testing::FaultInjectionFS::kCrashExitCode) << "the helper did not crash where asked";
+
+  // The ingested data of the dead save is in the database...
+  EXPECT_GT(testing::CountDataKeys(store), committed_keys);
+  // ...but step 1 is invisible and step 0 intact, to readers.
+  auto r = OpenStoreReader(store);
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto steps = (*r)->ListSteps();
+  ASSERT_TRUE(steps.ok());
+  ASSERT_EQ(steps->size(), 1u);
+  EXPECT_EQ((*steps)[0].step, 0);
+  EXPECT_EQ((*r)->ReadMetadata(1).status().code(), StatusCode::kNotFound);
+  StateDict target;
+  ASSERT_OK(target.Add("w", Tensor::Zeros(DType::kF32, {128}).value()));
+  ASSERT_OK(testing::LoadNoDist(target, **r, 0));
+  EXPECT_TRUE(std::get<Tensor>(*target.Find("w")).BitwiseEquals(std::get<Tensor>(*sd.Find("w"))));
+
+  // The next writer sweeps the orphan; a second sweep finds nothing.
+  StoreOptions no_sweep;
+  no_sweep.sweep_on_open = false;
+  auto w = OpenStoreWriter(store, no_sweep);
+  ASSERT_TRUE(w.ok());
+  auto swept = (*w)->Sweep();
+  ASSERT_TRUE(swept.ok()) << swept.status();
+  EXPECT_EQ(swept->orphan_saves, 1u);
+  swept = (*w)->Sweep();
+  ASSERT_TRUE(swept.ok());
+  EXPECT_EQ(swept->orphan_saves, 0u);
+  // Step 1 can now be saved for real.
+  ASSERT_OK(testing::SaveNoDist(sd, **w, 1));
+  w->reset();
+  EXPECT_EQ(testing::CountDataKeys(store), 2 * committed_keys);
+}
+
+TEST(Crash, FailedMetadataCommitIsRolledBack) {
+  TempDir dir;
+  const std::string store = dir.Sub("store");
+  auto fs = std::make_shared<testing::FaultInjectionFS>();
+  auto env = testing::FaultInjectionFS::MakeEnv(fs);
+  auto w = OpenStoreWriterWithEnv(store, StoreOptions{}, env.get());
+  ASSERT_TRUE(w.ok());
+  testing::FaultyWriter faulty(w->get());
+  faulty.on_finish = [&] {
+    fs->wal_append = testing::FaultInjectionFS::Action::kFail;
+    return Status::OK();
+  };
+  StateDict sd;
+  ASSERT_OK(sd.Add("w", testing::PatternTensor(DType::kF32, {128}, 1)));
+  Status st = testing::SaveNoDist(sd, faulty, 0);
+  EXPECT_NE(st.ToString().find("Failed to finish checkpoint"), std::string::npos) << st;
+  EXPECT_NE(st.ToString().find("injected WAL append failure"), std::string::npos) << st;
+  EXPECT_EQ(faulty.aborts, 1);
+}
+
+}  // namespace
+}  // namespace ckptdb

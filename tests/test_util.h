@@ -1,0 +1,84 @@
+// Helpers shared by the test suites: temporary stores, tensors with known
+// contents, and a fault-injecting StorageWriter wrapper.
+#ifndef CKPTDB_TESTS_TEST_UTIL_H_
+#define CKPTDB_TESTS_TEST_UTIL_H_
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "ckptdb/ckptdb.h"
+
+namespace ckptdb::testing {
+
+#define ASSERT_OK(expr)                          \
+  do {                                           \
+    ::ckptdb::Status _s = (expr);                \
+    ASSERT_TRUE(_s.ok()) << _s.ToString();       \
+  } while (0)
+#define EXPECT_OK(expr)                          \
+  do {                                           \
+    ::ckptdb::Status _s = (expr);                \
+    EXPECT_TRUE(_s.ok()) << _s.ToString();       \
+  } while (0)
+
+// A fresh directory under $TMPDIR, removed with everything in it on
+// destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+  std::string Sub(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// A CPU tensor whose bytes are a deterministic function of (seed, index).
+// Floating-point dtypes get finite values.
+Tensor PatternTensor(DType dtype, Shape shape, uint32_t seed);
+
+// Whole-tensor zeros of the same dtype and shape.
+Tensor ZerosLike(const Tensor& t);
+
+// Saves in this process alone.
+Status SaveNoDist(const StateDict& sd, StorageWriter& writer, int64_t step);
+Status LoadNoDist(StateDict& sd, StorageReader& reader, int64_t step, LoadStats* stats = nullptr);
+
+// Every file under `dir` (recursively) whose name ends with `suffix`.
+std::vector<std::string> FilesWithSuffix(const std::string& dir, const std::string& suffix);
+
+// Replaces the first occurrence of `needle` in any file under `dir` ending
+// in `suffix` by flipping the bits of its middle byte. Returns false when no
+// file holds it.
+bool FlipByteOf(const std::string& dir, const std::string& suffix, const std::string& needle);
+
+// Number of data keys ('D' prefix) in the store's database, read directly
+// with RocksDB.
+uint64_t CountDataKeys(const std::string& store);
+
+// A StorageWriter that forwards to another and can fail chosen calls.
+class FaultyWriter : public StorageWriter {
+ public:
+  explicit FaultyWriter(StorageWriter* inner) : inner_(inner) {}
+  // Each, when set, is called instead of (or before) the inner call; a
+  // non-OK status is returned without calling the inner writer.
+  std::function<Status()> on_prepare, on_prepare_storage, on_write, on_finish;
+
+  StatusOr<uint64_t> Prepare(int64_t step) override;
+  Status PrepareStorage(const SaveContext& ctx, const std::vector<WriteItem>& items) override;
+  StatusOr<WriteResult> Write(const SaveContext& ctx, const std::vector<WriteItem>& items) override;
+  Status Finish(const SaveContext& ctx, const StepMetadata& m, const std::vector<WriteResult>& r) override;
+  void Abort(const SaveContext& ctx) override;
+  int aborts = 0;
+
+ private:
+  StorageWriter* inner_;
+};
+
+}  // namespace ckptdb::testing
+
+#endif  // CKPTDB_TESTS_TEST_UTIL_H_

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds ckptdb into build/ (warnings are errors)
+# and runs every test with ctest. Exits non-zero on any failure.
+#   tools/test.sh [extra ctest arguments, e.g. -R SaveLoad]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+tools/install-deps.sh
+jobs=$(nproc 2>/dev/null || echo 2)
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCKPTDB_WERROR=ON
+cmake --build build -j "$jobs"
+cd build
+ctest --output-on-failure -j "$jobs" --timeout 600 "$@"
