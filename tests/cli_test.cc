@@ -126,6 +126,19 @@ TEST_F(CliTest, BadInputGetsAClearMessageAndExitCode) {
   }
 }
 
+TEST_F(CliTest, LsWorksWhileAWriterHoldsTheStoreOpen) {
+  auto w = OpenStoreWriter(store_);
+  ASSERT_TRUE(w.ok());
+  ASSERT_OK((*w)->OpenDatabase());  // holds RocksDB's lock, as a training job does
+  StateDict sd;
+  ASSERT_OK(sd.AddBytes("x", "y"));
+  ASSERT_OK(testing::SaveNoDist(sd, **w, 13));
+  CliRun r = Ckptdb("ls " + store_ + " --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("{\"step\": 13, "), std::string::npos) << r.out;
+  EXPECT_EQ(Ckptdb("cat " + store_ + " 13 x").out, "x: bytes, 1 bytes\ny\n");
+}
+
 TEST_F(CliTest, HelpEverywhere) {
   for (std::string args : {"--help", "ls --help", "cat --help", "help"}) {
     CliRun r = Ckptdb(args);
