@@ -293,7 +293,7 @@ TEST_F(SaveLoadTest, BadStoreOptionsAreRefused) {
 TEST_F(SaveLoadTest, WriteFailureCommitsNothingAndLeavesNoData) {
   auto w = Writer();
   testing::FaultyWriter faulty(w.get());
-  faulty.on_write = [] { return Status::IOError("injected: disk full"); };
+  faulty.on_write = [](const std::vector<WriteItem>&) { return Status::IOError("injected: disk full"); };
   StateDict sd;
   ASSERT_OK(sd.Add("w", PatternTensor(DType::kF32, {64}, 1)));
   Status st = SaveNoDist(sd, faulty, 0);

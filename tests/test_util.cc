@@ -126,10 +126,12 @@ Status FaultyWriter::PrepareStorage(const SaveContext& ctx, const std::vector<Wr
 
 StatusOr<WriteResult> FaultyWriter::Write(const SaveContext& ctx, const std::vector<WriteItem>& items) {
   if (on_write) {
-    Status s = on_write();
+    Status s = on_write(items);
     if (!s.ok()) return s;
   }
-  return inner_->Write(ctx, items);
+  StatusOr<WriteResult> r = inner_->Write(ctx, items);
+  if (r.ok() && after_write) after_write();
+  return r;
 }
 
 Status FaultyWriter::Finish(const SaveContext& ctx, const StepMetadata& m, const std::vector<WriteResult>& r) {
@@ -143,6 +145,22 @@ Status FaultyWriter::Finish(const SaveContext& ctx, const StepMetadata& m, const
 void FaultyWriter::Abort(const SaveContext& ctx) {
   ++aborts;
   inner_->Abort(ctx);
+}
+
+StatusOr<StepMetadata> FaultyReader::ReadMetadata(int64_t step) {
+  if (on_read_metadata) {
+    Status s = on_read_metadata();
+    if (!s.ok()) return s;
+  }
+  return inner_->ReadMetadata(step);
+}
+
+StatusOr<ReadStats> FaultyReader::Read(const StepMetadata& m, const std::vector<ReadItem>& items) {
+  if (on_read) {
+    Status s = on_read();
+    if (!s.ok()) return s;
+  }
+  return inner_->Read(m, items);
 }
 
 }  // namespace ckptdb::testing

@@ -66,7 +66,11 @@ class FaultyWriter : public StorageWriter {
   explicit FaultyWriter(StorageWriter* inner) : inner_(inner) {}
   // Each, when set, is called instead of (or before) the inner call; a
   // non-OK status is returned without calling the inner writer.
-  std::function<Status()> on_prepare, on_prepare_storage, on_write, on_finish;
+  std::function<Status()> on_prepare, on_prepare_storage, on_finish;
+  std::function<Status(const std::vector<WriteItem>&)> on_write;
+  // Called after the inner Write returned successfully, before its result is
+  // passed on (e.g. to die with the rank's data already in staging).
+  std::function<void()> after_write;
 
   StatusOr<uint64_t> Prepare(int64_t step) override;
   Status PrepareStorage(const SaveContext& ctx, const std::vector<WriteItem>& items) override;
@@ -77,6 +81,19 @@ class FaultyWriter : public StorageWriter {
 
  private:
   StorageWriter* inner_;
+};
+
+// A StorageReader that forwards to another and can fail chosen calls.
+class FaultyReader : public StorageReader {
+ public:
+  explicit FaultyReader(StorageReader* inner) : inner_(inner) {}
+  std::function<Status()> on_read_metadata, on_read;
+
+  StatusOr<StepMetadata> ReadMetadata(int64_t step) override;
+  StatusOr<ReadStats> Read(const StepMetadata& m, const std::vector<ReadItem>& items) override;
+
+ private:
+  StorageReader* inner_;
 };
 
 }  // namespace ckptdb::testing

@@ -9,6 +9,7 @@
 #ifndef CKPTDB_COMMUNICATOR_H_
 #define CKPTDB_COMMUNICATOR_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,6 +17,13 @@
 #include "ckptdb/status.h"
 
 namespace ckptdb {
+
+// Time and traffic spent in collectives, for benchmarks.
+struct CollectiveStats {
+  uint64_t calls = 0;
+  uint64_t bytes_sent = 0;  // payload this rank contributed
+  double seconds = 0;
+};
 
 class Communicator {
  public:
@@ -32,6 +40,9 @@ class Communicator {
   // On every rank, *out holds every rank's `mine`, indexed by rank.
   virtual Status AllGather(const std::string& mine, std::vector<std::string>* out) = 0;
   virtual Status Barrier() = 0;
+
+  // Accumulated since the communicator was made.
+  virtual CollectiveStats stats() const { return {}; }
 };
 
 // A communicator of world size 1 (rank 0), used for `no_dist` runs.

@@ -1,0 +1,338 @@
+// The save and load protocols across real processes over TCP on 127.0.0.1:
+// PyTorch 1.13's failure matrix, a rank killed mid-write, a rank that never
+// arrives, both rendezvous kinds, and 32 ranks on two cores.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "ckptdb/ckptdb.h"
+#include "test_util.h"
+
+namespace ckptdb {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct RankResult {
+  int exit_code = -1;
+  std::string code;         // status code name
+  std::string failed;       // "1 3"
+  double collective_s = 0;  // seconds in collectives
+  std::string text;         // Status::ToString()
+};
+
+struct JobResult {
+  std::vector<RankResult> ranks;
+  double seconds = 0;
+};
+
+// Starts `start` ranks (of a world of `world`) of ckptdb_rank_helper with
+// `args`, waits for all (killing them after `limit`), and reads their reports.
+JobResult RunJob(int world, const std::vector<std::string>& args, const std::string& rendezvous,
+                 const std::string& out_dir, int start = -1, int timeout_ms = 20000,
+                 std::chrono::seconds limit = std::chrono::seconds(120)) {
+  if (start < 0) start = world;
+  static int job = 0;
+  const std::string job_id = "test-" + std::to_string(getpid()) + "-" + std::to_string(job++);
+  std::vector<pid_t> pids;
+  auto t0 = Clock::now();
+  for (int r = 0; r < start; ++r) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      setenv("CKPTDB_RANK", std::to_string(r).c_str(), 1);
+      setenv("CKPTDB_WORLD_SIZE", std::to_string(world).c_str(), 1);
+      setenv("CKPTDB_RENDEZVOUS", rendezvous.c_str(), 1);
+      setenv("CKPTDB_JOB_ID", job_id.c_str(), 1);
+      setenv("CKPTDB_TIMEOUT_MS", std::to_string(timeout_ms).c_str(), 1);
+      unsetenv("RANK");
+      unsetenv("WORLD_SIZE");
+      unsetenv("LOCAL_RANK");
+      std::vector<char*> argv;
+      argv.push_back(const_cast<char*>(CKPTDB_RANK_HELPER));
+      for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      execv(CKPTDB_RANK_HELPER, argv.data());
+      _exit(127);
+    }
+    pids.push_back(pid);
+  }
+  JobResult job_result;
+  job_result.ranks.resize(start);
+  int running = start;
+  while (running > 0) {
+    int status;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid > 0) {
+      auto it = std::find(pids.begin(), pids.end(), pid);
+      if (it == pids.end()) continue;
+      job_result.ranks[it - pids.begin()].exit_code =
+          WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      --running;
+      continue;
+    }
+    if (Clock::now() - t0 > limit) {
+      ADD_FAILURE() << "ranks still running after " << limit.count() << " s: killing them";
+      for (pid_t p : pids) kill(p, SIGKILL);
+      limit = std::chrono::hours(1);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  job_result.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  for (int r = 0; r < start; ++r) {
+    std::ifstream in(out_dir + "/rank-" + std::to_string(r) + ".txt");
+    RankResult& rr = job_result.ranks[r];
+    if (!in) continue;
+    std::getline(in, rr.code);
+    std::getline(in, rr.failed);
+    std::string line;
+    std::getline(in, line);
+    std::istringstream(line) >> line >> rr.collective_s;
+    std::stringstream rest;
+    rest << in.rdbuf();
+    rr.text = rest.str();
+    std::filesystem::remove(out_dir + "/rank-" + std::to_string(r) + ".txt");
+  }
+  return job_result;
+}
+
+class MultiProcessTest : public ::testing::Test {
+ protected:
+  std::string FileRendezvous() { return "file://" + dir_.Sub("rdv"); }
+  std::vector<std::string> Args(const std::string& mode, int64_t step, std::vector<std::string> extra = {}) {
+    std::vector<std::string> a = {mode, store_, std::to_string(step), dir_.path()};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  }
+  JobResult Save(int world, int64_t step, std::vector<std::string> extra = {}) {
+    return RunJob(world, Args("save", step, std::move(extra)), FileRendezvous(), dir_.path());
+  }
+  JobResult LoadStep(int world, int64_t step, std::vector<std::string> extra = {}) {
+    return RunJob(world, Args("load", step, std::move(extra)), FileRendezvous(), dir_.path());
+  }
+
+  // Every rank failed with the same error, naming exactly `failed` ranks.
+  void ExpectFailedAlike(const JobResult& job, const std::string& failed, const std::string& message) {
+    ASSERT_FALSE(job.ranks.empty());
+    for (size_t r = 0; r < job.ranks.size(); ++r) {
+      const RankResult& rr = job.ranks[r];
+      EXPECT_EQ(rr.exit_code, 3) << "rank " << r << ": " << rr.text;
+      EXPECT_EQ(rr.failed, failed) << "rank " << r << ": " << rr.text;
+      EXPECT_EQ(rr.text, job.ranks[0].text) << "rank " << r << " reports a different error";
+      EXPECT_NE(rr.text.find(message), std::string::npos) << rr.text;
+    }
+  }
+
+  // No step committed, and after a sweep no data and no staging left.
+  void ExpectStoreHoldsOnly(size_t steps) {
+    {
+      auto w = OpenStoreWriter(store_);
+      ASSERT_TRUE(w.ok());
+      auto swept = (*w)->Sweep();
+      ASSERT_TRUE(swept.ok()) << swept.status();
+    }
+    auto r = OpenStoreReader(store_);
+    ASSERT_TRUE(r.ok()) << r.status();
+    auto listed = (*r)->ListSteps();
+    ASSERT_TRUE(listed.ok());
+    EXPECT_EQ(listed->size(), steps);
+    uint64_t expect_keys = 0;
+    for (const StepInfo& s : *listed) {
+      auto md = (*r)->ReadMetadata(s.step);
+      ASSERT_TRUE(md.ok());
+      for (const EntryMetadata& e : md->entries) {
+        for (const StoredPiece& p : e.pieces) expect_keys += p.num_chunks;
+      }
+    }
+    EXPECT_EQ(testing::CountDataKeys(store_), expect_keys);
+    const std::string staging = store_ + "/staging";
+    EXPECT_TRUE(!std::filesystem::exists(staging) || std::filesystem::is_empty(staging));
+  }
+
+  testing::TempDir dir_;
+  std::string store_ = dir_.Sub("store");
+};
+
+TEST_F(MultiProcessTest, HappyPathWithFileRendezvous) {
+  JobResult saved = Save(4, 100);
+  for (const RankResult& r : saved.ranks) ASSERT_EQ(r.code, "OK") << r.text;
+  JobResult loaded = LoadStep(4, 100);
+  for (const RankResult& r : loaded.ranks) ASSERT_EQ(r.code, "OK") << r.text;
+  auto reader = OpenStoreReader(store_);
+  ASSERT_TRUE(reader.ok());
+  auto md = (*reader)->ReadMetadata(100);
+  ASSERT_TRUE(md.ok());
+  EXPECT_EQ(md->world_size, 4);
+  EXPECT_EQ(md->Find("sharded")->pieces.size(), 4u);
+  EXPECT_EQ(md->Find("uneven")->shape, (Shape{10, 3}));
+  // The whole sharded tensor reassembles on one process.
+  auto whole = LoadWhole(**reader, 100, {"sharded"});
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_TRUE(std::get<Tensor>(*whole->Find("sharded")).BitwiseEquals(testing::PatternTensor(DType::kF32, {32, 4}, 2)));
+  ExpectStoreHoldsOnly(1);
+}
+
+// Save failures (PyTorch 1.13's matrix). In every case every rank fails with
+// the same error naming exactly the injected ranks, and nothing is left.
+struct SaveFault {
+  const char* name;
+  std::vector<std::string> args;
+  const char* failed;
+  const char* message;
+};
+
+TEST_F(MultiProcessTest, SaveFailureMatrix) {
+  const SaveFault cases[] = {
+      {"prepare on coordinator 0", {"--fail", "prepare@0"}, "0", "failed to prepare storage"},
+      {"prepare on coordinator 1", {"--coordinator", "1", "--fail", "prepare@1"}, "1", "failed to prepare storage"},
+      {"prepare_storage on rank 0", {"--fail", "prepare_storage@0"}, "0", "Failed to write data"},
+      {"write on rank 1", {"--fail", "write@1"}, "1", "Failed to write data"},
+      {"async write on rank 2", {"--fail", "async_write@2"}, "2", "injected async_write failure on rank 2"},
+      {"bytes write on rank 3", {"--coordinator", "3", "--fail", "write_bytes@3"}, "3", "write_bytes failure"},
+      {"writes on ranks 1 and 3", {"--fail", "write@1", "--fail", "write@3"}, "1 3", "Failed to write data"},
+      {"finish on coordinator 0", {"--fail", "finish@0"}, "0", "Failed to finish checkpoint"},
+      {"finish on coordinator 1", {"--coordinator", "1", "--fail", "finish@1"}, "1", "Failed to finish checkpoint"},
+  };
+  int64_t step = 1;
+  for (const SaveFault& c : cases) {
+    SCOPED_TRACE(c.name);
+    ExpectFailedAlike(Save(4, step++, c.args), c.failed, c.message);
+    ExpectStoreHoldsOnly(0);
+  }
+}
+
+TEST_F(MultiProcessTest, LoadFailureMatrix) {
+  JobResult saved = Save(4, 7);
+  for (const RankResult& r : saved.ranks) ASSERT_EQ(r.code, "OK") << r.text;
+  struct LoadFault {
+    const char* name;
+    std::vector<std::string> args;
+    const char* failed;
+  };
+  const LoadFault cases[] = {
+      {"read_metadata on rank 0", {"--fail", "read_metadata@0"}, "0"},
+      {"read on rank 3", {"--fail", "read@3"}, "3"},
+      {"coordinator 2, read on rank 0", {"--coordinator", "2", "--fail", "read@0"}, "0"},
+  };
+  for (const LoadFault& c : cases) {
+    SCOPED_TRACE(c.name);
+    ExpectFailedAlike(LoadStep(4, 7, c.args), c.failed, "Failed to load checkpoint");
+  }
+  // A step that does not exist fails on every rank.
+  ExpectFailedAlike(LoadStep(4, 8), "0 1 2 3", "step 8 not found");
+}
+
+TEST_F(MultiProcessTest, RankKilledMidWriteTurnsIntoErrorsOnEverySurvivor) {
+  const int timeout_ms = 5000;
+  auto t0 = Clock::now();
+  JobResult job = RunJob(4, Args("save", 3, {"--kill-in-write", "2"}), FileRendezvous(), dir_.path(), -1, timeout_ms);
+  double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  ASSERT_EQ(job.ranks.size(), 4u);
+  EXPECT_EQ(job.ranks[2].exit_code, 128 + SIGKILL);
+  for (int r : {0, 1, 3}) {
+    EXPECT_EQ(job.ranks[r].exit_code, 3) << "rank " << r;
+    EXPECT_NE(job.ranks[r].code, "OK") << job.ranks[r].text;
+  }
+  // Survivors do not hang: they return within the collective timeout (plus
+  // process start-up), not after the test's 120 s limit.
+  EXPECT_LT(seconds, 3.0 * timeout_ms / 1000) << "survivors took " << seconds << " s";
+  ExpectStoreHoldsOnly(0);
+}
+
+TEST_F(MultiProcessTest, RankThatNeverArrivesIsARendezvousTimeout) {
+  JobResult job = RunJob(4, Args("save", 1), FileRendezvous(), dir_.path(), /*start=*/3, /*timeout_ms=*/1500);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(job.ranks[r].code, "DeadlineExceeded") << job.ranks[r].text;
+    EXPECT_NE(job.ranks[r].text.find("rank(s) 3 of 4 never arrived"), std::string::npos) << job.ranks[r].text;
+  }
+  EXPECT_FALSE(std::filesystem::exists(store_ + "/db"));  // nothing was touched
+}
+
+// A redis-server of our own on a free loopback port, for the test's lifetime.
+class RedisServer {
+ public:
+  RedisServer() {
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    socklen_t len = sizeof a;
+    getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    close(s);
+    pid_ = fork();
+    if (pid_ == 0) {
+      std::string port = std::to_string(port_);
+      int devnull = open("/dev/null", O_WRONLY);
+      dup2(devnull, STDOUT_FILENO);
+      execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--loglevel", "warning", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    // Wait until it accepts connections.
+    for (int i = 0; i < 200 && !ready_; ++i) {
+      int c = socket(AF_INET, SOCK_STREAM, 0);
+      a.sin_port = htons(static_cast<uint16_t>(port_));
+      ready_ = connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+      close(c);
+      if (!ready_) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+  }
+  ~RedisServer() {
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  bool ready() const { return ready_; }
+  std::string uri() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = 0;
+  bool ready_ = false;
+};
+
+TEST_F(MultiProcessTest, HappyPathWithRedisRendezvous) {
+  RedisServer redis;
+  ASSERT_TRUE(redis.ready()) << "redis-server did not start (tools/install-deps.sh installs it)";
+  JobResult saved = RunJob(4, Args("save", 5), redis.uri(), dir_.path());
+  for (const RankResult& r : saved.ranks) ASSERT_EQ(r.code, "OK") << r.text;
+  JobResult loaded = RunJob(4, Args("load", 5), redis.uri(), dir_.path());
+  for (const RankResult& r : loaded.ranks) ASSERT_EQ(r.code, "OK") << r.text;
+  ExpectStoreHoldsOnly(1);
+}
+
+// 32 ranks on this 2-core machine: the control plane holds up. Prints the
+// time spent in collectives (a benchmark figure, not asserted).
+TEST_F(MultiProcessTest, ThirtyTwoRanksSaveAndLoad) {
+  JobResult saved = RunJob(32, Args("save", 32), FileRendezvous(), dir_.path(), -1, 60000);
+  for (const RankResult& r : saved.ranks) ASSERT_EQ(r.code, "OK") << r.text;
+  JobResult loaded = RunJob(32, Args("load", 32), FileRendezvous(), dir_.path(), -1, 60000);
+  for (const RankResult& r : loaded.ranks) ASSERT_EQ(r.code, "OK") << r.text;
+  auto median = [](const JobResult& j) {
+    std::vector<double> v;
+    for (const RankResult& r : j.ranks) v.push_back(r.collective_s);
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  std::printf("[ figures ] 32 ranks: save job %.2f s (median rank %.3f s in collectives), "
+              "load job %.2f s (median rank %.3f s in collectives)\n",
+              saved.seconds, median(saved), loaded.seconds, median(loaded));
+}
+
+}  // namespace
+}  // namespace ckptdb

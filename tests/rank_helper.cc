@@ -1,0 +1,183 @@
+// ckptdb_rank_helper: one rank of a multi-process test job.
+//
+//   ckptdb_rank_helper save|load STORE STEP OUT_DIR [--coordinator C]
+//       [--fail OP@RANK]... [--kill-in-write RANK]
+//
+// Joins the job from the environment (DistributedConfig::FromEnvironment),
+// saves or loads a state dict that depends only on the world size (a
+// replicated f32 tensor, a row-sharded f32 tensor with 8 rows per rank, an
+// i16 tensor sharded unevenly, a bytes entry), and writes what happened to
+// OUT_DIR/rank-R.txt:
+//   line 1: the status code name ("OK", "IOError", ...)
+//   line 2: failed ranks of a checkpoint error, space separated ("" if none)
+//   line 3: collective calls and seconds spent in them
+//   rest:   Status::ToString()
+// Exit code 0 on success, 3 on a ckptdb error, 2 on bad arguments.
+// OP is one of prepare, prepare_storage, write, async_write, write_bytes,
+// finish, read_metadata, read.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <future>
+#include <map>
+#include <set>
+#include <string>
+
+#include "ckptdb/ckptdb.h"
+#include "test_util.h"
+
+using namespace ckptdb;
+using namespace ckptdb::testing;
+
+namespace {
+
+// The global contents every rank derives its part from.
+StateDict MakeStateDict(int rank, int world, bool zeros) {
+  StateDict sd;
+  auto fill = [&](Tensor t) { return zeros ? ZerosLike(t) : t; };
+  (void)sd.Add("replicated", fill(PatternTensor(DType::kF32, {32}, 1)));
+  Tensor global = PatternTensor(DType::kF32, {8 * static_cast<int64_t>(world), 4}, 2);
+  Tensor mine = fill(Tensor::Copy(DType::kF32, {8, 4}, global.data_as<float>() + rank * 32, 8 * 4 * 4).value());
+  (void)sd.Add("sharded", ShardedTensor::Create(DType::kF32, {8 * static_cast<int64_t>(world), 4}, {{{8 * rank, 0}, mine}})
+                              .value());
+  // Uneven: rank r holds r + 1 rows of a [world*(world+1)/2, 3] tensor.
+  int64_t rows = static_cast<int64_t>(world) * (world + 1) / 2;
+  Tensor g2 = PatternTensor(DType::kI16, {rows, 3}, 3);
+  int64_t first = static_cast<int64_t>(rank) * (rank + 1) / 2;
+  Tensor part = fill(Tensor::Copy(DType::kI16, {rank + 1, 3}, g2.data_as<int16_t>() + first * 3, (rank + 1) * 3 * 2).value());
+  (void)sd.Add("uneven", ShardedTensor::Create(DType::kI16, {rows, 3}, {{{first, 0}, part}}).value());
+  (void)sd.AddBytes("bytes", zeros ? "" : "hello from the coordinator");
+  return sd;
+}
+
+bool SameContents(const StateDict& a, const StateDict& b) {
+  for (const auto& [fqn, e] : a.entries()) {
+    const Entry* o = b.Find(fqn);
+    if (o == nullptr) return false;
+    if (const Tensor* t = std::get_if<Tensor>(&e)) {
+      if (!std::get<Tensor>(*o).BitwiseEquals(*t)) return false;
+    } else if (const ShardedTensor* st = std::get_if<ShardedTensor>(&e)) {
+      const auto& other = std::get<ShardedTensor>(*o).local_shards();
+      for (size_t i = 0; i < st->local_shards().size(); ++i) {
+        if (!other[i].tensor.BitwiseEquals(st->local_shards()[i].tensor)) return false;
+      }
+    } else if (std::get<Bytes>(e).data != std::get<Bytes>(*o).data) {
+      return false;
+    }
+  }
+  return true;
+}
+
+Status Injected(const std::string& op, int rank) {
+  return Status::IOError("injected " + op + " failure on rank " + std::to_string(rank));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 5) {
+    std::fprintf(stderr, "usage: ckptdb_rank_helper save|load STORE STEP OUT_DIR [options]\n");
+    return 2;
+  }
+  const std::string mode = argv[1], store = argv[2], out_dir = argv[4];
+  const int64_t step = std::atoll(argv[3]);
+  int coordinator = 0, kill_rank = -1;
+  std::map<std::string, std::set<int>> fail;
+  for (int i = 5; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--coordinator" && i + 1 < argc) {
+      coordinator = std::atoi(argv[++i]);
+    } else if (a == "--fail" && i + 1 < argc) {
+      std::string spec = argv[++i];
+      size_t at = spec.find('@');
+      if (at == std::string::npos) return 2;
+      fail[spec.substr(0, at)].insert(std::atoi(spec.c_str() + at + 1));
+    } else if (a == "--kill-in-write" && i + 1 < argc) {
+      kill_rank = std::atoi(argv[++i]);
+    } else {
+      std::fprintf(stderr, "unknown argument %s\n", a.c_str());
+      return 2;
+    }
+  }
+
+  Status st;
+  CollectiveStats cs;
+  int rank = -1;
+  auto config = DistributedConfig::FromEnvironment();
+  if (!config.ok()) {
+    st = config.status();
+  } else {
+    rank = config->rank;
+    auto comm = ConnectGloo(*config);
+    if (!comm.ok()) {
+      st = comm.status();
+    } else {
+      auto fails = [&](const char* op) { return fail.count(op) && fail[op].count(rank); };
+      const int world = config->world_size;
+      if (mode == "save") {
+        auto writer = OpenStoreWriter(store);
+        if (!writer.ok()) {
+          st = writer.status();
+        } else {
+          FaultyWriter w(writer->get());
+          if (fails("prepare")) w.on_prepare = [&] { return Injected("prepare", rank); };
+          if (fails("prepare_storage")) w.on_prepare_storage = [&] { return Injected("prepare_storage", rank); };
+          if (fails("finish")) w.on_finish = [&] { return Injected("finish", rank); };
+          w.on_write = [&](const std::vector<WriteItem>& items) -> Status {
+            if (fails("write")) return Injected("write", rank);
+            if (fails("async_write")) {
+              // The error arises on a worker thread, as with a write future.
+              return std::async(std::launch::async, [&] { return Injected("async_write", rank); }).get();
+            }
+            if (fails("write_bytes")) {
+              for (const WriteItem& it : items) {
+                if (it.kind == EntryKind::kBytes) return Injected("write_bytes", rank);
+              }
+            }
+            return Status::OK();
+          };
+          // Die in the middle of the save: this rank's SST file is written to
+          // staging, its report never sent.
+          if (rank == kill_rank) w.after_write = [] { kill(getpid(), SIGKILL); };
+          SaveOptions o;
+          o.step = step;
+          o.coordinator_rank = coordinator;
+          o.communicator = comm->get();
+          st = Save(MakeStateDict(rank, world, false), w, o);
+        }
+      } else {
+        auto reader = OpenStoreReader(store);
+        if (!reader.ok()) {
+          st = reader.status();
+        } else {
+          FaultyReader r(reader->get());
+          if (fails("read_metadata")) r.on_read_metadata = [&] { return Injected("read_metadata", rank); };
+          if (fails("read")) r.on_read = [&] { return Injected("read", rank); };
+          StateDict target = MakeStateDict(rank, world, true);
+          LoadOptions o;
+          o.step = step;
+          o.coordinator_rank = coordinator;
+          o.communicator = comm->get();
+          st = Load(target, r, o);
+          if (st.ok() && !SameContents(MakeStateDict(rank, world, false), target)) {
+            st = Status::Internal("loaded values differ from the saved ones");
+          }
+        }
+      }
+      cs = (*comm)->stats();
+    }
+  }
+  if (rank < 0) {
+    const char* r = std::getenv("CKPTDB_RANK");
+    rank = r ? std::atoi(r) : 0;
+  }
+  std::ofstream out(out_dir + "/rank-" + std::to_string(rank) + ".txt");
+  out << StatusCodeName(st.code()) << "\n";
+  std::string failed;
+  for (const auto& [r, s] : st.rank_failures()) failed += (failed.empty() ? "" : " ") + std::to_string(r);
+  out << failed << "\n" << cs.calls << " " << cs.seconds << "\n" << st.ToString() << "\n";
+  return st.ok() ? 0 : 3;
+}
