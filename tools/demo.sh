@@ -1,31 +1,39 @@
 #!/usr/bin/env bash
 # The main job, end to end: installs what is missing, builds Release into
-# build/, trains a small model-like state dict for a few steps saving each one
-# into STORE (default ./demo.ckptdb), loads the latest step back and checks
-# it bit for bit, then lists the store.
-#   tools/demo.sh [STORE] [--steps N]
+# build/, runs a small training loop as 4 ranks (ckptdb-launch) that saves
+# a step per training step into STORE (default ./demo.ckptdb) with its bf16
+# weights sharded across the ranks, loads the latest step back on 4 ranks
+# and then on 3 (another sharding), checking every byte, and lists the store.
+#   tools/demo.sh [STORE] [--steps N] [--ranks N]
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 store="demo.ckptdb"
+ranks=4
 args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     -h|--help) sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     --steps) args+=("$1" "${2:?--steps needs a number}"); shift 2 ;;
+    --ranks) ranks="${2:?--ranks needs a number}"; shift 2 ;;
     -*) echo "demo.sh: unknown option $1" >&2; exit 2 ;;
     *) store="$1"; shift ;;
   esac
 done
+verify_ranks=$(( ranks > 1 ? ranks - 1 : 2 ))
 
 "$root/tools/install-deps.sh"
 cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$root/build" -j "$(nproc 2>/dev/null || echo 2)" --target ckptdb_cli ckptdb-demo
+cmake --build "$root/build" -j "$(nproc 2>/dev/null || echo 2)" --target ckptdb_cli ckptdb-demo ckptdb-launch
 
-echo "== training and checkpointing into $store"
-"$root/build/ckptdb-demo" "$store" "${args[@]}"
+b="$root/build"
+echo "== training on $ranks ranks, checkpointing into $store"
+"$b/ckptdb-launch" -n "$ranks" -- "$b/ckptdb-demo" "$store" "${args[@]}"
+echo
+echo "== loading the latest step on $verify_ranks ranks (another sharding) and checking it"
+"$b/ckptdb-launch" -n "$verify_ranks" -- "$b/ckptdb-demo" "$store" --verify-only
 echo
 echo "== ckptdb ls $store"
-"$root/build/ckptdb" ls "$store"
+"$b/ckptdb" ls "$store"
 echo
 echo "== ckptdb ls $store latest"
-"$root/build/ckptdb" ls "$store" latest
+"$b/ckptdb" ls "$store" latest
