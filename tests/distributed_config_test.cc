@@ -1,0 +1,93 @@
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "ckptdb/ckptdb.h"
+
+namespace ckptdb {
+namespace {
+
+class EnvTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* v : kVars) unsetenv(v);
+  }
+  void TearDown() override {
+    for (const char* v : kVars) unsetenv(v);
+  }
+  static constexpr const char* kVars[] = {"CKPTDB_RANK", "RANK", "CKPTDB_WORLD_SIZE", "WORLD_SIZE", "CKPTDB_LOCAL_RANK",
+                                          "LOCAL_RANK", "CKPTDB_RENDEZVOUS", "CKPTDB_JOB_ID", "CKPTDB_BIND_ADDRESS",
+                                          "CKPTDB_TIMEOUT_MS"};
+  static std::string Error() {
+    auto c = DistributedConfig::FromEnvironment();
+    EXPECT_FALSE(c.ok());
+    return c.status().message();
+  }
+};
+
+TEST_F(EnvTest, ReadsEverySetting) {
+  setenv("CKPTDB_RANK", "2", 1);
+  setenv("WORLD_SIZE", "4", 1);
+  setenv("LOCAL_RANK", "0", 1);
+  setenv("CKPTDB_RENDEZVOUS", "redis://127.0.0.1:6379", 1);
+  setenv("CKPTDB_JOB_ID", "job7", 1);
+  setenv("CKPTDB_BIND_ADDRESS", "10.1.2.3", 1);
+  setenv("CKPTDB_TIMEOUT_MS", "1500", 1);
+  auto c = DistributedConfig::FromEnvironment();
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->rank, 2);
+  EXPECT_EQ(c->world_size, 4);
+  EXPECT_EQ(c->local_rank, 0);
+  EXPECT_EQ(c->job_id, "job7");
+  EXPECT_EQ(c->bind_address, "10.1.2.3");
+  EXPECT_EQ(c->timeout.count(), 1500);
+}
+
+TEST_F(EnvTest, MissingMalformedAndContradictorySettingsAreNamed) {
+  EXPECT_NE(Error().find("CKPTDB_RANK (or RANK) is not set"), std::string::npos);
+  setenv("RANK", "1", 1);
+  EXPECT_NE(Error().find("CKPTDB_WORLD_SIZE (or WORLD_SIZE) is not set"), std::string::npos);
+  setenv("WORLD_SIZE", "2", 1);
+  EXPECT_NE(Error().find("CKPTDB_RENDEZVOUS is not set"), std::string::npos);
+  setenv("CKPTDB_RENDEZVOUS", "tcp://host:1", 1);
+  EXPECT_NE(Error().find("must be file:///dir or redis://host:port"), std::string::npos);
+  setenv("CKPTDB_RENDEZVOUS", "file:///tmp/x", 1);
+  EXPECT_TRUE(DistributedConfig::FromEnvironment().ok());
+  setenv("CKPTDB_RANK", "0", 1);
+  EXPECT_NE(Error().find("CKPTDB_RANK=0 contradicts RANK=1"), std::string::npos) << Error();
+  setenv("CKPTDB_RANK", "1", 1);
+  setenv("CKPTDB_WORLD_SIZE", "abc", 1);
+  EXPECT_NE(Error().find("CKPTDB_WORLD_SIZE='abc' is not an integer"), std::string::npos);
+  setenv("CKPTDB_WORLD_SIZE", "1", 1);
+  setenv("WORLD_SIZE", "1", 1);
+  EXPECT_NE(Error().find("rank 1 is not in [0, 1)"), std::string::npos) << Error();
+  setenv("CKPTDB_WORLD_SIZE", "2", 1);
+  setenv("WORLD_SIZE", "2", 1);
+  setenv("CKPTDB_TIMEOUT_MS", "0", 1);
+  EXPECT_NE(Error().find("CKPTDB_TIMEOUT_MS must be positive"), std::string::npos);
+}
+
+TEST(Distributed, SaveAndLoadRejectAMissingCommunicator) {
+  StateDict sd;
+  SaveOptions o;
+  o.step = 1;
+  // No writer is touched: the options are checked first.
+  class NoWriter : public StorageWriter {
+    StatusOr<uint64_t> Prepare(int64_t) override { return Status::Internal("touched"); }
+    Status PrepareStorage(const SaveContext&, const std::vector<WriteItem>&) override { return Status::Internal("touched"); }
+    StatusOr<WriteResult> Write(const SaveContext&, const std::vector<WriteItem>&) override { return Status::Internal("touched"); }
+    Status Finish(const SaveContext&, const StepMetadata&, const std::vector<WriteResult>&) override { return Status::Internal("touched"); }
+    void Abort(const SaveContext&) override {}
+  } w;
+  Status st = Save(sd, w, o);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("no communicator given"), std::string::npos) << st;
+  auto local = NewLocalCommunicator();
+  o.communicator = local.get();
+  o.coordinator_rank = 3;
+  st = Save(sd, w, o);
+  EXPECT_NE(st.message().find("coordinator rank 3 is not in the world of size 1"), std::string::npos) << st;
+}
+
+}  // namespace
+}  // namespace ckptdb

@@ -1,0 +1,99 @@
+// ckptdb-launch, run as a user would.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+namespace {
+
+struct Launched {
+  int code;
+  std::string out;
+};
+
+Launched Launch(const std::string& args) {
+  std::string cmd = std::string(CKPTDB_LAUNCH) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  int rc = pclose(p);
+  return Launched{WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, out};
+}
+
+TEST(Launch, SetsEachRanksEnvironmentAndPrefixesItsOutput) {
+  Launched r = Launch(
+      "-n 3 -- sh -c 'echo \"r=$CKPTDB_RANK w=$CKPTDB_WORLD_SIZE l=$LOCAL_RANK t=$RANK/$WORLD_SIZE job=${#CKPTDB_JOB_ID} "
+      "rdv=${CKPTDB_RENDEZVOUS%%/tmp*}\"'");
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (int k = 0; k < 3; ++k) {
+    std::string want = "[rank " + std::to_string(k) + "] r=" + std::to_string(k) + " w=3 l=" + std::to_string(k) +
+                       " t=" + std::to_string(k) + "/3 job=20 rdv=file://\n";
+    EXPECT_NE(r.out.find(want), std::string::npos) << r.out;
+  }
+}
+
+TEST(Launch, AFailingRankFailsTheJobAndStopsTheOthers) {
+  auto t0 = std::chrono::steady_clock::now();
+  Launched r = Launch("-n 3 --grace-ms 300 -- sh -c '[ $CKPTDB_RANK = 1 ] && exit 7; exec sleep 60'");
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.code, 7) << r.out;
+  EXPECT_NE(r.out.find("rank 1 exited with code 7"), std::string::npos) << r.out;
+  EXPECT_LT(s, 30.0) << "the sleeping ranks were not stopped";
+}
+
+TEST(Launch, ForwardsCtrlCToEveryRank) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], STDOUT_FILENO);
+    dup2(fds[1], STDERR_FILENO);
+    close(fds[0]);
+    execl(CKPTDB_LAUNCH, CKPTDB_LAUNCH, "-n", "2", "--", "sh", "-c",
+          "trap 'echo got INT; exit 5' INT; echo ready; while :; do sleep 0.05; done", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(fds[1]);
+  std::string out;
+  char buf[256];
+  // Wait until both ranks are up.
+  while (out.find("[rank 0] ready") == std::string::npos || out.find("[rank 1] ready") == std::string::npos) {
+    ssize_t n = read(fds[0], buf, sizeof buf);
+    ASSERT_GT(n, 0) << out;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  kill(pid, SIGINT);
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+  int status;
+  waitpid(pid, &status, 0);
+  close(fds[0]);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_NE(WEXITSTATUS(status), 0);
+  EXPECT_NE(out.find("[rank 0] got INT"), std::string::npos) << out;
+  EXPECT_NE(out.find("[rank 1] got INT"), std::string::npos) << out;
+}
+
+TEST(Launch, UsageErrors) {
+  EXPECT_EQ(Launch("-- true").code, 2);
+  EXPECT_EQ(Launch("-n 2").code, 2);
+  EXPECT_EQ(Launch("-n 0 -- true").code, 2);
+  EXPECT_EQ(Launch("-n 2 --rendezvous tcp://x -- true").code, 2);
+  Launched help = Launch("--help");
+  EXPECT_EQ(help.code, 0);
+  EXPECT_EQ(help.out.rfind("usage: ckptdb-launch", 0), 0u);
+  Launched missing = Launch("-n 1 -- /nonexistent/program");
+  EXPECT_EQ(missing.code, 127) << missing.out;
+  EXPECT_NE(missing.out.find("cannot run '/nonexistent/program'"), std::string::npos) << missing.out;
+}
+
+}  // namespace
