@@ -1,0 +1,2 @@
+// Loading into other shardings (filled in below).
+#include <gtest/gtest.h>
