@@ -13,15 +13,17 @@ namespace ckptdb {
 
 namespace {
 
-// A region of saved bytes read into a temporary buffer, then scattered.
+// A region of saved bytes read into a temporary buffer, then scattered (and
+// converted, when the dtypes differ).
 struct PendingCopy {
   Box src_box;
   uint64_t src_base;
+  DType src_dtype;
   size_t temp;  // index into the temporaries
   Box dst_box;
   void* dst;
+  DType dst_dtype;
   Box region;
-  size_t elem_size;
 };
 
 struct LoadPlan {
@@ -34,13 +36,14 @@ struct LoadPlan {
 struct TargetRegion {
   Box box;
   void* data;
+  DType dtype;
 };
 
 bool IsTensorKind(EntryKind k) { return k == EntryKind::kTensor || k == EntryKind::kShardedTensor; }
 
 // Collects the target regions of a tensor or sharded tensor entry, checking
 // them against the saved entry.
-Status TargetRegions(const std::string& fqn, const Entry& target, const EntryMetadata& saved,
+Status TargetRegions(const std::string& fqn, const Entry& target, const EntryMetadata& saved, bool convert_dtype,
                      std::vector<TargetRegion>* out) {
   const std::string where = "entry '" + fqn + "'";
   DType dtype;
@@ -56,9 +59,10 @@ Status TargetRegions(const std::string& fqn, const Entry& target, const EntryMet
     shape = st.global_shape();
     for (const Shard& s : st.local_shards()) parts.push_back({Box{s.offsets, s.tensor.shape()}, &s.tensor});
   }
-  if (dtype != saved.dtype) {
+  if (dtype != saved.dtype && !convert_dtype) {
     return Status::InvalidArgument(where + ": dtype mismatch: the target is " + DTypeName(dtype) +
-                                   ", the step holds " + DTypeName(saved.dtype));
+                                   ", the step holds " + DTypeName(saved.dtype) +
+                                   " (LoadOptions::convert_dtype converts)");
   }
   if (shape != saved.shape) {
     return Status::InvalidArgument(where + ": shape mismatch: the target is " + ShapeToString(shape) +
@@ -76,14 +80,15 @@ Status TargetRegions(const std::string& fqn, const Entry& target, const EntryMet
     }
     Status st = CheckBoxWithin(box, shape);
     if (!st.ok()) return st.WithContext(where + " target shard " + std::to_string(i));
-    out->push_back(TargetRegion{box, tensor->data()});
+    out->push_back(TargetRegion{box, tensor->data(), dtype});
   }
   return Status::OK();
 }
 
-Status PlanTensorReads(const std::string& fqn, const Entry& target, const EntryMetadata& saved, LoadPlan* plan) {
+Status PlanTensorReads(const std::string& fqn, const Entry& target, const EntryMetadata& saved, bool convert_dtype,
+                       LoadPlan* plan) {
   std::vector<TargetRegion> regions;
-  RETURN_IF_ERROR(TargetRegions(fqn, target, saved, &regions));
+  RETURN_IF_ERROR(TargetRegions(fqn, target, saved, convert_dtype, &regions));
   const size_t es = DTypeSize(saved.dtype);
   for (const TargetRegion& t : regions) {
     int64_t covered = 0;
@@ -93,18 +98,19 @@ Status PlanTensorReads(const std::string& fqn, const Entry& target, const EntryM
       if (!Intersect(src, t.box, &ov)) continue;
       const uint64_t n = static_cast<uint64_t>(BoxNumel(ov));
       covered += static_cast<int64_t>(n);
+      const size_t tes = DTypeSize(t.dtype);
       uint64_t sb, se, db, de;
       ByteSpan(src, ov, es, &sb, &se);
-      ByteSpan(t.box, ov, es, &db, &de);
-      plan->bytes_copied += n * es;
-      if (se - sb == n * es && de - db == n * es) {
+      ByteSpan(t.box, ov, tes, &db, &de);
+      plan->bytes_copied += n * tes;
+      if (t.dtype == saved.dtype && se - sb == n * es && de - db == n * es) {
         // Contiguous on both sides: read straight into the target.
         plan->reads.push_back(ReadItem{fqn, piece, sb, se - sb, static_cast<char*>(t.data) + db});
         continue;
       }
       plan->temps.emplace_back(new char[se - sb]);
       plan->reads.push_back(ReadItem{fqn, piece, sb, se - sb, plan->temps.back().get()});
-      plan->copies.push_back(PendingCopy{src, sb, plan->temps.size() - 1, t.box, t.data, ov, es});
+      plan->copies.push_back(PendingCopy{src, sb, saved.dtype, plan->temps.size() - 1, t.box, t.data, t.dtype, ov});
     }
     if (covered != BoxNumel(t.box)) {
       return Status::InvalidArgument("entry '" + fqn + "': target region " + BoxToString(t.box) +
@@ -116,11 +122,26 @@ Status PlanTensorReads(const std::string& fqn, const Entry& target, const EntryM
 }
 
 // Validates the whole target against the step before anything is read.
-Status PlanLoad(StateDict& target, const StepMetadata& md, LoadPlan* plan) {
+Status PlanLoad(StateDict& target, const StepMetadata& md, const LoadOptions& options, LoadPlan* plan,
+                std::vector<std::string>* missing) {
+  std::unordered_set<std::string> only(options.keys.begin(), options.keys.end());
+  for (const std::string& k : options.keys) {
+    if (target.Find(k) == nullptr) {
+      return Status::InvalidArgument("LoadOptions::keys names '" + k + "', which is not an entry of the target");
+    }
+  }
+  // Bytes entries are resized only once everything checked out.
+  std::vector<std::pair<Bytes*, uint64_t>> resize;
   for (auto& [fqn, entry] : target.mutable_entries()) {
+    if (!only.empty() && only.count(fqn) == 0) continue;
     const EntryMetadata* saved = md.Find(fqn);
     if (saved == nullptr) {
-      return Status::NotFound("entry '" + fqn + "' is not in step " + std::to_string(md.step));
+      if (options.allow_missing) {
+        missing->push_back(fqn);
+        continue;
+      }
+      return Status::NotFound("entry '" + fqn + "' is not in step " + std::to_string(md.step) +
+                              " (LoadOptions::allow_missing skips such entries)");
     }
     const bool target_is_bytes = std::holds_alternative<Bytes>(entry);
     if (target_is_bytes != (saved->kind == EntryKind::kBytes)) {
@@ -128,31 +149,43 @@ Status PlanLoad(StateDict& target, const StepMetadata& md, LoadPlan* plan) {
                                      ", the step holds " + EntryKindName(saved->kind));
     }
     if (target_is_bytes) {
-      Bytes& b = std::get<Bytes>(entry);
-      const StoredPiece& piece = saved->pieces.at(0);
-      b.data.assign(piece.nbytes, '\0');
-      plan->reads.push_back(ReadItem{fqn, piece, 0, piece.nbytes, b.data.data()});
-      plan->bytes_copied += piece.nbytes;
+      resize.emplace_back(&std::get<Bytes>(entry), saved->pieces.at(0).nbytes);
       continue;
     }
     if (!IsTensorKind(saved->kind)) return Status::Internal("unexpected entry kind for '" + fqn + "'");
-    RETURN_IF_ERROR(PlanTensorReads(fqn, entry, *saved, plan));
+    RETURN_IF_ERROR(PlanTensorReads(fqn, entry, *saved, options.convert_dtype, plan));
+  }
+  for (auto& [bytes, n] : resize) {
+    bytes->data.assign(n, '\0');
+  }
+  // Second pass for the bytes reads, now that their buffers exist.
+  for (auto& [fqn, entry] : target.mutable_entries()) {
+    Bytes* b = std::get_if<Bytes>(&entry);
+    if (b == nullptr || (!only.empty() && only.count(fqn) == 0)) continue;
+    const EntryMetadata* saved = md.Find(fqn);
+    if (saved == nullptr) continue;
+    const StoredPiece& piece = saved->pieces.at(0);
+    plan->reads.push_back(ReadItem{fqn, piece, 0, piece.nbytes, b->data.data()});
+    plan->bytes_copied += piece.nbytes;
   }
   return Status::OK();
 }
 
-Status LoadLocal(StateDict& target, StorageReader& reader, const StepMetadata& md, LoadStats* stats) {
+Status LoadLocal(StateDict& target, StorageReader& reader, const StepMetadata& md, const LoadOptions& options,
+                 LoadStats* stats) {
   LoadPlan plan;
-  RETURN_IF_ERROR(PlanLoad(target, md, &plan));
+  std::vector<std::string> missing;
+  RETURN_IF_ERROR(PlanLoad(target, md, options, &plan, &missing));
   StatusOr<ReadStats> rs = GuardedCall("read", [&] { return reader.Read(md, plan.reads); });
   if (!rs.ok()) return rs.status();
   for (const PendingCopy& c : plan.copies) {
-    CopyRegion(c.src_box, plan.temps[c.temp].get(), c.src_base, c.dst_box, c.dst, c.region, c.elem_size);
+    CopyRegion(c.src_box, plan.temps[c.temp].get(), c.src_base, c.src_dtype, c.dst_box, c.dst, c.dst_dtype, c.region);
   }
   if (stats) {
     stats->chunks_read += rs->chunks_read;
     stats->stored_bytes_read += rs->stored_bytes_read;
     stats->bytes_copied += plan.bytes_copied;
+    stats->missing.insert(stats->missing.end(), missing.begin(), missing.end());
   }
   return Status::OK();
 }
@@ -168,7 +201,7 @@ Status Load(StateDict& target, StorageReader& reader, const LoadOptions& options
   Status result;
   StatusOr<StepMetadata> md = GuardedCall("read_metadata", [&] { return reader.ReadMetadata(options.step); });
   if (md.ok()) {
-    result = LoadLocal(target, reader, *md, stats);
+    result = LoadLocal(target, reader, *md, options, stats);
   } else {
     result = md.status();
   }
@@ -205,7 +238,7 @@ StatusOr<StateDict> LoadWhole(StorageReader& reader, int64_t step, const std::ve
       RETURN_IF_ERROR(sd.Add(e->fqn, std::move(t)));
     }
   }
-  RETURN_IF_ERROR(LoadLocal(sd, reader, md, nullptr));
+  RETURN_IF_ERROR(LoadLocal(sd, reader, md, LoadOptions{}, nullptr));
   return sd;
 }
 

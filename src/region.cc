@@ -77,14 +77,22 @@ void ByteSpan(const Box& outer, const Box& inner, size_t elem_size, uint64_t* be
   *end = (LinearIndex(outer, last) + 1) * elem_size;
 }
 
-void CopyRegion(const Box& src_box, const void* src_data, uint64_t src_base, const Box& dst_box, void* dst_data,
-                const Box& region, size_t elem_size) {
+void CopyRegion(const Box& src_box, const void* src_data, uint64_t src_base, DType src_dtype, const Box& dst_box,
+                void* dst_data, DType dst_dtype, const Box& region) {
   const size_t n = region.sizes.size();
   if (BoxNumel(region) == 0) return;
+  const size_t ses = DTypeSize(src_dtype), des = DTypeSize(dst_dtype);
   const char* src = static_cast<const char*>(src_data);
   char* dst = static_cast<char*>(dst_data);
+  auto copy_run = [&](uint64_t s, uint64_t t, uint64_t elements) {
+    if (src_dtype == dst_dtype) {
+      std::memcpy(dst + t, src + s, elements * ses);
+    } else {
+      ConvertElements(src_dtype, src + s, dst_dtype, dst + t, elements);
+    }
+  };
   if (n == 0) {
-    std::memcpy(dst, src + (0 - src_base), elem_size);
+    copy_run(0 - src_base, 0, 1);
     return;
   }
   // Trailing dimensions that the region spans fully in both boxes are one
@@ -95,15 +103,11 @@ void CopyRegion(const Box& src_box, const void* src_data, uint64_t src_base, con
     --inner;
     run *= static_cast<uint64_t>(region.sizes[inner]);
   }
-  const uint64_t run_bytes = run * elem_size;
   // Iterate over dimensions [0, inner) of the region; dimension `inner` and
   // everything after it form one run.
   std::vector<int64_t> idx(region.offsets);
   while (true) {
-    uint64_t s = LinearIndex(src_box, idx) * elem_size - src_base;
-    uint64_t t = LinearIndex(dst_box, idx) * elem_size;
-    std::memcpy(dst + t, src + s, run_bytes);
-    // Advance the odometer over dimensions [0, inner).
+    copy_run(LinearIndex(src_box, idx) * ses - src_base, LinearIndex(dst_box, idx) * des, run);
     size_t d = inner;
     while (d > 0) {
       --d;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ckptdb/dtype.h"
 #include "ckptdb/status.h"
 #include "ckptdb/tensor.h"
 
@@ -35,12 +36,14 @@ bool Intersect(const Box& a, const Box& b, Box* out);
 // just past its last.
 void ByteSpan(const Box& outer, const Box& inner, size_t elem_size, uint64_t* begin, uint64_t* end);
 
-// Copies the elements of `region` from src (row-major bytes of box `src_box`,
-// of which src_data holds the bytes starting at byte `src_base`) into dst
-// (row-major bytes of box `dst_box`). REQUIRES: region lies within both boxes
-// and src_data covers ByteSpan(src_box, region).
-void CopyRegion(const Box& src_box, const void* src_data, uint64_t src_base, const Box& dst_box, void* dst_data,
-                const Box& region, size_t elem_size);
+// Copies the elements of `region` from src (row-major elements of
+// `src_dtype` over box `src_box`, of which src_data holds the bytes starting
+// at byte `src_base`) into dst (row-major elements of `dst_dtype` over box
+// `dst_box`), converting when the dtypes differ (ConvertElements).
+// REQUIRES: region lies within both boxes and src_data covers
+// ByteSpan(src_box, region).
+void CopyRegion(const Box& src_box, const void* src_data, uint64_t src_base, DType src_dtype, const Box& dst_box,
+                void* dst_data, DType dst_dtype, const Box& region);
 
 }  // namespace ckptdb
 

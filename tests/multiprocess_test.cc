@@ -180,8 +180,25 @@ TEST_F(MultiProcessTest, HappyPathWithFileRendezvous) {
   // The whole sharded tensor reassembles on one process.
   auto whole = LoadWhole(**reader, 100, {"sharded"});
   ASSERT_TRUE(whole.ok()) << whole.status();
-  EXPECT_TRUE(std::get<Tensor>(*whole->Find("sharded")).BitwiseEquals(testing::PatternTensor(DType::kF32, {32, 4}, 2)));
+  EXPECT_TRUE(std::get<Tensor>(*whole->Find("sharded")).BitwiseEquals(testing::PatternTensor(DType::kF32, {24, 4}, 2)));
   ExpectStoreHoldsOnly(1);
+}
+
+// A step saved by 4 ranks loads on 2 (by columns) and on 3 (by rows), and
+// on 5 ranks saved by 3 with columns.
+TEST_F(MultiProcessTest, SavedOnFourLoadedOnTwoAndThree) {
+  JobResult saved = Save(4, 40);
+  for (const RankResult& r : saved.ranks) ASSERT_EQ(r.code, "OK") << r.text;
+  JobResult on2 = LoadStep(2, 40, {"--layout", "cols"});
+  ASSERT_EQ(on2.ranks.size(), 2u);
+  for (const RankResult& r : on2.ranks) EXPECT_EQ(r.code, "OK") << r.text;
+  JobResult on3 = LoadStep(3, 40);
+  ASSERT_EQ(on3.ranks.size(), 3u);
+  for (const RankResult& r : on3.ranks) EXPECT_EQ(r.code, "OK") << r.text;
+  JobResult saved3 = Save(3, 41, {"--layout", "cols"});
+  for (const RankResult& r : saved3.ranks) ASSERT_EQ(r.code, "OK") << r.text;
+  JobResult on5 = LoadStep(5, 41);
+  for (const RankResult& r : on5.ranks) EXPECT_EQ(r.code, "OK") << r.text;
 }
 
 // Save failures (PyTorch 1.13's matrix). In every case every rank fails with

@@ -1,12 +1,13 @@
 // ckptdb_rank_helper: one rank of a multi-process test job.
 //
 //   ckptdb_rank_helper save|load STORE STEP OUT_DIR [--coordinator C]
-//       [--fail OP@RANK]... [--kill-in-write RANK]
+//       [--layout rows|cols] [--fail OP@RANK]... [--kill-in-write RANK]
 //
 // Joins the job from the environment (DistributedConfig::FromEnvironment),
-// saves or loads a state dict that depends only on the world size (a
-// replicated f32 tensor, a row-sharded f32 tensor with 8 rows per rank, an
-// i16 tensor sharded unevenly, a bytes entry), and writes what happened to
+// saves or loads a state dict of fixed global contents split over however
+// many ranks run (a replicated f32 tensor, an f32 [24, 4] tensor sharded by
+// rows or, with --layout cols, by columns, an i16 [10, 3] tensor sharded in
+// reverse rank order, a bytes entry), and writes what happened to
 // OUT_DIR/rank-R.txt:
 //   line 1: the status code name ("OK", "IOError", ...)
 //   line 2: failed ranks of a checkpoint error, space separated ("" if none)
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <future>
@@ -34,21 +36,40 @@ using namespace ckptdb::testing;
 
 namespace {
 
-// The global contents every rank derives its part from.
-StateDict MakeStateDict(int rank, int world, bool zeros) {
+// This rank's [begin, begin + size) of n split over `world` ranks as evenly as
+// possible.
+void Split(int64_t n, int world, int rank, int64_t* begin, int64_t* size) {
+  int64_t base = n / world, extra = n % world;
+  *begin = rank * base + std::min<int64_t>(rank, extra);
+  *size = base + (rank < extra ? 1 : 0);
+}
+
+// The global contents are fixed; each rank holds its part for the world size
+// and layout it runs with, so a step saved by one world size can be loaded by
+// another. "sharded" is [24, 4] split by rows (or by columns with
+// --layout cols); "uneven" is [10, 3] split by rows in reverse rank order.
+StateDict MakeStateDict(int rank, int world, bool zeros, bool by_columns) {
   StateDict sd;
   auto fill = [&](Tensor t) { return zeros ? ZerosLike(t) : t; };
   (void)sd.Add("replicated", fill(PatternTensor(DType::kF32, {32}, 1)));
-  Tensor global = PatternTensor(DType::kF32, {8 * static_cast<int64_t>(world), 4}, 2);
-  Tensor mine = fill(Tensor::Copy(DType::kF32, {8, 4}, global.data_as<float>() + rank * 32, 8 * 4 * 4).value());
-  (void)sd.Add("sharded", ShardedTensor::Create(DType::kF32, {8 * static_cast<int64_t>(world), 4}, {{{8 * rank, 0}, mine}})
-                              .value());
-  // Uneven: rank r holds r + 1 rows of a [world*(world+1)/2, 3] tensor.
-  int64_t rows = static_cast<int64_t>(world) * (world + 1) / 2;
-  Tensor g2 = PatternTensor(DType::kI16, {rows, 3}, 3);
-  int64_t first = static_cast<int64_t>(rank) * (rank + 1) / 2;
-  Tensor part = fill(Tensor::Copy(DType::kI16, {rank + 1, 3}, g2.data_as<int16_t>() + first * 3, (rank + 1) * 3 * 2).value());
-  (void)sd.Add("uneven", ShardedTensor::Create(DType::kI16, {rows, 3}, {{{first, 0}, part}}).value());
+  Tensor global = PatternTensor(DType::kF32, {24, 4}, 2);
+  int64_t b, n;
+  if (by_columns) {
+    Split(4, world, rank, &b, &n);
+    Tensor mine = Tensor::Zeros(DType::kF32, {24, n}).value();
+    for (int64_t i = 0; i < 24 && !zeros; ++i) {
+      for (int64_t j = 0; j < n; ++j) mine.data_as<float>()[i * n + j] = global.data_as<float>()[i * 4 + b + j];
+    }
+    (void)sd.Add("sharded", ShardedTensor::Create(DType::kF32, {24, 4}, {{{0, b}, mine}}).value());
+  } else {
+    Split(24, world, rank, &b, &n);
+    Tensor mine = fill(Tensor::Copy(DType::kF32, {n, 4}, global.data_as<float>() + b * 4, n * 4 * 4).value());
+    (void)sd.Add("sharded", ShardedTensor::Create(DType::kF32, {24, 4}, {{{b, 0}, mine}}).value());
+  }
+  Tensor g2 = PatternTensor(DType::kI16, {10, 3}, 3);
+  Split(10, world, world - 1 - rank, &b, &n);
+  Tensor part = fill(Tensor::Copy(DType::kI16, {n, 3}, g2.data_as<int16_t>() + b * 3, n * 3 * 2).value());
+  (void)sd.Add("uneven", ShardedTensor::Create(DType::kI16, {10, 3}, {{{b, 0}, part}}).value());
   (void)sd.AddBytes("bytes", zeros ? "" : "hello from the coordinator");
   return sd;
 }
@@ -85,6 +106,7 @@ int main(int argc, char** argv) {
   const std::string mode = argv[1], store = argv[2], out_dir = argv[4];
   const int64_t step = std::atoll(argv[3]);
   int coordinator = 0, kill_rank = -1;
+  bool by_columns = false;
   std::map<std::string, std::set<int>> fail;
   for (int i = 5; i < argc; ++i) {
     std::string a = argv[i];
@@ -95,6 +117,8 @@ int main(int argc, char** argv) {
       size_t at = spec.find('@');
       if (at == std::string::npos) return 2;
       fail[spec.substr(0, at)].insert(std::atoi(spec.c_str() + at + 1));
+    } else if (a == "--layout" && i + 1 < argc) {
+      by_columns = std::string(argv[++i]) == "cols";
     } else if (a == "--kill-in-write" && i + 1 < argc) {
       kill_rank = std::atoi(argv[++i]);
     } else {
@@ -146,7 +170,7 @@ int main(int argc, char** argv) {
           o.step = step;
           o.coordinator_rank = coordinator;
           o.communicator = comm->get();
-          st = Save(MakeStateDict(rank, world, false), w, o);
+          st = Save(MakeStateDict(rank, world, false, by_columns), w, o);
         }
       } else {
         auto reader = OpenStoreReader(store);
@@ -156,13 +180,13 @@ int main(int argc, char** argv) {
           FaultyReader r(reader->get());
           if (fails("read_metadata")) r.on_read_metadata = [&] { return Injected("read_metadata", rank); };
           if (fails("read")) r.on_read = [&] { return Injected("read", rank); };
-          StateDict target = MakeStateDict(rank, world, true);
+          StateDict target = MakeStateDict(rank, world, true, by_columns);
           LoadOptions o;
           o.step = step;
           o.coordinator_rank = coordinator;
           o.communicator = comm->get();
           st = Load(target, r, o);
-          if (st.ok() && !SameContents(MakeStateDict(rank, world, false), target)) {
+          if (st.ok() && !SameContents(MakeStateDict(rank, world, false, by_columns), target)) {
             st = Status::Internal("loaded values differ from the saved ones");
           }
         }

@@ -58,7 +58,7 @@ TEST(Region, CopyRegionMatchesElementwiseCopyOnRandomBoxes) {
     uint64_t begin, end;
     ByteSpan(a, r, 4, &begin, &end);
     std::vector<char> span(reinterpret_cast<char*>(src.data()) + begin, reinterpret_cast<char*>(src.data()) + end);
-    CopyRegion(a, span.data(), begin, b, got.data(), r, 4);
+    CopyRegion(a, span.data(), begin, DType::kI32, b, got.data(), DType::kI32, r);
     ASSERT_EQ(got, want) << "src " << BoxToString(a) << " dst " << BoxToString(b) << " region " << BoxToString(r);
   }
 }
@@ -82,7 +82,7 @@ TEST(Region, ScalarBox) {
   ASSERT_TRUE(Intersect(s, s, &r));
   EXPECT_EQ(BoxNumel(r), 1);
   int32_t v = 5, out = 0;
-  CopyRegion(s, &v, 0, s, &out, r, 4);
+  CopyRegion(s, &v, 0, DType::kI32, s, &out, DType::kI32, r);
   EXPECT_EQ(out, 5);
 }
 

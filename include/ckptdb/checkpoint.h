@@ -61,6 +61,18 @@ struct LoadOptions {
   int coordinator_rank = 0;
   bool no_dist = false;
   Communicator* communicator = nullptr;
+  // Load only these FQNs of the target; empty: every entry of the target.
+  // Each must name an entry of the target (InvalidArgument otherwise); the
+  // target's other entries are left untouched and nothing of them is read.
+  std::vector<std::string> keys;
+  // false (default): every target entry must be in the step (NotFound).
+  // true: target entries the step lacks are left untouched and listed in
+  // LoadStats::missing.
+  bool allow_missing = false;
+  // false (default): a target whose dtype differs from the saved one is an
+  // error. true: values are converted to the target's dtype on the way in
+  // (ConvertElements: round to nearest even, saturating integers).
+  bool convert_dtype = false;
 };
 
 // What a load read, on this rank.
@@ -68,12 +80,17 @@ struct LoadStats {
   uint64_t chunks_read = 0;
   uint64_t stored_bytes_read = 0;
   uint64_t bytes_copied = 0;  // bytes written into the target tensors and bytes entries
+  std::vector<std::string> missing;  // target FQNs not in the step (allow_missing)
 };
 
-// Fills `target` in place. Every FQN of `target` must be in the step, with the
-// same kind, dtype and global shape; each target tensor or shard is filled
-// from whichever saved pieces overlap it. Bytes entries are replaced.
-// Entries of the step that `target` does not name are not read.
+// Fills `target` in place. Every FQN of `target` (or of options.keys) must be
+// in the step, with the same kind (a tensor and a sharded tensor are
+// interchangeable), dtype and global shape; each target tensor or shard is
+// filled from whichever saved pieces overlap it, reading only the chunks that
+// hold the overlap. Bytes entries are replaced. Entries of the step that the
+// target does not name are not read. The whole target is checked against the
+// step before anything is read: a mismatch leaves the target untouched; a
+// failure while reading (I/O, corruption) may leave it partly filled.
 Status Load(StateDict& target, StorageReader& reader, const LoadOptions& options, LoadStats* stats = nullptr);
 
 // Reads every entry of a step (or only `fqns`, when not empty) into new CPU

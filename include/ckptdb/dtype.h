@@ -48,6 +48,17 @@ StatusOr<DType> ParseDType(std::string_view name);
 StatusOr<DType> DTypeFromNumber(int value);
 bool IsFloatingPoint(DType dtype);
 
+// The value of one element of `dtype` at `element` as a double (exact for
+// every dtype except i64 beyond 2^53).
+double ElementToDouble(DType dtype, const void* element);
+
+// Converts `n` elements from `from` at src to `to` at dst (the buffers do not
+// overlap). Floating-point targets round to nearest, ties to even; values
+// beyond the target's range become +-inf (f8e4m3, which has no infinity:
+// NaN, as PyTorch does). Integer targets truncate toward zero and saturate;
+// NaN becomes 0. bool: any non-zero value is true.
+void ConvertElements(DType from, const void* src, DType to, void* dst, size_t n);
+
 }  // namespace ckptdb
 
 #endif  // CKPTDB_DTYPE_H_

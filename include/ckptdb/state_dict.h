@@ -44,6 +44,7 @@ class StateDict {
   Status Add(std::string fqn, ShardedTensor tensor);
   Status Add(std::string fqn, Bytes bytes);
   Status AddBytes(std::string fqn, std::string data) { return Add(std::move(fqn), Bytes{std::move(data)}); }
+  Status AddEntry(std::string fqn, Entry entry);
 
   size_t size() const { return entries_.size(); }
   bool empty() const { return entries_.empty(); }
@@ -56,7 +57,6 @@ class StateDict {
   Entry* Find(const std::string& fqn);
 
  private:
-  Status AddEntry(std::string fqn, Entry entry);
   std::vector<std::pair<std::string, Entry>> entries_;
   std::unordered_map<std::string, size_t> index_;
 };
