@@ -3,6 +3,7 @@
 #ifndef CKPTDB_CKPTDB_H_
 #define CKPTDB_CKPTDB_H_
 
+#include "ckptdb/async_save.h"     // IWYU pragma: export
 #include "ckptdb/checkpoint.h"     // IWYU pragma: export
 #include "ckptdb/communicator.h"   // IWYU pragma: export
 #include "ckptdb/device.h"         // IWYU pragma: export
