@@ -3,6 +3,7 @@
 #include <zstd.h>
 
 #include <cstring>
+#include <memory>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -28,17 +29,20 @@ uint64_t GetLE64(const char* p) {
   return v;
 }
 
-void WriteHeader(char* p, ChunkCodec codec, uint32_t raw_len, uint64_t sum) {
+void WriteHeader(char* p, ChunkCodec codec, uint32_t raw_len, uint64_t sum, ChunkFilter filter = ChunkFilter::kNone,
+                 uint8_t filter_param = 0) {
   p[0] = static_cast<char>(kChunkVersion);
   p[1] = static_cast<char>(codec);
-  p[2] = 0;
-  p[3] = 0;
+  p[2] = static_cast<char>(filter);
+  p[3] = static_cast<char>(filter_param);
   PutLE32(p + 4, raw_len);
   PutLE64(p + 8, sum);
 }
 
 struct Header {
   ChunkCodec codec;
+  ChunkFilter filter;
+  uint8_t filter_param;
   uint32_t raw_len;
   uint64_t checksum;
 };
@@ -55,30 +59,96 @@ Status ParseHeader(std::string_view value, Header* h) {
   if (codec > static_cast<uint8_t>(ChunkCodec::kZstd)) {
     return Status::DataLoss("chunk has unknown codec " + std::to_string(codec));
   }
-  if (p[2] != 0 || p[3] != 0) {
-    return Status::DataLoss("chunk has unknown filter " + std::to_string(static_cast<uint8_t>(p[2])));
+  const uint8_t filter = static_cast<uint8_t>(p[2]), param = static_cast<uint8_t>(p[3]);
+  if (filter > static_cast<uint8_t>(ChunkFilter::kBytePlanes) || (filter == 0 && param != 0)) {
+    return Status::DataLoss("chunk has unknown filter " + std::to_string(filter));
+  }
+  if (filter == static_cast<uint8_t>(ChunkFilter::kBytePlanes) && param != 2 && param != 4 && param != 8) {
+    return Status::DataLoss("chunk has byte planes of invalid width " + std::to_string(param));
   }
   h->codec = static_cast<ChunkCodec>(codec);
+  h->filter = static_cast<ChunkFilter>(filter);
+  h->filter_param = param;
   h->raw_len = GetLE32(p + 4);
   h->checksum = GetLE64(p + 8);
   return Status::OK();
 }
 
+// Byte j of element i goes to plane j: out[j * count + i] = in[i * width + j].
+void SplitPlanes(const char* in, size_t n, size_t width, char* out) {
+  const size_t count = n / width;
+  for (size_t i = 0; i < count; ++i) {
+    for (size_t j = 0; j < width; ++j) out[j * count + i] = in[i * width + j];
+  }
+}
+
+void JoinPlanes(const char* in, size_t n, size_t width, char* out) {
+  const size_t count = n / width;
+  for (size_t j = 0; j < width; ++j) {
+    const char* plane = in + j * count;
+    for (size_t i = 0; i < count; ++i) out[i * width + j] = plane[i];
+  }
+}
+
+// Per-thread zstd contexts and scratch: chunks are encoded and decoded on
+// worker threads, each reusing its own.
+ZSTD_CCtx* CCtx() {
+  static thread_local std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx*)> ctx(ZSTD_createCCtx(), ZSTD_freeCCtx);
+  return ctx.get();
+}
+ZSTD_DCtx* DCtx() {
+  static thread_local std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> ctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
+  return ctx.get();
+}
+std::string& Scratch() {
+  static thread_local std::string s;
+  return s;
+}
+
+// Bytes of a sample that kAuto compresses to decide whether a chunk is worth
+// compressing at all.
+constexpr size_t kAutoSample = 64 << 10;
+
 }  // namespace
 
 uint64_t Checksum(const void* data, size_t n) { return XXH3_64bits(data, n); }
 
-void EncodeChunk(const void* raw, size_t n, Compression compression, int zstd_level, std::string* out) {
+void EncodeChunk(const void* raw, size_t n, Compression compression, int zstd_level, std::string* out,
+                 size_t plane_width) {
   const uint64_t sum = Checksum(raw, n);
   if (compression != Compression::kNone && n > 0) {
-    size_t bound = ZSTD_compressBound(n);
-    out->resize(kChunkHeaderSize + bound);
-    size_t z = ZSTD_compress(&(*out)[kChunkHeaderSize], bound, raw, n, zstd_level);
-    bool use = !ZSTD_isError(z) && (compression == Compression::kZstd || z < n);
-    if (use) {
-      out->resize(kChunkHeaderSize + z);
-      WriteHeader(&(*out)[0], ChunkCodec::kZstd, static_cast<uint32_t>(n), sum);
-      return;
+    const char* src = static_cast<const char*>(raw);
+    ChunkFilter filter = ChunkFilter::kNone;
+    if ((plane_width == 2 || plane_width == 4 || plane_width == 8) && n % plane_width == 0) {
+      std::string& planes = Scratch();
+      planes.resize(n);
+      SplitPlanes(src, n, plane_width, planes.data());
+      src = planes.data();
+      filter = ChunkFilter::kBytePlanes;
+    }
+    bool worth = true;
+    if (compression == Compression::kAuto && n > 2 * kAutoSample) {
+      // The sample takes an equal slice of every plane (the exponent plane
+      // compresses, the mantissa planes mostly do not).
+      const size_t w = filter == ChunkFilter::kNone ? 1 : plane_width;
+      const size_t slice = kAutoSample / w, plane = n / w;
+      std::string sample(slice * w, '\0');
+      for (size_t j = 0; j < w; ++j) std::memcpy(&sample[j * slice], src + j * plane, slice);
+      std::string probe(ZSTD_compressBound(sample.size()), '\0');
+      size_t z = ZSTD_compressCCtx(CCtx(), probe.data(), probe.size(), sample.data(), sample.size(), zstd_level);
+      worth = !ZSTD_isError(z) && z < sample.size() * 98 / 100;
+    }
+    if (worth) {
+      size_t bound = ZSTD_compressBound(n);
+      out->resize(kChunkHeaderSize + bound);
+      size_t z = ZSTD_compressCCtx(CCtx(), &(*out)[kChunkHeaderSize], bound, src, n, zstd_level);
+      bool use = !ZSTD_isError(z) && (compression == Compression::kZstd || z < n);
+      if (use) {
+        out->resize(kChunkHeaderSize + z);
+        WriteHeader(&(*out)[0], ChunkCodec::kZstd, static_cast<uint32_t>(n), sum, filter,
+                    filter == ChunkFilter::kNone ? 0 : static_cast<uint8_t>(plane_width));
+        return;
+      }
     }
   }
   out->resize(kChunkHeaderSize + n);
@@ -96,18 +166,30 @@ Status DecodeChunk(std::string_view value, uint64_t expected_raw, void* dest) {
   }
   std::string_view payload = value.substr(kChunkHeaderSize);
   if (h.codec == ChunkCodec::kRaw) {
+    if (h.filter != ChunkFilter::kNone) return Status::DataLoss("raw chunk has a filter");
     if (payload.size() != h.raw_len) {
       return Status::DataLoss("raw chunk payload is " + std::to_string(payload.size()) + " bytes, header says " +
                               std::to_string(h.raw_len));
     }
     if (h.raw_len) std::memcpy(dest, payload.data(), h.raw_len);
   } else {
-    size_t z = ZSTD_decompress(dest, h.raw_len, payload.data(), payload.size());
+    const bool planes = h.filter == ChunkFilter::kBytePlanes;
+    if (planes && h.raw_len % h.filter_param != 0) {
+      return Status::DataLoss("chunk of " + std::to_string(h.raw_len) + " bytes does not split into planes of " +
+                              std::to_string(h.filter_param));
+    }
+    char* target = static_cast<char*>(dest);
+    if (planes) {
+      Scratch().resize(h.raw_len);
+      target = Scratch().data();
+    }
+    size_t z = ZSTD_decompressDCtx(DCtx(), target, h.raw_len, payload.data(), payload.size());
     if (ZSTD_isError(z)) return Status::DataLoss(std::string("zstd chunk does not decode: ") + ZSTD_getErrorName(z));
     if (z != h.raw_len) {
       return Status::DataLoss("zstd chunk decodes to " + std::to_string(z) + " bytes, header says " +
                               std::to_string(h.raw_len));
     }
+    if (planes) JoinPlanes(target, h.raw_len, h.filter_param, static_cast<char*>(dest));
   }
   if (Checksum(dest, h.raw_len) != h.checksum) return Status::DataLoss("chunk checksum mismatch");
   return Status::OK();

@@ -5,8 +5,8 @@
 //   offset size field
 //   0      1    version      1
 //   1      1    codec        0 raw, 1 zstd
-//   2      1    filter       0 none (reserved for byte-plane filters)
-//   3      1    filter_param 0
+//   2      1    filter       0 none, 1 byte planes (applied before compression)
+//   3      1    filter_param byte planes: the element size (2, 4 or 8)
 //   4      4    raw_length   u32 little-endian: bytes after decoding
 //   8      8    checksum     u64 little-endian: XXH3-64 of the raw bytes
 //   16     ...  payload      raw bytes, or the zstd frame of them
@@ -34,9 +34,19 @@ enum class ChunkCodec : uint8_t { kRaw = 0, kZstd = 1 };
 
 uint64_t Checksum(const void* data, size_t n);
 
-// Appends the encoded value of `raw` to *out (cleared first).
-// REQUIRES: n <= kMaxChunkRawBytes.
-void EncodeChunk(const void* raw, size_t n, Compression compression, int zstd_level, std::string* out);
+enum class ChunkFilter : uint8_t { kNone = 0, kBytePlanes = 1 };
+
+// Encodes `raw` into *out (replacing its contents).
+//
+// plane_width > 1 (the element size of a floating-point tensor) groups the
+// bytes into planes before compressing: byte j of every element, then byte
+// j+1, ... The exponent bytes of trained weights repeat a lot and compress;
+// the mantissa bytes mostly do not. Ignored when nothing is compressed.
+// kAuto first compresses a sample and stores the chunk raw when the sample
+// does not shrink, so incompressible data costs little.
+// REQUIRES: n <= kMaxChunkRawBytes; n is a multiple of plane_width.
+void EncodeChunk(const void* raw, size_t n, Compression compression, int zstd_level, std::string* out,
+                 size_t plane_width = 0);
 
 // Decodes `value` into dest, which holds exactly `expected_raw` bytes.
 // DataLoss describing what is wrong (caller adds which chunk of which FQN).

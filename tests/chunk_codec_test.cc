@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <random>
 
 namespace ckptdb {
@@ -65,7 +66,9 @@ TEST(ChunkCodec, EveryKindOfCorruptionIsDataLoss) {
       {"shorter than header", Compression::kNone, [](std::string* v) { v->resize(5); }, "shorter than its header"},
       {"unknown version", Compression::kNone, [](std::string* v) { (*v)[0] = 9; }, "unknown format version 9"},
       {"unknown codec", Compression::kNone, [](std::string* v) { (*v)[1] = 7; }, "unknown codec 7"},
-      {"unknown filter", Compression::kNone, [](std::string* v) { (*v)[2] = 1; }, "unknown filter"},
+      {"unknown filter", Compression::kNone, [](std::string* v) { (*v)[2] = 7; }, "unknown filter 7"},
+      {"filter on a raw chunk", Compression::kNone, [](std::string* v) { (*v)[2] = 1, (*v)[3] = 4; }, "raw chunk has a filter"},
+      {"bad plane width", Compression::kZstd, [](std::string* v) { (*v)[2] = 1, (*v)[3] = 3; }, "invalid width 3"},
       {"wrong length", Compression::kNone, [](std::string* v) { (*v)[4] ^= 1; }, "metadata expects"},
       {"flipped checksum", Compression::kNone, [](std::string* v) { (*v)[12] ^= 1; }, "checksum mismatch"},
   };
@@ -79,6 +82,46 @@ TEST(ChunkCodec, EveryKindOfCorruptionIsDataLoss) {
     EXPECT_EQ(st.code(), StatusCode::kDataLoss) << c.name << ": " << st;
     EXPECT_NE(st.message().find(c.expect), std::string::npos) << c.name << ": " << st;
   }
+}
+
+// bf16 values like trained weights (sigma 0.02): the exponent plane compresses.
+std::string TrainedBF16(size_t elements) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> g(0.f, 0.02f);
+  std::string s(elements * 2, '\0');
+  for (size_t i = 0; i < elements; ++i) {
+    float f = g(rng);
+    uint32_t b;
+    std::memcpy(&b, &f, 4);
+    uint16_t h = static_cast<uint16_t>(b >> 16);
+    std::memcpy(&s[i * 2], &h, 2);
+  }
+  return s;
+}
+
+TEST(ChunkCodec, BytePlanesRoundTripAndShrinkTrainedWeights) {
+  std::string raw = TrainedBF16(1 << 20);
+  std::string plain, planes;
+  EncodeChunk(raw.data(), raw.size(), Compression::kZstd, 1, &plain);
+  EncodeChunk(raw.data(), raw.size(), Compression::kZstd, 1, &planes, 2);
+  EXPECT_EQ(planes[2], static_cast<char>(ChunkFilter::kBytePlanes));
+  EXPECT_EQ(planes[3], 2);
+  EXPECT_LT(planes.size(), plain.size());
+  EXPECT_LT(planes.size(), raw.size() * 3 / 4) << "bf16 sigma=0.02 should compress below 0.75";
+  EXPECT_EQ(Decode(planes, raw.size()), raw);
+  for (size_t width : {4u, 8u}) {
+    std::string r = Random(1 << 16, 9), v;
+    EncodeChunk(r.data(), r.size(), Compression::kZstd, 1, &v, width);
+    EXPECT_EQ(Decode(v, r.size()), r) << width;
+  }
+  // kAuto keeps a filtered chunk when it shrinks, and random floats raw.
+  std::string v;
+  EncodeChunk(raw.data(), raw.size(), Compression::kAuto, 1, &v, 2);
+  EXPECT_EQ(v[1], static_cast<char>(ChunkCodec::kZstd));
+  std::string noise = Random(1 << 20, 4);
+  EncodeChunk(noise.data(), noise.size(), Compression::kAuto, 1, &v, 4);
+  EXPECT_EQ(v[1], static_cast<char>(ChunkCodec::kRaw));
+  EXPECT_EQ(v[2], 0);
 }
 
 TEST(ChunkCodec, DecodeToStringNeedsNoLength) {
