@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# ckptdb against what people use today, on the same shapes and bytes, in one run:
+#   ckptdb-bench           ckptdb's save / load / resharded load / async, plus the
+#                          raw write+fsync and raw read of the same bytes
+#   torch (PyPI)           torch.distributed.checkpoint save/load (DTensors, gloo,
+#                          FileSystemWriter with sync_files) and torch.save per rank
+#   torch 1.13 (Debian)    ShardedTensor save_state_dict/load_state_dict, the API
+#                          ckptdb's protocol comes from
+# and prints every ckptdb phase as a ratio to each baseline.
+#   tools/bench-peers.sh [--size BYTES] [--world N] [--data fp32|bf16|adam|bytes]
+#                        [--compression none|zstd|auto] [--repeat R]
+# Installs what it needs: Debian's python3-torch (apt) and torch from PyPI into a
+# virtual environment under ${CKPTDB_BENCH_VENV:-~/.cache/ckptdb-bench/venv}.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+size=$((1 << 30)); world=2; data=fp32; compression=none; repeat=3
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --size) size="$2"; shift 2 ;;
+    --world) world="$2"; shift 2 ;;
+    --data) data="$2"; shift 2 ;;
+    --compression) compression="$2"; shift 2 ;;
+    --repeat) repeat="$2"; shift 2 ;;
+    *) echo "bench-peers.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+
+"$root/tools/install-deps.sh"
+if ! dpkg-query -W -f='${Status}' python3-torch 2>/dev/null | grep -q 'install ok installed'; then
+  echo "bench-peers: installing Debian's python3-torch (1.13)" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-torch >&2
+fi
+venv="${CKPTDB_BENCH_VENV:-$HOME/.cache/ckptdb-bench/venv}"
+if ! "$venv/bin/python" -c 'import torch.distributed.checkpoint' 2>/dev/null; then
+  echo "bench-peers: installing torch from PyPI into $venv (a few GiB, once)" >&2
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q torch numpy >&2
+fi
+cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$root/build" -j "$(nproc)" --target ckptdb-bench >/dev/null
+
+work="$(mktemp -d ./bench-peers-XXXXXX)"
+trap 'rm -rf "$work"' EXIT
+echo "bench-peers: $((size >> 20)) MiB of $data over $world ranks, $repeat runs each, compression $compression" >&2
+"$root/build/ckptdb-bench" --size "$size" --world "$world" --data "$data" --compression "$compression" \
+  --repeat "$repeat" --json > "$work/ckptdb.json"
+"$venv/bin/python" "$root/tools/bench_torch.py" --size "$size" --world "$world" --data "$data" \
+  --repeat "$repeat" > "$work/torch.json"
+/usr/bin/python3 "$root/tools/bench_torch.py" --legacy --size "$size" --world "$world" --data "$data" \
+  --repeat "$repeat" > "$work/torch113.json"
+python3 "$root/tools/bench_report.py" "$work/ckptdb.json" "$work/torch.json" "$work/torch113.json"

@@ -1,0 +1,48 @@
+#!/usr/bin/env python3
+"""Prints ckptdb-bench's phases beside the PyTorch baselines, as ratios (>1: ckptdb faster).
+
+usage: bench_report.py CKPTDB_JSON TORCH_JSON TORCH113_JSON
+"""
+import json
+import sys
+
+
+def main():
+    if len(sys.argv) != 4:
+        sys.exit(__doc__)
+    ck = json.load(open(sys.argv[1]))
+    t2 = json.load(open(sys.argv[2]))
+    t1 = json.load(open(sys.argv[3]))
+    phases = {(r["data"], r["phase"]): r for r in ck["results"]}
+    data = t2["data"]
+    ckp = {ph: phases[(data, ph)]["seconds"] for (d, ph) in phases if d == data}
+    gib = ck["size"] / (1 << 30)
+    print(f"{gib:.2f} GiB of {data} over {ck['world']} ranks, ckptdb compression {ck['compression']}; "
+          f"medians of {ck['repeat']} runs; ratios > 1 mean ckptdb is faster\n")
+    rows = [("raw write+fsync", ckp["raw write"]), ("raw read", ckp["raw read"]),
+            (f"torch {t2['torch']} dcp.save", t2["phases"]["dcp_save"]),
+            (f"torch {t2['torch']} dcp.load", t2["phases"]["dcp_load"]),
+            (f"torch {t2['torch']} torch.save/rank", t2["phases"]["torch_save"]),
+            (f"torch {t2['torch']} torch.load/rank", t2["phases"]["torch_load"]),
+            (f"torch {t1['torch']} save_state_dict", t1["phases"]["st_save"]),
+            (f"torch {t1['torch']} load_state_dict", t1["phases"]["st_load"])]
+    print(f"{'baseline':40} {'seconds':>8} {'GB/s':>7}")
+    for name, s in rows:
+        print(f"{name:40} {s:8.3f} {ck['size'] / s / 1e9:7.3f}")
+    stored = phases[(data, "save")].get("stored_bytes", 0)
+    print(f"\n{'ckptdb phase':14} {'seconds':>8} {'GB/s':>7}   ratios")
+    save_like = {"raw": ckp["raw write"], "dcp.save": t2["phases"]["dcp_save"],
+                 "torch.save": t2["phases"]["torch_save"], "1.13 save": t1["phases"]["st_save"]}
+    load_like = {"raw": ckp["raw read"], "dcp.load": t2["phases"]["dcp_load"],
+                 "torch.load": t2["phases"]["torch_load"], "1.13 load": t1["phases"]["st_load"]}
+    for ph in ["save", "load", "reshard", "async total", "async blocked"]:
+        s = ckp[ph]
+        base = save_like if ph in ("save", "async total", "async blocked") else load_like
+        ratios = "  ".join(f"{b / s:5.2f}x {n}" for n, b in base.items())
+        print(f"{ph:14} {s:8.3f} {ck['size'] / s / 1e9:7.3f}   {ratios}")
+    print(f"\nstored/logical {stored / ck['size']:.3f}; async blocked / save {ckp['async blocked'] / ckp['save']:.1%}; "
+          f"reshard/load {ckp['load'] / ckp['reshard']:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,203 @@
+#!/usr/bin/env python3
+"""PyTorch's checkpoints on the shapes ckptdb-bench uses, for tools/bench-peers.sh.
+
+Runs --world ranks (gloo over 127.0.0.1) that each hold --size/world bytes: tensors
+of 64 MiB ([rows, 1024]) sharded by rows, of the --data kind. Phases, each timed
+from a barrier to a barrier (the job's time is the slowest rank's), median of
+--repeat runs, printed as one JSON object:
+
+  torch 2.x:  dcp_save / dcp_load     torch.distributed.checkpoint.save / load with
+                                      FileSystemWriter(sync_files=True) / FileSystemReader,
+                                      tensors as DTensors (Shard(0)) on a CPU device mesh
+              torch_save / torch_load torch.save of each rank's local tensors to its own
+                                      file, fsync'd; torch.load back
+  torch 1.13: st_save / st_load       torch.distributed._shard.checkpoint.save_state_dict /
+                                      load_state_dict with ShardedTensors (the API ckptdb's
+                                      protocol comes from), FileSystemWriter syncing files
+"""
+import argparse
+import importlib.abc
+import importlib.util
+import json
+import os
+import shutil
+import socket
+import statistics
+import sys
+import tempfile
+import time
+
+
+def _patch_torch113_dataclass():
+    """Debian's torch 1.13 on Python 3.11: ShardedTensorMetadata has a dataclass
+    field with a mutable default, which Python 3.11 refuses. Load that one module
+    with the default turned into a default_factory."""
+    target = "torch.distributed._shard.sharded_tensor.metadata"
+
+    class Loader(importlib.abc.SourceLoader):
+        def __init__(self, path):
+            self.path = path
+
+        def get_filename(self, fullname):
+            return self.path
+
+        def get_data(self, path):
+            with open(path, "rb") as f:
+                src = f.read().decode()
+            src = src.replace("field(default=TensorProperties())", "field(default_factory=TensorProperties)")
+            return src.encode()
+
+    class Finder(importlib.abc.MetaPathFinder):
+        def find_spec(self, fullname, path, target_module=None):
+            if fullname != target:
+                return None
+            for finder in sys.meta_path:
+                if finder is self or not hasattr(finder, "find_spec"):
+                    continue
+                spec = finder.find_spec(fullname, path, target_module)
+                if spec is not None and spec.origin:
+                    return importlib.util.spec_from_file_location(fullname, spec.origin, loader=Loader(spec.origin))
+            return None
+
+    sys.meta_path.insert(0, Finder())
+
+
+def make_local(torch, kind, size, rank, world):
+    """This rank's row shards: name -> (local tensor, global rows, row offset)."""
+    dtype = {"fp32": torch.float32, "adam": torch.float32, "bf16": torch.bfloat16, "bytes": torch.uint8}[kind]
+    es = torch.tensor([], dtype=dtype).element_size()
+    cols, left, out, i = 1024, size, {}, 0
+    g = torch.Generator().manual_seed(rank)
+    while left > 0:
+        nbytes = min(left, 64 << 20)
+        rows = max(world, nbytes // (cols * es) // world * world)
+        left -= rows * cols * es
+        local_rows = rows // world
+        if kind == "bytes":
+            t = torch.randint(0, 256, (local_rows, cols), dtype=torch.uint8, generator=g)
+        elif kind == "bf16":
+            t = (torch.randn(local_rows, cols, generator=g) * 0.02).to(torch.bfloat16)
+        elif kind == "adam":
+            t = torch.randn(local_rows, cols, generator=g) * 1e-3
+            t[1::2] = t[1::2] ** 2
+        else:
+            t = torch.randn(local_rows, cols, generator=g)
+        out[f"t{i}"] = (t, rows, rank * local_rows)
+        i += 1
+    return out
+
+
+def run_rank(rank, args, port, result_path):
+    if args.legacy:
+        _patch_torch113_dataclass()
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=args.world)
+    world = args.world
+    local = make_local(torch, args.data, args.size, rank, world)
+    ckpt = os.path.join(args.dir, "ckpt")
+    times = {}
+
+    def timed(name, fn):
+        dist.barrier()
+        t0 = time.perf_counter()
+        fn()
+        mine = time.perf_counter() - t0
+        allt = [None] * world
+        dist.all_gather_object(allt, mine)
+        times.setdefault(name, []).append(max(allt))
+
+    def clean():
+        dist.barrier()
+        if rank == 0:
+            shutil.rmtree(ckpt, ignore_errors=True)
+        dist.barrier()
+
+    if args.legacy:
+        from torch.distributed._shard.checkpoint import FileSystemReader, FileSystemWriter, load_state_dict, save_state_dict
+        from torch.distributed._shard.metadata import ShardMetadata
+        from torch.distributed._shard.sharded_tensor import Shard, init_from_local_shards
+
+        def sharded(src, zeros):
+            sd = {}
+            for name, (t, rows, off) in src.items():
+                tt = torch.zeros_like(t) if zeros else t
+                md = ShardMetadata(shard_offsets=[off, 0], shard_sizes=list(tt.shape), placement=f"rank:{rank}/cpu")
+                sd[name] = init_from_local_shards([Shard(tt, md)], [rows, tt.shape[1]])
+            return sd
+
+        state, target = sharded(local, False), sharded(local, True)
+        for _ in range(args.repeat):
+            clean()
+            os.makedirs(ckpt, exist_ok=True)
+            timed("st_save", lambda: save_state_dict(state, FileSystemWriter(ckpt)))
+            timed("st_load", lambda: load_state_dict(target, FileSystemReader(ckpt)))
+    else:
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor import DTensor, Shard
+
+        mesh = init_device_mesh("cpu", (world,))
+
+        def dtensors(zeros):
+            sd = {}
+            for name, (t, rows, off) in local.items():
+                tt = torch.zeros_like(t) if zeros else t
+                sd[name] = DTensor.from_local(tt, mesh, [Shard(0)], run_check=False)
+            return sd
+
+        state, target = dtensors(False), dtensors(True)
+        plain = {name: t for name, (t, rows, off) in local.items()}
+        own = os.path.join(args.dir, f"rank{rank}.pt")
+        for _ in range(args.repeat):
+            clean()
+            timed("dcp_save", lambda: dcp.save(state, storage_writer=dcp.FileSystemWriter(ckpt, sync_files=True)))
+            timed("dcp_load", lambda: dcp.load(target, storage_reader=dcp.FileSystemReader(ckpt)))
+
+            def tsave():
+                with open(own, "wb") as f:
+                    torch.save(plain, f)
+                    f.flush()
+                    os.fsync(f.fileno())
+
+            timed("torch_save", tsave)
+            timed("torch_load", lambda: torch.load(own, weights_only=True))
+            os.remove(own)
+    clean()
+    if rank == 0:
+        with open(result_path, "w") as f:
+            json.dump({"torch": torch.__version__, "size": args.size, "world": world, "data": args.data,
+                       "phases": {k: statistics.median(v) for k, v in times.items()}}, f)
+    dist.destroy_process_group()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--size", type=int, default=1 << 30, help="total logical bytes (default 1 GiB)")
+    p.add_argument("--world", type=int, default=2)
+    p.add_argument("--data", default="fp32", choices=["fp32", "bf16", "adam", "bytes"])
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--dir", default=None, help="scratch directory (default: a temporary one)")
+    p.add_argument("--legacy", action="store_true", help="torch 1.13: ShardedTensor save_state_dict/load_state_dict")
+    args = p.parse_args()
+    tmp = None
+    if args.dir is None:
+        tmp = args.dir = tempfile.mkdtemp(prefix="bench-torch-", dir=".")
+    if args.legacy:
+        _patch_torch113_dataclass()
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    result = os.path.join(args.dir, "result.json")
+    mp.spawn(run_rank, args=(args, port, result), nprocs=args.world, join=True)
+    with open(result) as f:
+        print(f.read())
+    if tmp:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
