@@ -31,6 +31,30 @@ bool ParseMetadataKey(std::string_view key, int64_t* step) {
   return true;
 }
 
+std::string SummaryKey(int64_t step) {
+  std::string k(1, kSummaryPrefix);
+  PutBigEndian64(&k, static_cast<uint64_t>(step));
+  return k;
+}
+
+bool ParseSummaryKey(std::string_view key, int64_t* step) {
+  if (key.size() != kMetadataKeySize || key[0] != kSummaryPrefix) return false;
+  *step = static_cast<int64_t>(GetBigEndian64(key.data() + 1));
+  return true;
+}
+
+std::string TagKey(std::string_view name) {
+  std::string k(1, kTagPrefix);
+  k.append(name);
+  return k;
+}
+
+bool ParseTagKey(std::string_view key, std::string* name) {
+  if (key.size() < 2 || key[0] != kTagPrefix) return false;
+  name->assign(key.substr(1));
+  return true;
+}
+
 std::string EncodeDataKey(const DataKey& k) {
   std::string s(1, kDataPrefix);
   s.reserve(kDataKeySize);

@@ -1,8 +1,11 @@
 // The RocksDB key layout (proto/FORMAT.md, "Keys"). Keys are binary and
 // big-endian so that they sort by step, then save, rank, item and chunk.
 //
-//   metadata  'M' step:u64                                        9 bytes
 //   data      'D' step:u64 save_id:u64 rank:u32 item:u32 chunk:u32  29 bytes
+//   metadata  'M' step:u64                                        9 bytes
+//   summary   'S' step:u64                                        9 bytes
+//   tag       'T' name (1..128 bytes of [A-Za-z0-9._-])
+// 'D' < 'M' < 'S' < 'T', so each kind is one contiguous key range.
 #ifndef CKPTDB_SRC_KEYS_H_
 #define CKPTDB_SRC_KEYS_H_
 
@@ -14,12 +17,22 @@ namespace ckptdb {
 
 inline constexpr char kMetadataPrefix = 'M';
 inline constexpr char kDataPrefix = 'D';
+inline constexpr char kSummaryPrefix = 'S';
+inline constexpr char kTagPrefix = 'T';
 inline constexpr size_t kMetadataKeySize = 9;
 inline constexpr size_t kDataKeySize = 29;
 
 std::string MetadataKey(int64_t step);
 // False when `key` is not a metadata key.
 bool ParseMetadataKey(std::string_view key, int64_t* step);
+
+// The summary record of a step, committed in the same batch as its metadata.
+std::string SummaryKey(int64_t step);
+bool ParseSummaryKey(std::string_view key, int64_t* step);
+
+// A tag: 'T' followed by the tag's name (ValidateTagName).
+std::string TagKey(std::string_view name);
+bool ParseTagKey(std::string_view key, std::string* name);
 
 struct DataKey {
   int64_t step = 0;

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <thread>
 
 #include "chunk_codec.h"
@@ -14,7 +17,10 @@
 #include "rocksdb_options.h"
 #include "rocksdb_status.h"
 #include "status_macros.h"
+#include "step_records.h"
 #include "store_dir.h"
+
+namespace fs = std::filesystem;
 
 namespace ckptdb {
 
@@ -22,10 +28,12 @@ namespace {
 
 // How many chunk keys one MultiGet asks for.
 constexpr size_t kMultiGetBatch = 16;
+// How many times Refresh tries to open a consistent view.
+constexpr int kOpenAttempts = 25;
 
 class RocksDBStoreReader final : public StoreReader {
  public:
-  explicit RocksDBStoreReader(std::string path) : path_(std::move(path)) {}
+  RocksDBStoreReader(std::string path, ReaderOptions options) : path_(std::move(path)), options_(options) {}
   ~RocksDBStoreReader() override {
     if (db_) db_->Close().PermitUncheckedError();
   }
@@ -37,32 +45,86 @@ class RocksDBStoreReader final : public StoreReader {
       db_->Close().PermitUncheckedError();
       db_.reset();
     }
-    // A writer may delete a WAL or SST file between our listing and opening
-    // it; such races are transient, so try a few times.
+    // OpenForReadOnly reads the MANIFEST (which files hold what) and then
+    // replays the WAL; it is not atomic against a live writer. Had a save's
+    // ingestion (a MANIFEST edit) landed between the two, and its metadata
+    // commit (a WAL write) before the replay, the view would hold the step's
+    // metadata without its data; had a flush or a delete landed there, steps
+    // could vanish. So a view counts only when the MANIFEST did not change
+    // while it was being opened: then it is the state of the store at one
+    // moment, every commit whole. A writer may also delete a file between our
+    // listing and opening it: such races are transient, so try again.
     Status last;
-    for (int attempt = 0; attempt < 5; ++attempt) {
+    for (int attempt = 0; attempt < kOpenAttempts; ++attempt) {
+      if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(std::min(2 << attempt, 100)));
+      const std::string before = ManifestState();
       rocksdb::DB* db = nullptr;
       rocksdb::Options o = DatabaseOptions();
       o.create_if_missing = false;
+      o.max_open_files = options_.open_all_files ? -1 : std::max(options_.max_open_files, 16);
       rocksdb::Status s = rocksdb::DB::OpenForReadOnly(o, DbDir(path_), &db);
-      if (s.ok()) {
-        db_.reset(db);
-        return Status::OK();
+      if (!s.ok()) {
+        last = FromRocks(s, "opening store '" + path_ + "' read-only");
+        if (!s.IsIOError() && !s.IsCorruption() && !s.IsPathNotFound()) break;
+        continue;
       }
-      last = FromRocks(s, "opening store '" + path_ + "' read-only");
-      if (!s.IsIOError() && !s.IsCorruption() && !s.IsPathNotFound()) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20 << attempt));
+      std::unique_ptr<rocksdb::DB> opened(db);
+      if (before.empty() || ManifestState() != before) {
+        opened->Close().PermitUncheckedError();
+        last = Status::Unavailable("store '" + path_ + "' kept changing while it was opened read-only (" +
+                                   std::to_string(kOpenAttempts) + " attempts); try again");
+        continue;
+      }
+      db_ = std::move(opened);
+      return Status::OK();
     }
     return last;
   }
 
   StatusOr<StepMetadata> ReadMetadata(int64_t step) override {
+    return Retrying([&] { return ReadMetadataOnce(step); });
+  }
+  StatusOr<std::vector<StepInfo>> ListSteps() override {
+    return Retrying([&] { return ListStepsOnce(); });
+  }
+  StatusOr<int64_t> LatestStep() override {
+    return Retrying([&] { return LatestStepOnce(); });
+  }
+  StatusOr<int64_t> LatestStepAtOrBefore(int64_t step) override {
+    return Retrying([&] { return LatestStepAtOrBeforeOnce(step); });
+  }
+  StatusOr<bool> HasStep(int64_t step) override {
+    return Retrying([&] { return HasStepOnce(step); });
+  }
+  StatusOr<std::map<std::string, int64_t>> ListTags() override {
+    return Retrying([&] { return ListTagsOnce(); });
+  }
+  StatusOr<int64_t> ResolveTag(const std::string& name) override {
+    return Retrying([&] { return ResolveTagOnce(name); });
+  }
+
+ private:
+  // With files opened lazily, the writer may have deleted (compacted or
+  // pruned) a file of the version this reader opened; a refreshed view has
+  // what is current. Listing calls retry on that; Read does not.
+  template <typename F>
+  auto Retrying(F f) -> decltype(f()) {
+    for (int attempt = 0;; ++attempt) {
+      auto r = f();
+      if (r.ok() || options_.open_all_files || attempt >= 2) return r;
+      const Status& st = r.status();
+      if (st.code() != StatusCode::kIOError || st.message().find("No such file") == std::string::npos) return r;
+      if (!Refresh().ok()) return r;
+    }
+  }
+
+  StatusOr<StepMetadata> ReadMetadataOnce(int64_t step) {
     RETURN_IF_ERROR(ValidateStep(step));
     std::string value;
     rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), MetadataKey(step), &value);
     if (s.IsNotFound()) {
       std::string hint;
-      auto latest = LatestStep();
+      auto latest = LatestStepOnce();
       hint = latest.ok() ? " (latest step is " + std::to_string(*latest) + ")" : " (the store has no steps)";
       return Status::NotFound("step " + std::to_string(step) + " not found in store '" + path_ + "'" + hint);
     }
@@ -75,6 +137,7 @@ class RocksDBStoreReader final : public StoreReader {
     return md;
   }
 
+ public:
   StatusOr<ReadStats> Read(const StepMetadata& md, const std::vector<ReadItem>& items) override {
     ReadStats stats;
     rocksdb::ReadOptions ro;
@@ -136,28 +199,56 @@ class RocksDBStoreReader final : public StoreReader {
     return stats;
   }
 
-  StatusOr<std::vector<StepInfo>> ListSteps() override {
+ private:
+  StatusOr<std::vector<StepInfo>> ListStepsOnce() {
     std::vector<StepInfo> out;
-    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
-    for (it->Seek(std::string(1, kMetadataPrefix)); it->Valid(); it->Next()) {
+    // Metadata keys say which steps exist; the summary record beside each
+    // (same batch) says what ListSteps reports without decoding the whole
+    // Metadata. A step without a summary (a store written before summaries
+    // existed) falls back to its metadata.
+    rocksdb::ReadOptions ro;
+    ro.fill_cache = false;
+    std::unique_ptr<rocksdb::Iterator> mit(db_->NewIterator(ro));
+    std::unique_ptr<rocksdb::Iterator> sit(db_->NewIterator(ro));
+    sit->Seek(std::string(1, kSummaryPrefix));
+    for (mit->Seek(std::string(1, kMetadataPrefix)); mit->Valid(); mit->Next()) {
       int64_t step;
-      if (!ParseMetadataKey(it->key().ToStringView(), &step)) break;
-      auto md = DecodeMetadataValue(it->value().ToStringView());
-      if (!md.ok()) return md.status().WithContext("step " + std::to_string(step));
+      if (!ParseMetadataKey(mit->key().ToStringView(), &step)) break;
+      int64_t sstep = -1;
+      while (sit->Valid() && ParseSummaryKey(sit->key().ToStringView(), &sstep) && sstep < step) sit->Next();
       StepInfo info;
       info.step = step;
-      info.created_unix_ms = md->created_unix_ms;
-      info.world_size = md->world_size;
-      info.entries = md->entries.size();
-      info.logical_bytes = md->logical_bytes();
-      info.stored_bytes = md->stored_bytes();
-      out.push_back(info);
+      if (sit->Valid() && sstep == step) {
+        auto sum = DecodeSummaryValue(sit->value().ToStringView());
+        if (!sum.ok()) return sum.status().WithContext("step " + std::to_string(step));
+        info.created_unix_ms = sum->created_unix_ms;
+        info.world_size = sum->world_size;
+        info.entries = sum->entries;
+        info.logical_bytes = sum->logical_bytes;
+        info.stored_bytes = sum->stored_bytes;
+      } else {
+        auto md = DecodeMetadataValue(mit->value().ToStringView());
+        if (!md.ok()) return md.status().WithContext("step " + std::to_string(step));
+        info.created_unix_ms = md->created_unix_ms;
+        info.world_size = md->world_size;
+        info.entries = md->entries.size();
+        info.logical_bytes = md->logical_bytes();
+        info.stored_bytes = md->stored_bytes();
+      }
+      out.push_back(std::move(info));
     }
-    RETURN_IF_ERROR(FromRocks(it->status(), "listing steps of '" + path_ + "'"));
+    RETURN_IF_ERROR(FromRocks(mit->status(), "listing steps of '" + path_ + "'"));
+    RETURN_IF_ERROR(FromRocks(sit->status(), "listing steps of '" + path_ + "'"));
+    ASSIGN_OR_RETURN(auto tags, ListTagsOnce());
+    for (const auto& [name, step] : tags) {
+      auto pos = std::lower_bound(out.begin(), out.end(), step,
+                                  [](const StepInfo& a, int64_t s) { return a.step < s; });
+      if (pos != out.end() && pos->step == step) pos->tags.push_back(name);  // names arrive sorted
+    }
     return out;
   }
 
-  StatusOr<int64_t> LatestStep() override {
+  StatusOr<int64_t> LatestStepOnce() {
     std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
     // Data keys ('D') sort before metadata keys ('M'): the last key before
     // 'N' is the highest step's metadata, if any.
@@ -168,20 +259,121 @@ class RocksDBStoreReader final : public StoreReader {
     return Status::NotFound("store '" + path_ + "' has no committed step");
   }
 
+  StatusOr<int64_t> LatestStepAtOrBeforeOnce(int64_t step) {
+    RETURN_IF_ERROR(ValidateStep(step));
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+    it->SeekForPrev(MetadataKey(step));
+    int64_t found;
+    if (it->Valid() && ParseMetadataKey(it->key().ToStringView(), &found)) return found;
+    RETURN_IF_ERROR(FromRocks(it->status(), "finding the latest step at or before " + std::to_string(step)));
+    return Status::NotFound("store '" + path_ + "' has no committed step at or before " + std::to_string(step));
+  }
+
+  StatusOr<bool> HasStepOnce(int64_t step) {
+    RETURN_IF_ERROR(ValidateStep(step));
+    rocksdb::PinnableSlice v;
+    rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), db_->DefaultColumnFamily(), MetadataKey(step), &v);
+    if (s.IsNotFound()) return false;
+    RETURN_IF_ERROR(FromRocks(s, "looking up step " + std::to_string(step)));
+    return true;
+  }
+
+  StatusOr<std::map<std::string, int64_t>> ListTagsOnce() {
+    std::map<std::string, int64_t> tags;
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+    for (it->Seek(std::string(1, kTagPrefix)); it->Valid(); it->Next()) {
+      std::string name;
+      if (!ParseTagKey(it->key().ToStringView(), &name)) break;
+      auto step = DecodeTagValue(it->value().ToStringView());
+      if (!step.ok()) return step.status().WithContext("tag '" + name + "'");
+      tags[name] = *step;
+    }
+    RETURN_IF_ERROR(FromRocks(it->status(), "listing tags of '" + path_ + "'"));
+    return tags;
+  }
+
+  StatusOr<int64_t> ResolveTagOnce(const std::string& name) {
+    RETURN_IF_ERROR(ValidateTagName(name));
+    std::string v;
+    rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), TagKey(name), &v);
+    if (s.IsNotFound()) return Status::NotFound("no tag '" + name + "' in store '" + path_ + "'");
+    RETURN_IF_ERROR(FromRocks(s, "reading tag '" + name + "'"));
+    auto step = DecodeTagValue(v);
+    if (!step.ok()) return step.status().WithContext("tag '" + name + "'");
+    ASSIGN_OR_RETURN(bool exists, HasStepOnce(*step));
+    if (!exists) {
+      return Status::NotFound("tag '" + name + "' names step " + std::to_string(*step) +
+                              ", which is no longer in store '" + path_ + "'");
+    }
+    return step;
+  }
+
+ public:
+  StatusOr<StoreStats> GetStoreStats() override {
+    StoreStats st;
+    std::vector<rocksdb::LiveFileMetaData> files;
+    db_->GetLiveFilesMetaData(&files);
+    for (const auto& f : files) {
+      st.sst_files++;
+      st.sst_bytes += f.size;
+      if (f.level >= 0) {
+        if (st.files_per_level.size() <= static_cast<size_t>(f.level)) st.files_per_level.resize(f.level + 1);
+        st.files_per_level[f.level]++;
+      }
+    }
+    uint64_t v = 0;
+    if (db_->GetIntProperty(rocksdb::DB::Properties::kEstimateLiveDataSize, &v)) st.live_data_bytes = v;
+    if (db_->GetIntProperty(rocksdb::DB::Properties::kEstimateNumKeys, &v)) st.estimated_keys = v;
+    std::error_code ec;
+    for (auto it = fs::recursive_directory_iterator(DbDir(path_), ec); !ec && it != fs::recursive_directory_iterator();
+         it.increment(ec)) {
+      std::error_code fec;
+      if (!it->is_regular_file(fec)) continue;
+      const uint64_t size = it->file_size(fec);
+      if (fec) continue;  // removed by the writer meanwhile
+      st.disk_bytes += size;
+      if (it->path().extension() == ".log") {
+        st.wal_files++;
+        st.wal_bytes += size;
+      }
+    }
+    if (fs::is_directory(StagingRoot(path_), ec)) {
+      for (auto it = fs::directory_iterator(StagingRoot(path_), ec); !ec && it != fs::directory_iterator();
+           it.increment(ec)) {
+        st.staging_dirs++;
+      }
+    }
+    return st;
+  }
+
  private:
+  // The name of the current MANIFEST and its size, or "" when unreadable: it
+  // changes with every change of the set of files (ingest, flush,
+  // compaction, DeleteFilesInRange), and with nothing else.
+  std::string ManifestState() const {
+    std::ifstream current(DbDir(path_) + "/CURRENT");
+    std::string name;
+    if (!std::getline(current, name) || name.empty()) return "";
+    std::error_code ec;
+    const uintmax_t size = fs::file_size(DbDir(path_) + "/" + name, ec);
+    if (ec) return "";
+    return name + ":" + std::to_string(size);
+  }
+
   const std::string path_;
+  const ReaderOptions options_;
   std::unique_ptr<rocksdb::DB> db_;
 };
 
 }  // namespace
 
-StatusOr<std::unique_ptr<StoreReader>> OpenStoreReader(const std::string& path) {
+StatusOr<std::unique_ptr<StoreReader>> OpenStoreReader(const std::string& path, const ReaderOptions& options) {
   ASSIGN_OR_RETURN(StorePathState state, InspectStorePath(path));
   if (state == StorePathState::kMissing) return Status::NotFound("no store at '" + path + "'");
   if (state == StorePathState::kEmptyDir) {
     return Status::FailedPrecondition("'" + path + "' is an empty directory, not a ckptdb store");
   }
-  auto reader = std::make_unique<RocksDBStoreReader>(path);
+  auto reader = std::make_unique<RocksDBStoreReader>(path, options);
   RETURN_IF_ERROR(reader->Refresh());
   return std::unique_ptr<StoreReader>(std::move(reader));
 }

@@ -11,16 +11,19 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <set>
 
 #include "chunk_codec.h"
 #include "ckptdb/checkpoint.h"
 #include "ckptdb/rocksdb_store.h"
 #include "keys.h"
 #include "metadata_codec.h"
+#include "retention.h"
 #include "rocksdb_options.h"
 #include "rocksdb_status.h"
 #include "rocksdb_store_internal.h"
 #include "status_macros.h"
+#include "step_records.h"
 #include "store_dir.h"
 
 namespace fs = std::filesystem;
@@ -185,10 +188,25 @@ class RocksDBStoreWriter final : public StoreWriter {
     RETURN_IF_ERROR(CheckStepFree(ctx.step));
     rocksdb::WriteBatch batch;
     RETURN_IF_ERROR(FromRocks(batch.Put(MetadataKey(ctx.step), EncodeMetadataValue(metadata)), "metadata batch"));
+    RETURN_IF_ERROR(
+        FromRocks(batch.Put(SummaryKey(ctx.step), EncodeSummaryValue(SummarizeStep(metadata))), "metadata batch"));
+    // Retention: the steps the policy drops go in the same batch, so the new
+    // step and the pruning commit together or not at all.
+    std::vector<int64_t> pruned;
+    if (options_.retention.enabled()) {
+      ASSIGN_OR_RETURN(History h, ReadHistory());
+      h.steps.insert(std::upper_bound(h.steps.begin(), h.steps.end(), ctx.step), ctx.step);
+      pruned = StepsToPrune(h.steps, h.TaggedSteps(), options_.retention);
+      AddStepDeletes(pruned, h, &batch);
+    }
     rocksdb::WriteOptions wo;
     wo.sync = true;
     RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), "committing the metadata of step " + std::to_string(ctx.step)));
     RemoveStaging(ctx.save_id);
+    pruned_by_last_commit_ = pruned;
+    // The commit stands; giving the space back is best effort (a later
+    // delete or sweep retries it).
+    (void)ReclaimSteps(pruned);
     return Status::OK();
   }
 
@@ -204,28 +222,151 @@ class RocksDBStoreWriter final : public StoreWriter {
     return SweepLocked();
   }
 
-  Status DeleteStep(int64_t step) override {
+  StatusOr<SweepStats> FindLeftovers() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    RETURN_IF_ERROR(OpenLocked());
+    return SweepLocked(/*dry_run=*/true);
+  }
+
+  Status DeleteStep(int64_t step) override { return DeleteSteps({step}); }
+
+  Status DeleteSteps(const std::vector<int64_t>& steps) override {
+    for (int64_t step : steps) RETURN_IF_ERROR(ValidateStep(step));
+    std::vector<int64_t> sorted = steps;
+    std::sort(sorted.begin(), sorted.end());
+    sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+    std::lock_guard<std::mutex> lock(mu_);
+    RETURN_IF_ERROR(OpenLocked());
+    ASSIGN_OR_RETURN(History h, ReadHistory());
+    for (int64_t step : sorted) {
+      if (!std::binary_search(h.steps.begin(), h.steps.end(), step)) {
+        return Status::NotFound("step " + std::to_string(step) + " not found in store '" + path_ + "'");
+      }
+    }
+    return DeleteStepsLocked(sorted, h);
+  }
+
+  StatusOr<std::vector<int64_t>> Prune(const RetentionPolicy& policy, bool dry_run) override {
+    RETURN_IF_ERROR(ValidateRetentionPolicy(policy));
+    std::lock_guard<std::mutex> lock(mu_);
+    RETURN_IF_ERROR(OpenLocked());
+    ASSIGN_OR_RETURN(History h, ReadHistory());
+    std::vector<int64_t> drop = StepsToPrune(h.steps, h.TaggedSteps(), policy);
+    if (!dry_run && !drop.empty()) RETURN_IF_ERROR(DeleteStepsLocked(drop, h));
+    return drop;
+  }
+
+  std::vector<int64_t> PrunedByLastCommit() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return pruned_by_last_commit_;
+  }
+
+  StatusOr<std::optional<int64_t>> Tag(int64_t step, const std::string& name) override {
     RETURN_IF_ERROR(ValidateStep(step));
+    RETURN_IF_ERROR(ValidateTagName(name));
     std::lock_guard<std::mutex> lock(mu_);
     RETURN_IF_ERROR(OpenLocked());
     std::string v;
     rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), MetadataKey(step), &v);
-    if (s.IsNotFound()) return Status::NotFound("step " + std::to_string(step) + " not found in store '" + path_ + "'");
+    if (s.IsNotFound()) {
+      return Status::NotFound("step " + std::to_string(step) + " not found in store '" + path_ + "'");
+    }
     RETURN_IF_ERROR(FromRocks(s, "reading the metadata of step " + std::to_string(step)));
-    // The metadata goes first, in the same batch as the range delete: the step
-    // disappears whole, and its data becomes unreachable at once.
-    rocksdb::WriteBatch batch;
-    std::string begin = DataSaveBegin(step, 0);
-    std::string end = DataSaveEnd(step, UINT64_MAX);
-    batch.Delete(MetadataKey(step)).PermitUncheckedError();
-    batch.DeleteRange(db_->DefaultColumnFamily(), begin, end).PermitUncheckedError();
+    std::optional<int64_t> previous;
+    s = db_->Get(rocksdb::ReadOptions(), TagKey(name), &v);
+    if (s.ok()) {
+      ASSIGN_OR_RETURN(int64_t old, DecodeTagValue(v));
+      previous = old;
+    } else if (!s.IsNotFound()) {
+      RETURN_IF_ERROR(FromRocks(s, "reading tag '" + name + "'"));
+    }
     rocksdb::WriteOptions wo;
     wo.sync = true;
-    RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), "deleting step " + std::to_string(step)));
-    return ReclaimRange(begin, end);
+    RETURN_IF_ERROR(FromRocks(db_->Put(wo, TagKey(name), EncodeTagValue(step)), "writing tag '" + name + "'"));
+    return previous;
+  }
+
+  Status DeleteTag(const std::string& name) override {
+    RETURN_IF_ERROR(ValidateTagName(name));
+    std::lock_guard<std::mutex> lock(mu_);
+    RETURN_IF_ERROR(OpenLocked());
+    std::string v;
+    rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), TagKey(name), &v);
+    if (s.IsNotFound()) return Status::NotFound("no tag '" + name + "' in store '" + path_ + "'");
+    RETURN_IF_ERROR(FromRocks(s, "reading tag '" + name + "'"));
+    rocksdb::WriteOptions wo;
+    wo.sync = true;
+    return FromRocks(db_->Delete(wo, TagKey(name)), "deleting tag '" + name + "'");
   }
 
  private:
+  // The committed steps and the tags, as the writer sees them now.
+  struct History {
+    std::vector<int64_t> steps;                      // increasing
+    std::vector<std::pair<std::string, int64_t>> tags;  // name -> step
+    std::set<int64_t> TaggedSteps() const {
+      std::set<int64_t> out;
+      for (const auto& t : tags) out.insert(t.second);
+      return out;
+    }
+  };
+
+  StatusOr<History> ReadHistory() {
+    History h;
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+    for (it->Seek(std::string(1, kMetadataPrefix)); it->Valid(); it->Next()) {
+      int64_t step;
+      if (!ParseMetadataKey(it->key().ToStringView(), &step)) break;
+      h.steps.push_back(step);
+    }
+    for (it->Seek(std::string(1, kTagPrefix)); it->Valid(); it->Next()) {
+      std::string name;
+      if (!ParseTagKey(it->key().ToStringView(), &name)) break;
+      auto step = DecodeTagValue(it->value().ToStringView());
+      if (!step.ok()) return step.status().WithContext("tag '" + name + "'");
+      h.tags.emplace_back(std::move(name), *step);
+    }
+    RETURN_IF_ERROR(FromRocks(it->status(), "listing steps and tags of '" + path_ + "'"));
+    return h;
+  }
+
+  // Adds to `batch` what removes each of `steps` (committed) whole: its
+  // metadata, summary, the tags on it and a range delete of all its data.
+  void AddStepDeletes(const std::vector<int64_t>& steps, const History& h, rocksdb::WriteBatch* batch) {
+    for (int64_t step : steps) {
+      batch->Delete(MetadataKey(step)).PermitUncheckedError();
+      batch->Delete(SummaryKey(step)).PermitUncheckedError();
+      for (const auto& [name, tagged] : h.tags) {
+        if (tagged == step) batch->Delete(TagKey(name)).PermitUncheckedError();
+      }
+      batch->DeleteRange(db_->DefaultColumnFamily(), DataSaveBegin(step, 0), DataSaveEnd(step, UINT64_MAX))
+          .PermitUncheckedError();
+    }
+  }
+
+  Status DeleteStepsLocked(const std::vector<int64_t>& steps, const History& h) {
+    if (steps.empty()) return Status::OK();
+    // The metadata goes in the same batch as the range deletes: each step
+    // disappears whole, and its data becomes unreachable at once.
+    rocksdb::WriteBatch batch;
+    AddStepDeletes(steps, h, &batch);
+    rocksdb::WriteOptions wo;
+    wo.sync = true;
+    const std::string what = steps.size() == 1 ? "deleting step " + std::to_string(steps[0])
+                                               : "deleting " + std::to_string(steps.size()) + " steps";
+    RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), what));
+    return ReclaimSteps(steps);
+  }
+
+  Status ReclaimSteps(const std::vector<int64_t>& steps) {
+    Status first;
+    for (int64_t step : steps) {
+      Status st = ReclaimRange(DataSaveBegin(step, 0), DataSaveEnd(step, UINT64_MAX));
+      if (first.ok()) first = st;
+    }
+    return first;
+  }
+
   rocksdb::Options Options() const {
     rocksdb::Options o = DatabaseOptions();
     if (env_ != nullptr) o.env = env_;
@@ -282,22 +423,36 @@ class RocksDBStoreWriter final : public StoreWriter {
     fs::remove_all(StagingDir(path_, save_id), ec);
   }
 
-  StatusOr<SweepStats> SweepLocked() {
+  StatusOr<SweepStats> SweepLocked(bool dry_run = false) {
     constexpr uint64_t kUnreadable = 0;  // save ids are never 0
     SweepStats stats;
     // Committed (step -> save id).
     std::map<int64_t, uint64_t> committed;
     {
+      // The save id comes from the step's summary record when it has one
+      // (cheap), else from its metadata.
       std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+      std::unique_ptr<rocksdb::Iterator> sit(db_->NewIterator(rocksdb::ReadOptions()));
+      sit->Seek(std::string(1, kSummaryPrefix));
       for (it->Seek(std::string(1, kMetadataPrefix)); it->Valid(); it->Next()) {
         int64_t step;
         if (!ParseMetadataKey(it->key().ToStringView(), &step)) break;
+        int64_t sstep = -1;
+        while (sit->Valid() && ParseSummaryKey(sit->key().ToStringView(), &sstep) && sstep < step) sit->Next();
+        if (sit->Valid() && sstep == step) {
+          auto sum = DecodeSummaryValue(sit->value().ToStringView());
+          if (sum.ok()) {
+            committed[step] = sum->save_id;
+            continue;
+          }
+        }
         auto md = DecodeMetadataValue(it->value().ToStringView());
         // A step whose metadata is unreadable keeps all its data: never delete
         // what might be committed.
         committed[step] = md.ok() ? md->save_id : kUnreadable;
       }
       RETURN_IF_ERROR(FromRocks(it->status(), "listing steps"));
+      RETURN_IF_ERROR(FromRocks(sit->status(), "listing step summaries"));
     }
     // Skip-scan the data keys, one seek per (step, save id).
     std::vector<std::pair<int64_t, uint64_t>> orphans;
@@ -321,12 +476,14 @@ class RocksDBStoreWriter final : public StoreWriter {
       }
       RETURN_IF_ERROR(FromRocks(it->status(), "scanning data keys"));
     }
-    for (const auto& [step, id] : orphans) RETURN_IF_ERROR(DropSaveData(step, id));
+    if (!dry_run) {
+      for (const auto& [step, id] : orphans) RETURN_IF_ERROR(DropSaveData(step, id));
+    }
     stats.orphan_saves = orphans.size();
     std::error_code ec;
     if (fs::exists(StagingRoot(path_), ec)) {
       for (const auto& d : fs::directory_iterator(StagingRoot(path_), ec)) {
-        fs::remove_all(d.path(), ec);
+        if (!dry_run) fs::remove_all(d.path(), ec);
         ++stats.staging_dirs;
       }
     }
@@ -336,8 +493,9 @@ class RocksDBStoreWriter final : public StoreWriter {
   const std::string path_;
   const StoreOptions options_;
   rocksdb::Env* const env_;  // null: RocksDB's default
-  std::mutex mu_;  // guards db_ and the step check + commit
+  mutable std::mutex mu_;  // guards db_, the step check + commit, deletes and tags
   std::unique_ptr<rocksdb::DB> db_;
+  std::vector<int64_t> pruned_by_last_commit_;
 };
 
 }  // namespace

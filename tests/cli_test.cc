@@ -1,11 +1,17 @@
-// The `ckptdb` command, run as a user would: output and exit codes.
+// The `ckptdb` command, run as a user would: output (golden text and JSON)
+// and exit codes, on a small store the test builds.
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
 
 #include <array>
+#include <atomic>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <regex>
+#include <thread>
 
 #include "ckptdb/ckptdb.h"
 #include "test_util.h"
@@ -15,11 +21,11 @@ namespace {
 
 struct CliRun {
   int code;
-  std::string out;  // stdout and stderr
+  std::string out;  // stdout and stderr, unless asked for stdout alone
 };
 
-CliRun Ckptdb(const std::string& args) {
-  std::string cmd = std::string(CKPTDB_CLI) + " " + args + " 2>&1";
+CliRun Ckptdb(const std::string& args, bool stdout_only = false) {
+  std::string cmd = std::string(CKPTDB_CLI) + " " + args + (stdout_only ? " 2>/dev/null" : " 2>&1");
   FILE* p = popen(cmd.c_str(), "r");
   std::string out;
   std::array<char, 4096> buf;
@@ -29,63 +35,125 @@ CliRun Ckptdb(const std::string& args) {
   return CliRun{WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, out};
 }
 
+// Commit times vary: replace them by placeholders of the same width.
+std::string MaskTimes(const std::string& s) {
+  static const std::regex iso(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)");
+  static const std::regex ms(R"("created_unix_ms": \d+)");
+  return std::regex_replace(std::regex_replace(s, iso, "YYYY-MM-DDTHH:MM:SSZ"), ms, "\"created_unix_ms\": MS");
+}
+
+Tensor F32(Shape shape, std::vector<float> v) {
+  return Tensor::Copy(DType::kF32, std::move(shape), v.data(), v.size() * 4).value();
+}
+
+// Step 4 and step 12 of a small training run; `later` is step 12, which
+// changes some values, the dtype of one entry, and adds and drops one.
+StateDict MakeStep(bool later) {
+  StateDict sd;
+  EXPECT_OK(sd.Add("layer.weight", F32({2, 3}, {0.5f, later ? -1.0f : -1.25f, 3.0f, 1e-8f,
+                                                later ? 100.5f : 100.0f, -0.0f})));
+  std::vector<uint16_t> bf = {0x3f80, 0xc000, 0x3e80};  // 1, -2, 0.25 in bf16
+  EXPECT_OK(sd.Add("layer.bias", Tensor::Copy(DType::kBF16, {3}, bf.data(), 6).value()));
+  std::vector<int64_t> big(5000);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<int64_t>(i);
+  EXPECT_OK(sd.Add("counter", Tensor::Copy(DType::kI64, {5000}, big.data(), big.size() * 8).value()));
+  int64_t step = later ? 12 : 7;
+  EXPECT_OK(sd.Add("step", Tensor::Copy(DType::kI64, {}, &step, 8).value()));
+  EXPECT_OK(sd.AddBytes("meta", later ? "{\"lr\": 0.2}\x01" : "{\"lr\": 0.1}\x01"));
+  // Rows [0, 2) and [2, 4) of a [4, 2] tensor holding 0..7.
+  EXPECT_OK(sd.Add("emb", ShardedTensor::Create(DType::kF32, {4, 2},
+                                                {Shard{{0, 0}, F32({2, 2}, {0, 1, 2, 3})},
+                                                 Shard{{2, 0}, F32({2, 2}, {4, 5, 6, 7})}})
+                              .value()));
+  uint8_t mask[3] = {1, 0, 1};
+  EXPECT_OK(sd.Add("mask", Tensor::Copy(later ? DType::kBool : DType::kU8, {3}, mask, 3).value()));
+  if (later) {
+    uint16_t h[2] = {0x3c00, 0x4000};  // 1, 2 in f16
+    EXPECT_OK(sd.Add("new.entry", Tensor::Copy(DType::kF16, {2}, h, 4).value()));
+  } else {
+    int32_t v[2] = {1, 2};
+    EXPECT_OK(sd.Add("old.entry", Tensor::Copy(DType::kI32, {2}, v, 8).value()));
+  }
+  return sd;
+}
+
 class CliTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto w = OpenStoreWriter(store_);
     ASSERT_TRUE(w.ok());
-    StateDict sd;
-    std::vector<float> v = {0.5f, -1.25f, 3.0f, 1e-8f, 100.0f, -0.0f};
-    ASSERT_OK(sd.Add("layer.weight", Tensor::Copy(DType::kF32, {2, 3}, v.data(), 24).value()));
-    std::vector<uint16_t> bf = {0x3f80, 0xc000, 0x3e80};  // 1, -2, 0.25 in bf16
-    ASSERT_OK(sd.Add("layer.bias", Tensor::Copy(DType::kBF16, {3}, bf.data(), 6).value()));
-    std::vector<int64_t> big(5000);
-    for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<int64_t>(i);
-    ASSERT_OK(sd.Add("counter", Tensor::Copy(DType::kI64, {5000}, big.data(), big.size() * 8).value()));
-    int64_t step = 7;
-    ASSERT_OK(sd.Add("step", Tensor::Copy(DType::kI64, {}, &step, 8).value()));
-    ASSERT_OK(sd.AddBytes("meta", "{\"lr\": 0.1}\x01"));
-    ASSERT_OK(testing::SaveNoDist(sd, **w, 4));
-    ASSERT_OK(testing::SaveNoDist(sd, **w, 12));
+    ASSERT_OK(testing::SaveNoDist(MakeStep(false), **w, 4));
+    ASSERT_OK(testing::SaveNoDist(MakeStep(true), **w, 12));
+    ASSERT_TRUE((*w)->Tag(12, "best").ok());
+  }
+  std::vector<int64_t> StepsInStore() {
+    std::vector<int64_t> out;
+    auto r = OpenStoreReader(store_);
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (!r.ok()) return out;
+    auto steps = (*r)->ListSteps();
+    EXPECT_TRUE(steps.ok()) << steps.status();
+    if (!steps.ok()) return out;
+    for (const StepInfo& s : *steps) out.push_back(s.step);
+    return out;
   }
   testing::TempDir dir_;
   std::string store_ = dir_.Sub("store");
 };
 
-TEST_F(CliTest, LsListsSteps) {
+TEST_F(CliTest, LsListsStepsWithTags) {
   CliRun r = Ckptdb("ls " + store_);
   ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_EQ(r.out.substr(0, r.out.find('\n')), "STEP  CREATED               WORLD  ENTRIES  BYTES     STORED");
-  EXPECT_NE(r.out.find("\n4     "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("\n12    "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("  1      5        39.1 KiB  "), std::string::npos) << r.out;
+  EXPECT_EQ(MaskTimes(r.out),
+            "STEP  CREATED               WORLD  ENTRIES  BYTES     STORED    TAGS\n"
+            "4     YYYY-MM-DDTHH:MM:SSZ  1      8        39.2 KiB  39.3 KiB\n"
+            "12    YYYY-MM-DDTHH:MM:SSZ  1      8        39.1 KiB  39.3 KiB  best\n");
+  CliRun j = Ckptdb("ls " + store_ + " --json");
+  ASSERT_EQ(j.code, 0) << j.out;
+  EXPECT_EQ(MaskTimes(j.out),
+            "[\n"
+            " {\"step\": 4, \"created\": \"YYYY-MM-DDTHH:MM:SSZ\", \"created_unix_ms\": MS, \"world_size\": 1, "
+            "\"entries\": 8, \"bytes\": 40093, \"stored_bytes\": 40237, \"tags\": []},\n"
+            " {\"step\": 12, \"created\": \"YYYY-MM-DDTHH:MM:SSZ\", \"created_unix_ms\": MS, \"world_size\": 1, "
+            "\"entries\": 8, \"bytes\": 40089, \"stored_bytes\": 40233, \"tags\": [\"best\"]}\n"
+            "]\n");
 }
 
-TEST_F(CliTest, LsJsonHasOneObjectPerStep) {
-  CliRun r = Ckptdb("ls " + store_ + " --json");
-  ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_EQ(r.out.front(), '[');
-  EXPECT_NE(r.out.find("{\"step\": 4, \"created\": \""), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("{\"step\": 12, "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("\"entries\": 5, \"bytes\": 40050, "), std::string::npos) << r.out;
-}
-
-TEST_F(CliTest, LsStepListsEntries) {
+TEST_F(CliTest, LsStepListsEntriesAndShards) {
   CliRun r = Ckptdb("ls " + store_ + " 4");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(r.out,
-            "FQN           KIND    DTYPE  SHAPE   SHARDS  BYTES\n"
-            "layer.weight  tensor  f32    [2, 3]  1       24 B\n"
-            "layer.bias    tensor  bf16   [3]     1       6 B\n"
-            "counter       tensor  i64    [5000]  1       39.1 KiB\n"
-            "step          tensor  i64    []      1       8 B\n"
-            "meta          bytes   -      -       1       12 B\n");
-  CliRun latest = Ckptdb("ls " + store_ + " latest --json");
-  ASSERT_EQ(latest.code, 0) << latest.out;
-  EXPECT_NE(latest.out.find("{\"fqn\": \"layer.bias\", \"kind\": \"tensor\", \"dtype\": \"bf16\", \"shape\": [3], "
-                            "\"shards\": 1, \"bytes\": 6, "),
+            "FQN           KIND            DTYPE  SHAPE   SHARDS  BYTES\n"
+            "layer.weight  tensor          f32    [2, 3]  1       24 B\n"
+            "layer.bias    tensor          bf16   [3]     1       6 B\n"
+            "counter       tensor          i64    [5000]  1       39.1 KiB\n"
+            "step          tensor          i64    []      1       8 B\n"
+            "meta          bytes           -      -       1       12 B\n"
+            "emb           sharded_tensor  f32    [4, 2]  2       32 B\n"
+            "mask          tensor          u8     [3]     1       3 B\n"
+            "old.entry     tensor          i32    [2]     1       8 B\n");
+  CliRun s = Ckptdb("ls " + store_ + " best --shards");
+  ASSERT_EQ(s.code, 0) << s.out;
+  EXPECT_EQ(s.out,
+            "FQN           SHARD  OFFSETS  SIZES   RANK  ITEM  CHUNKS  BYTES     STORED\n"
+            "layer.weight  0      [0, 0]   [2, 3]  0     0     1       24 B      40 B\n"
+            "layer.bias    0      [0]      [3]     0     1     1       6 B       22 B\n"
+            "counter       0      [0]      [5000]  0     2     1       39.1 KiB  39.1 KiB\n"
+            "step          0      []       []      0     3     1       8 B       24 B\n"
+            "meta          0      [0]      [12]    0     4     1       12 B      28 B\n"
+            "emb           0      [0, 0]   [2, 2]  0     5     1       16 B      32 B\n"
+            "emb           1      [2, 0]   [2, 2]  0     6     1       16 B      32 B\n"
+            "mask          0      [0]      [3]     0     7     1       3 B       19 B\n"
+            "new.entry     0      [0]      [2]     0     8     1       4 B       20 B\n");
+  CliRun j = Ckptdb("ls " + store_ + " latest --json --shards");
+  ASSERT_EQ(j.code, 0) << j.out;
+  EXPECT_NE(j.out.find("{\"fqn\": \"emb\", \"kind\": \"sharded_tensor\", \"dtype\": \"f32\", \"shape\": [4,2], "
+                       "\"shards\": 2, \"bytes\": 32, \"stored_bytes\": 64, \"pieces\": [{\"offsets\": [0,0], "
+                       "\"sizes\": [2,2], \"rank\": 0, \"item\": 5, \"chunks\": 1, \"chunk_bytes\": 4194304, "
+                       "\"bytes\": 16, \"stored_bytes\": 32}, {\"offsets\": [2,0], \"sizes\": [2,2], \"rank\": 0, "
+                       "\"item\": 6, \"chunks\": 1, \"chunk_bytes\": 4194304, \"bytes\": 16, \"stored_bytes\": 32}]}"),
             std::string::npos)
-      << latest.out;
+      << j.out;
 }
 
 TEST_F(CliTest, CatFormatsValuesPerDType) {
@@ -96,6 +164,390 @@ TEST_F(CliTest, CatFormatsValuesPerDType) {
   EXPECT_EQ(Ckptdb("cat " + store_ + " 4 step").out, "step: i64 []\n7\n");
   EXPECT_EQ(Ckptdb("cat " + store_ + " 4 counter").out, "counter: i64 [5000]\n[0, 1, 2, ..., 4997, 4998, 4999]\n");
   EXPECT_EQ(Ckptdb("cat " + store_ + " 4 meta").out, "meta: bytes, 12 bytes\n{\"lr\": 0.1}\\x01\n");
+  EXPECT_EQ(Ckptdb("cat " + store_ + " best emb").out, "emb: f32 [4, 2]\n[[0, 1],\n [2, 3],\n [4, 5],\n [6, 7]]\n");
+  EXPECT_EQ(Ckptdb("cat " + store_ + " best mask").out, "mask: bool [3]\n[True, False, True]\n");
+  EXPECT_EQ(Ckptdb("cat " + store_ + " best new.entry").out, "new.entry: f16 [2]\n[1, 2]\n");
+}
+
+TEST_F(CliTest, CatSlicesReadsRawAndJson) {
+  EXPECT_EQ(Ckptdb("cat " + store_ + " 4 layer.weight --slice 1,0:2").out,
+            "layer.weight[1,0:2]: f32 [2]\n[9.99999994e-09, 100]\n");
+  EXPECT_EQ(Ckptdb("cat " + store_ + " 4 layer.weight --slice :,::2").out,
+            "layer.weight[:,::2]: f32 [2, 2]\n[[0.5, 3],\n [9.99999994e-09, -0]]\n");
+  // A slice across the two shards of a sharded tensor.
+  EXPECT_EQ(Ckptdb("cat " + store_ + " 4 emb --slice 1:3,-1").out, "emb[1:3,-1]: f32 [2]\n[3, 5]\n");
+  EXPECT_EQ(Ckptdb("cat " + store_ + " 4 counter --slice=4990:").out,
+            "counter[4990:]: i64 [10]\n[4990, 4991, 4992, 4993, 4994, 4995, 4996, 4997, 4998, 4999]\n");
+  EXPECT_EQ(Ckptdb("cat " + store_ + " 4 counter --slice 10:5").out, "counter[10:5]: i64 [0]\n[]\n");
+  CliRun raw = Ckptdb("cat " + store_ + " 4 emb --raw", /*stdout_only=*/true);
+  ASSERT_EQ(raw.code, 0);
+  ASSERT_EQ(raw.out.size(), 32u);
+  std::vector<float> v(8);
+  std::memcpy(v.data(), raw.out.data(), 32);
+  EXPECT_EQ(v, (std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(Ckptdb("cat " + store_ + " 4 meta --raw", true).out, std::string("{\"lr\": 0.1}\x01"));
+  EXPECT_EQ(Ckptdb("cat " + store_ + " 4 layer.weight --json").out,
+            "{\"fqn\": \"layer.weight\", \"kind\": \"tensor\", \"dtype\": \"f32\", \"shape\": [2,3], "
+            "\"values\": [[0.5, -1.25, 3], [9.99999994e-09, 100, -0]]}\n");
+  EXPECT_EQ(Ckptdb("cat " + store_ + " best mask --json --slice 1:").out,
+            "{\"fqn\": \"mask\", \"kind\": \"tensor\", \"dtype\": \"bool\", \"shape\": [2], \"slice\": \"1:\", "
+            "\"values\": [false, true]}\n");
+  EXPECT_EQ(Ckptdb("cat " + store_ + " 4 meta --json").out,
+            "{\"fqn\": \"meta\", \"kind\": \"bytes\", \"length\": 12, \"text\": \"{\\\"lr\\\": 0.1}\\u0001\"}\n");
+}
+
+TEST_F(CliTest, CatSliceReadsOnlyTheChunksItTouches) {
+  const std::string store = dir_.Sub("chunked");
+  std::vector<float> v(10000);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);
+  {
+    StoreOptions opts;
+    opts.chunk_bytes = 4096;  // 10 chunks of 1024 elements
+    auto w = OpenStoreWriter(store, opts);
+    ASSERT_TRUE(w.ok());
+    StateDict sd;
+    ASSERT_OK(sd.Add("v", F32({10000}, v)));
+    ASSERT_OK(testing::SaveNoDist(sd, **w, 1));
+  }
+  // Damage chunk 0 (elements 0..1023): a slice of the last chunk still reads.
+  ASSERT_TRUE(testing::FlipByteOf(store + "/db", ".sst", std::string(reinterpret_cast<char*>(&v[100]), 64)));
+  EXPECT_EQ(Ckptdb("cat " + store + " 1 v --slice 9998:").out, "v[9998:]: f32 [2]\n[9998, 9999]\n");
+  CliRun whole = Ckptdb("cat " + store + " 1 v");
+  EXPECT_EQ(whole.code, 1) << whole.out;
+  EXPECT_NE(whole.out.find("chunk 0 of 10"), std::string::npos) << whole.out;
+  CliRun first = Ckptdb("cat " + store + " 1 v --slice 0:2");
+  EXPECT_EQ(first.code, 1) << first.out;
+}
+
+TEST_F(CliTest, InfoSummarisesTheStore) {
+  CliRun r = Ckptdb("info " + store_);
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (const char* line : {"store        ", "steps        2 (first 4, latest 12)\n", "tags         best=12\n",
+                           "bytes        78.3 KiB (tensor and bytes entries of every step)\n",
+                           "stored       78.6 KiB (chunk values as stored)\n",
+                           "compression  1.00x (bytes / stored)\n", "sst files    ", "live data    ",
+                           "wal          ", "staging      0 directories"}) {
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
+  }
+  CliRun j = Ckptdb("info " + store_ + " --json");
+  ASSERT_EQ(j.code, 0) << j.out;
+  EXPECT_NE(j.out.find("\"steps\": 2, \"first_step\": 4, \"latest_step\": 12, \"tags\": {\"best\": 12}, "
+                       "\"bytes\": 80182, \"stored_bytes\": 80470, \"compression_ratio\": 1.00, \"disk_bytes\": "),
+            std::string::npos)
+      << j.out;
+  for (const char* key : {"\"sst_files\": ", "\"sst_bytes\": ", "\"sst_files_per_level\": [", "\"live_data_bytes\": ",
+                          "\"estimated_keys\": ", "\"wal_files\": ", "\"staging_dirs\": 0}"}) {
+    EXPECT_NE(j.out.find(key), std::string::npos) << key << "\n" << j.out;
+  }
+}
+
+TEST_F(CliTest, VerifyReadsEveryChunk) {
+  CliRun r = Ckptdb("verify " + store_);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out,
+            "step 4: ok (8 entries, 9 chunks, 39.3 KiB)\n"
+            "step 12: ok (8 entries, 9 chunks, 39.3 KiB)\n"
+            "intact: 2 steps, 18 chunks, 78.6 KiB verified\n");
+  EXPECT_EQ(Ckptdb("verify " + store_ + " best").out,
+            "step 12: ok (8 entries, 9 chunks, 39.3 KiB)\nintact: 1 step, 9 chunks, 39.3 KiB verified\n");
+  CliRun j = Ckptdb("verify " + store_ + " --all --json");
+  EXPECT_EQ(j.code, 0);
+  EXPECT_EQ(j.out,
+            "{\"ok\": true, \"steps\": [\n"
+            " {\"step\": 4, \"ok\": true, \"entries\": 8, \"chunks\": 9, \"bytes\": 40093, \"stored_bytes\": 40237, "
+            "\"errors\": []},\n"
+            " {\"step\": 12, \"ok\": true, \"entries\": 8, \"chunks\": 9, \"bytes\": 40089, \"stored_bytes\": 40233, "
+            "\"errors\": []}\n"
+            "]}\n");
+}
+
+TEST_F(CliTest, VerifyDrawsAProgressBarOnlyOnATerminal) {
+  EXPECT_EQ(Ckptdb("verify " + store_).out.find('\r'), std::string::npos);
+  if (std::system("command -v script >/dev/null 2>&1") != 0) GTEST_SKIP() << "no 'script' to make a terminal";
+  // script(1) runs the command with a pseudo-terminal as its stderr.
+  FILE* p = popen(("script -qc '" + std::string(CKPTDB_CLI) + " verify " + store_ + " >/dev/null' /dev/null").c_str(),
+                  "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  EXPECT_EQ(pclose(p), 0) << out;
+  EXPECT_NE(out.find("\r[##############################] 100%"), std::string::npos) << out;
+}
+
+TEST_F(CliTest, VerifyReportsDamageAndExitsOne) {
+  // Corrupt counter's chunk in step 4 only: its values 1000..1003 as stored.
+  int64_t needle[4] = {1000, 1001, 1002, 1003};
+  ASSERT_TRUE(testing::FlipByteOf(store_ + "/db", ".sst", std::string(reinterpret_cast<char*>(needle), 32)));
+  CliRun r = Ckptdb("verify " + store_);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("step 4: DAMAGED\n  DataLoss: entry 'counter' (step 4, rank 0 item 2) chunk 0 of 1: "),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("step 12: ok"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1 of 2 steps damaged"), std::string::npos) << r.out;
+  EXPECT_EQ(Ckptdb("verify " + store_ + " 12").code, 0);
+  CliRun j = Ckptdb("verify " + store_ + " 4 --json", true);
+  EXPECT_EQ(j.code, 1);
+  EXPECT_EQ(j.out.rfind("{\"ok\": false, \"steps\": [\n {\"step\": 4, \"ok\": false, ", 0), 0u) << j.out;
+}
+
+TEST_F(CliTest, DiffShowsAddedRemovedAndChanged) {
+  CliRun r = Ckptdb("diff " + store_ + " 4 best");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out,
+            "step 4 -> step 12: 1 added, 1 removed, 4 changed, 3 unchanged\n"
+            "+  new.entry     tensor f16 [2]\n"
+            "-  old.entry     tensor i32 [2]\n"
+            "~  layer.weight  2 of 6 elements differ, max abs diff 0.5\n"
+            "~  step          1 of 1 elements differ, max abs diff 5\n"
+            "~  meta          1 of 12 bytes differ\n"
+            "~  mask          tensor u8 [3] -> tensor bool [3]\n");
+  CliRun j = Ckptdb("diff " + store_ + " 4 12 --json");
+  ASSERT_EQ(j.code, 0) << j.out;
+  EXPECT_EQ(j.out,
+            "{\"a\": 4, \"b\": 12, \"added\": [{\"fqn\": \"new.entry\", \"kind\": \"tensor\", \"dtype\": \"f16\", "
+            "\"shape\": [2]}], \"removed\": [{\"fqn\": \"old.entry\", \"kind\": \"tensor\", \"dtype\": \"i32\", "
+            "\"shape\": [2]}], \"changed\": [\n"
+            " {\"fqn\": \"layer.weight\", \"what\": \"values\", \"a\": {\"fqn\": \"layer.weight\", \"kind\": "
+            "\"tensor\", \"dtype\": \"f32\", \"shape\": [2,3]}, \"b\": {\"fqn\": \"layer.weight\", \"kind\": "
+            "\"tensor\", \"dtype\": \"f32\", \"shape\": [2,3]}, \"differing\": 2, \"total\": 6, "
+            "\"max_abs_diff\": 0.5},\n"
+            " {\"fqn\": \"step\", \"what\": \"values\", \"a\": {\"fqn\": \"step\", \"kind\": \"tensor\", \"dtype\": "
+            "\"i64\", \"shape\": []}, \"b\": {\"fqn\": \"step\", \"kind\": \"tensor\", \"dtype\": \"i64\", \"shape\": "
+            "[]}, \"differing\": 1, \"total\": 1, \"max_abs_diff\": 5},\n"
+            " {\"fqn\": \"meta\", \"what\": \"bytes\", \"a\": {\"fqn\": \"meta\", \"kind\": \"bytes\", \"dtype\": "
+            "\"u8\", \"shape\": [12]}, \"b\": {\"fqn\": \"meta\", \"kind\": \"bytes\", \"dtype\": \"u8\", \"shape\": "
+            "[12]}, \"differing\": 1, \"total\": 12},\n"
+            " {\"fqn\": \"mask\", \"what\": \"dtype\", \"a\": {\"fqn\": \"mask\", \"kind\": \"tensor\", \"dtype\": "
+            "\"u8\", \"shape\": [3]}, \"b\": {\"fqn\": \"mask\", \"kind\": \"tensor\", \"dtype\": \"bool\", \"shape\": "
+            "[3]}}\n"
+            "], \"unchanged\": 3}\n");
+  EXPECT_EQ(Ckptdb("diff " + store_ + " 12 12").out,
+            "step 12 -> step 12: 0 added, 0 removed, 0 changed, 8 unchanged\n");
+}
+
+// Reads a safetensors file with Python's standard library only (an
+// independent reader): prints one line per tensor, "name dtype shape hex",
+// then the metadata as JSON.
+std::string ReadSafetensorsWithPython(const std::string& path) {
+  const std::string script =
+      "import json,struct,sys\n"
+      "b=open(sys.argv[1],'rb').read()\n"
+      "n=struct.unpack('<Q',b[:8])[0]\n"
+      "h=json.loads(b[8:8+n].decode('utf-8'))\n"
+      "meta=h.pop('__metadata__',{})\n"
+      "data=b[8+n:]\n"
+      "size={'F64':8,'F32':4,'F16':2,'BF16':2,'F8_E4M3':1,'F8_E5M2':1,'I64':8,'I32':4,'I16':2,'I8':1,'U8':1,'BOOL':1}\n"
+      "end=0\n"
+      "for k,v in sorted(h.items(),key=lambda kv:kv[1]['data_offsets']):\n"
+      "  s,e=v['data_offsets']\n"
+      "  assert s==end, (k,s,end)\n"
+      "  numel=1\n"
+      "  for d in v['shape']: numel*=d\n"
+      "  assert e-s==numel*size[v['dtype']], k\n"
+      "  end=e\n"
+      "  print(k,v['dtype'],v['shape'],data[s:e].hex())\n"
+      "assert end==len(data)\n"
+      "assert n%8==0\n"
+      "print(json.dumps(meta,sort_keys=True))\n";
+  std::ofstream(path + ".py") << script;
+  std::string cmd = "python3 " + path + ".py " + path + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  EXPECT_EQ(pclose(p), 0) << out;
+  return out;
+}
+
+std::string Hex(const void* data, size_t n) {
+  std::string out;
+  char b[3];
+  for (size_t i = 0; i < n; ++i) {
+    std::snprintf(b, sizeof b, "%02x", static_cast<const unsigned char*>(data)[i]);
+    out += b;
+  }
+  return out;
+}
+
+TEST_F(CliTest, ExportWritesSafetensorsThatAnIndependentReaderReads) {
+  const std::string out = dir_.Sub("step4.safetensors");
+  CliRun r = Ckptdb("export " + store_ + " 4 --format safetensors " + out);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.rfind("exported step 4 to " + out + ": 7 tensors, 1 bytes entries in __metadata__, ", 0), 0u)
+      << r.out;
+  const std::string py = ReadSafetensorsWithPython(out);
+  // Compare with what the store holds, read through the library.
+  auto reader = OpenStoreReader(store_);
+  ASSERT_TRUE(reader.ok());
+  auto sd = LoadWhole(**reader, 4);
+  ASSERT_TRUE(sd.ok()) << sd.status();
+  const char* names[] = {"F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2", "I64", "I32", "I16", "I8", "U8", "BOOL"};
+  std::string expected;
+  for (const auto& [fqn, entry] : sd->entries()) {
+    const Tensor* t = std::get_if<Tensor>(&entry);
+    if (t == nullptr) continue;
+    std::string shape = "[";
+    for (size_t i = 0; i < t->shape().size(); ++i) shape += (i ? ", " : "") + std::to_string(t->shape()[i]);
+    expected += fqn + " " + names[static_cast<int>(t->dtype()) - 1] + " " + shape + "] " +
+                Hex(t->data(), t->nbytes()) + "\n";
+  }
+  // Not valid UTF-8 (\x01 is, but a lone \xff below is not): here it is text.
+  expected += "{\"ckptdb.step\": \"4\", \"meta\": \"{\\\"lr\\\": 0.1}\\u0001\"}\n";
+  EXPECT_EQ(py, expected);
+  // The step as one file: every tensor whole, sharded ones assembled.
+  EXPECT_NE(py.find("emb F32 [4, 2] 000000000000803f0000004000004040000080400000a0400000c0400000e040"),
+            std::string::npos)
+      << py;
+}
+
+TEST_F(CliTest, ExportEncodesNonUtf8BytesAsBase64) {
+  const std::string store = dir_.Sub("bin");
+  {
+    auto w = OpenStoreWriter(store);
+    ASSERT_TRUE(w.ok());
+    StateDict sd;
+    ASSERT_OK(sd.AddBytes("rng", std::string("\xff\x00\x01", 3)));
+    ASSERT_OK(sd.Add("x", F32({}, {2.5f})));
+    ASSERT_OK(testing::SaveNoDist(sd, **w, 1));
+  }
+  const std::string out = dir_.Sub("bin.safetensors");
+  CliRun r = Ckptdb("export " + store + " latest --format safetensors " + out + " --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.rfind("{\"step\": 1, \"path\": \"" + out + "\", \"tensors\": 1, \"bytes_entries\": 1, ", 0), 0u)
+      << r.out;
+  EXPECT_EQ(ReadSafetensorsWithPython(out),
+            "x F32 [] 00002040\n"
+            "{\"ckptdb.base64\": \"[\\\"rng\\\"]\", \"ckptdb.step\": \"1\", \"rng\": \"/wAB\"}\n");
+}
+
+TEST_F(CliTest, TagRmAndGcChangeTheStore) {
+  CliRun t = Ckptdb("tag " + store_ + " 4 release-1");
+  EXPECT_EQ(t.code, 0) << t.out;
+  EXPECT_EQ(t.out, "tagged step 4 as 'release-1'\n");
+  EXPECT_EQ(Ckptdb("tag " + store_ + " release-1 best").out, "moved tag 'best' from step 12 to step 4\n");
+  EXPECT_EQ(Ckptdb("cat " + store_ + " best step").out, "step: i64 []\n7\n");
+  EXPECT_EQ(Ckptdb("tag " + store_ + " --delete release-1").out, "deleted tag 'release-1' (it named step 4)\n");
+  EXPECT_EQ(MaskTimes(Ckptdb("ls " + store_).out),
+            "STEP  CREATED               WORLD  ENTRIES  BYTES     STORED    TAGS\n"
+            "4     YYYY-MM-DDTHH:MM:SSZ  1      8        39.2 KiB  39.3 KiB  best\n"
+            "12    YYYY-MM-DDTHH:MM:SSZ  1      8        39.1 KiB  39.3 KiB\n");
+  {
+    auto w = OpenStoreWriter(store_);
+    ASSERT_TRUE(w.ok());
+    for (int64_t s : {20, 30, 40, 50}) ASSERT_OK(testing::SaveNoDist(MakeStep(true), **w, s));
+  }
+  CliRun dry = Ckptdb("gc " + store_ + " --keep-last 2 --keep-every 20 --dry-run");
+  EXPECT_EQ(dry.code, 0) << dry.out;
+  EXPECT_EQ(dry.out,
+            "would sweep 0 failed save(s) and 0 staging dir(s)\n"
+            "would remove 2 steps (78.6 KiB): 12, 30\n"
+            "would keep 4 steps: 4, 20, 40, 50\n");
+  EXPECT_EQ(StepsInStore(), (std::vector<int64_t>{4, 12, 20, 30, 40, 50}));
+  CliRun gc = Ckptdb("gc " + store_ + " --keep-last 2 --keep-every 20 --json");
+  EXPECT_EQ(gc.code, 0) << gc.out;
+  EXPECT_EQ(gc.out,
+            "{\"dry_run\": false, \"failed_saves\": 0, \"staging_dirs\": 0, \"removed_steps\": [12, 30], "
+            "\"removed_stored_bytes\": 80466, \"kept_steps\": [4, 20, 40, 50]}\n");
+  EXPECT_EQ(StepsInStore(), (std::vector<int64_t>{4, 20, 40, 50}));
+  CliRun rm = Ckptdb("rm " + store_ + " best 40");
+  EXPECT_EQ(rm.code, 0) << rm.out;
+  EXPECT_EQ(rm.out, "removed step 4 (and its tag 'best')\nremoved step 40\n");
+  EXPECT_EQ(StepsInStore(), (std::vector<int64_t>{20, 50}));
+  EXPECT_EQ(Ckptdb("gc " + store_).out,
+            "swept 0 failed save(s) and 0 staging dir(s)\n"
+            "no retention rule given (--keep-last, --keep-every): every step is kept\n"
+            "kept 2 steps: 20, 50\n");
+}
+
+TEST_F(CliTest, WriteCommandsRefuseWhileATrainingJobHoldsTheStore) {
+  auto w = OpenStoreWriter(store_);
+  ASSERT_TRUE(w.ok());
+  ASSERT_OK((*w)->OpenDatabase());  // holds RocksDB's lock, as a training job does
+  for (std::string args : {"rm " + store_ + " 4", "gc " + store_ + " --keep-last 1", "tag " + store_ + " 4 x"}) {
+    CliRun r = Ckptdb(args);
+    EXPECT_EQ(r.code, 1) << args << "\n" << r.out;
+    EXPECT_NE(r.out.find("another process (a training job?) has it open; nothing was changed"), std::string::npos)
+        << args << "\n" << r.out;
+  }
+  w->reset();
+  EXPECT_EQ(StepsInStore(), (std::vector<int64_t>{4, 12}));
+}
+
+TEST_F(CliTest, ReadCommandsWorkWhileAWriterHoldsTheStoreOpen) {
+  auto w = OpenStoreWriter(store_);
+  ASSERT_TRUE(w.ok());
+  ASSERT_OK((*w)->OpenDatabase());
+  StateDict sd;
+  ASSERT_OK(sd.AddBytes("x", "y"));
+  ASSERT_OK(testing::SaveNoDist(sd, **w, 13));
+  CliRun r = Ckptdb("ls " + store_ + " --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("{\"step\": 13, "), std::string::npos) << r.out;
+  EXPECT_EQ(Ckptdb("cat " + store_ + " 13 x").out, "x: bytes, 1 bytes\ny\n");
+  EXPECT_EQ(Ckptdb("verify " + store_ + " 13").code, 0);
+  EXPECT_EQ(Ckptdb("info " + store_).code, 0);
+  EXPECT_EQ(Ckptdb("diff " + store_ + " 12 13").code, 0);
+}
+
+// A writer commits steps in a loop (pruning old ones as it goes) while ls,
+// cat and verify run: every command succeeds and sees whole steps only.
+TEST_F(CliTest, ReadersSeeWholeStepsWhileAWriterCommits) {
+  constexpr int64_t kFirst = 100, kSteps = 150;
+  std::atomic<bool> done{false};
+  Status writer_status;
+  std::thread writer([&] {
+    StoreOptions opts;
+    opts.retention.keep_last = 5;
+    auto w = OpenStoreWriter(store_, opts);
+    if (!w.ok()) {
+      writer_status = w.status();
+      done = true;
+      return;
+    }
+    for (int64_t s = kFirst; s < kFirst + kSteps && writer_status.ok(); ++s) {
+      // Every element and the bytes entry hold the step: a torn read would mix them.
+      std::vector<float> v(3000, static_cast<float>(s));
+      StateDict sd;
+      writer_status = sd.Add("w", Tensor::Copy(DType::kF32, {3000}, v.data(), v.size() * 4).value());
+      if (writer_status.ok()) writer_status = sd.AddBytes("step", std::to_string(s));
+      if (writer_status.ok()) writer_status = testing::SaveNoDist(sd, **w, s);
+    }
+    done = true;
+  });
+  int rounds = 0;
+  const std::regex cat_re(R"(^w: f32 \[3000\]\n\[(\d+), \1, \1, \.\.\., \1, \1, \1\]\n$)");
+  bool failed = false;
+  while ((!done || rounds < 3) && !failed) {
+    ++rounds;
+    CliRun ls = Ckptdb("ls " + store_ + " --json");
+    EXPECT_EQ(ls.code, 0) << ls.out;
+    // Every listed step of the loop is whole: 2 entries, 12000 + 3 bytes.
+    for (size_t pos = ls.out.find("\"entries\": 2, "); pos != std::string::npos;
+         pos = ls.out.find("\"entries\": 2, ", pos + 1)) {
+      EXPECT_EQ(ls.out.compare(pos, 30, "\"entries\": 2, \"bytes\": 12003, "), 0) << ls.out;
+    }
+    CliRun cat = Ckptdb("cat " + store_ + " latest w");
+    if (cat.out.rfind("w: ", 0) == 0) {  // the first steps of the fixture have no 'w'
+      EXPECT_EQ(cat.code, 0) << cat.out;
+      EXPECT_TRUE(std::regex_match(cat.out, cat_re)) << cat.out;
+    } else {
+      EXPECT_NE(cat.out.find("entry 'w' is not in step 12"), std::string::npos) << cat.out;
+    }
+    CliRun verify = Ckptdb("verify " + store_);
+    EXPECT_EQ(verify.code, 0) << verify.out;
+    EXPECT_NE(verify.out.find("intact: "), std::string::npos) << verify.out;
+    failed = ::testing::Test::HasFailure();
+  }
+  writer.join();
+  ASSERT_OK(writer_status);
+  // Step 4 was pruned too (retention covers the whole store); 12 is tagged.
+  std::vector<int64_t> expected = {12};
+  for (int64_t s = kFirst + kSteps - 5; s < kFirst + kSteps; ++s) expected.push_back(s);
+  EXPECT_EQ(StepsInStore(), expected);
+  EXPECT_GE(rounds, 3);
 }
 
 TEST_F(CliTest, BadInputGetsAClearMessageAndExitCode) {
@@ -106,15 +558,47 @@ TEST_F(CliTest, BadInputGetsAClearMessageAndExitCode) {
   };
   std::ofstream(dir_.Sub("plain")) << "x";
   const Case cases[] = {
-      {"ls " + store_ + " 5", 1, "step 5 not found"},
-      {"ls " + store_ + " abc", 1, "invalid step 'abc'"},
+      {"ls " + store_ + " 5", 1, "step 5 not found in store '" + store_ + "' (latest step is 12)"},
+      {"ls " + store_ + " abc", 1, "no tag 'abc' in store"},
+      {"ls " + store_ + " a/b", 1, "invalid step 'a/b': expected a number, 'latest' or a tag name"},
       {"ls " + store_ + " 99999999999999999999", 1, "is out of range"},
       {"ls " + store_ + " -3", 1, "step -3 is out of range"},
+      {"ls " + store_ + " --shards", 2, "--shards needs a STEP"},
       {"cat " + store_ + " 4 nope", 1, "entry 'nope' is not in step 4"},
+      {"cat " + store_ + " nosuchtag meta", 1, "no tag 'nosuchtag'"},
+      {"cat " + store_ + " 4 layer.weight --slice 1:x", 2, "invalid slice '1:x': 'x' is not an integer"},
+      {"cat " + store_ + " 4 layer.weight --slice ::0", 2, "invalid slice '::0': step 0 must be positive"},
+      {"cat " + store_ + " 4 layer.weight --slice 0,,1", 2, "dimension 1 is empty"},
+      {"cat " + store_ + " 4 layer.weight --slice 0,0,0", 1,
+       "slice '0,0,0' has 3 dimensions, but entry 'layer.weight' has shape [2, 3]"},
+      {"cat " + store_ + " 4 layer.weight --slice 2", 1,
+       "index 2 is out of range for dimension 0 of entry 'layer.weight' (size 2)"},
+      {"cat " + store_ + " 4 meta --slice 0:1", 1, "--slice applies to tensors; entry 'meta' is a bytes entry"},
+      {"cat " + store_ + " 4 meta --raw --json", 2, "--raw and --json exclude each other"},
+      {"cat " + store_ + " 4 meta --slice", 2, "option --slice needs a value"},
       {"ls " + dir_.Sub("plain"), 1, "is a file, not a ckptdb store"},
       {"ls " + dir_.Sub("missing"), 1, "no store at"},
+      {"info " + dir_.path(), 1, "is not a ckptdb store"},
+      {"verify " + store_ + " 5", 1, "step 5 not found"},
+      {"verify " + store_ + " 4 --all", 2, "give STEPs or --all, not both"},
+      {"diff " + store_ + " 4", 2, "expected STORE A B"},
+      {"diff " + store_ + " 4 7", 1, "step 7 not found"},
+      {"export " + store_ + " 4 " + dir_.Sub("o"), 2, "--format is required"},
+      {"export " + store_ + " 4 --format npz " + dir_.Sub("o"), 2, "unknown format 'npz'"},
+      {"export " + store_ + " 4 --format safetensors " + dir_.Sub("no/such/dir/o"), 1, "cannot create"},
+      {"rm " + store_ + " 4 5", 1, "step 5 not found in store '" + store_ + "'; nothing was removed"},
+      {"rm " + store_ + " nosuchtag", 1, "no tag 'nosuchtag'"},
+      {"rm " + dir_.Sub("missing") + " 1", 1, "no store at"},
+      {"rm " + store_, 2, "expected STORE STEP..."},
+      {"tag " + store_ + " 4 latest", 1, "'latest' is reserved"},
+      {"tag " + store_ + " 4 9lives", 1, "tag name '9lives' must start with a letter"},
+      {"tag " + store_ + " 5 good", 1, "step 5 not found"},
+      {"tag " + store_ + " --delete nosuch", 1, "no tag 'nosuch'"},
+      {"gc " + store_ + " --keep-last 0", 2, "--keep-last needs a positive integer, not '0'"},
+      {"gc " + store_ + " --keep-every x", 2, "--keep-every needs a positive integer, not 'x'"},
       {"ls", 2, "expected STORE [STEP]"},
       {"ls " + store_ + " --frobnicate", 2, "unknown option --frobnicate"},
+      {"ls " + store_ + " --json=1", 2, "option --json takes no value"},
       {"cat " + store_ + " 4", 2, "expected STORE STEP FQN"},
       {"", 2, "missing command"},
       {"explode", 2, "unknown command 'explode'"},
@@ -124,27 +608,24 @@ TEST_F(CliTest, BadInputGetsAClearMessageAndExitCode) {
     EXPECT_EQ(r.code, c.code) << c.args << "\n" << r.out;
     EXPECT_NE(r.out.find(c.fragment), std::string::npos) << c.args << "\n" << r.out;
   }
-}
-
-TEST_F(CliTest, LsWorksWhileAWriterHoldsTheStoreOpen) {
-  auto w = OpenStoreWriter(store_);
-  ASSERT_TRUE(w.ok());
-  ASSERT_OK((*w)->OpenDatabase());  // holds RocksDB's lock, as a training job does
-  StateDict sd;
-  ASSERT_OK(sd.AddBytes("x", "y"));
-  ASSERT_OK(testing::SaveNoDist(sd, **w, 13));
-  CliRun r = Ckptdb("ls " + store_ + " --json");
-  ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("{\"step\": 13, "), std::string::npos) << r.out;
-  EXPECT_EQ(Ckptdb("cat " + store_ + " 13 x").out, "x: bytes, 1 bytes\ny\n");
+  // Nothing above changed the store, and no command created one.
+  EXPECT_EQ(StepsInStore(), (std::vector<int64_t>{4, 12}));
+  EXPECT_FALSE(std::ifstream(dir_.Sub("missing")).good());
+  EXPECT_FALSE(std::ifstream(dir_.Sub("o")).good());
 }
 
 TEST_F(CliTest, HelpEverywhere) {
-  for (std::string args : {"--help", "ls --help", "cat --help", "help"}) {
+  for (std::string args : {"--help", "help", "ls --help", "cat --help", "info --help", "verify --help",
+                           "diff --help", "export --help", "rm --help", "gc --help", "tag --help"}) {
     CliRun r = Ckptdb(args);
     EXPECT_EQ(r.code, 0) << args;
     EXPECT_EQ(r.out.rfind("usage: ckptdb", 0), 0u) << args << "\n" << r.out;
-    EXPECT_NE(r.out.find("exit codes"), std::string::npos) << args;
+    EXPECT_NE(r.out.find("exit codes: 0 "), std::string::npos) << args;
+    EXPECT_NE(r.out.find("2 usage error"), std::string::npos) << args;
+  }
+  for (std::string cmd : {"rm", "gc", "tag"}) {
+    EXPECT_NE(Ckptdb(cmd + " --help").out.find("while a training job is saving to the store"), std::string::npos)
+        << cmd;
   }
 }
 

@@ -1,143 +1,443 @@
-// `ckptdb`: list and inspect the steps of a store. Parses arguments, calls
-// the command functions (cli_commands.h) and maps their Status to the exit
-// code: 0 success, 1 failure, 2 usage.
-#include <cctype>
-#include <cstring>
+// `ckptdb`: list, inspect, verify, prune and export the steps of a store.
+// Parses arguments, calls the command functions (cli_commands.h) and maps
+// their Status to the exit code: 0 success, 1 failure, 2 usage.
+#include <unistd.h>
+
+#include <algorithm>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "ckptdb/rocksdb_store.h"
+#include "cli_args.h"
 #include "cli_commands.h"
 
 namespace {
+
+using ckptdb::cli::Args;
+using ckptdb::cli::ArgSpec;
 
 constexpr int kExitOk = 0;
 constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
 
-const char kMainHelp[] = R"(usage: ckptdb COMMAND [ARGS...] [--help]
+#define EXIT_CODES \
+  "\nexit codes: 0 success, 1 failure (no such store, step, tag or entry,\n" \
+  "corrupt data, a store held by a writer, ...), 2 usage error.\n"
 
-Lists and inspects the checkpoint steps in a ckptdb store. Every command
-opens the store read-only and never blocks a job that is saving to it.
+#define STEP_TEXT \
+  "STEP is a step number, 'latest' (the highest committed step) or the name\n" \
+  "of a tag (see 'ckptdb tag').\n"
 
-commands:
-  ls STORE [--json]             one row per committed step
-  ls STORE STEP [--json]        one row per entry of a step
-  cat STORE STEP FQN            the values of one entry
+const char kMainHelp[] =
+    "usage: ckptdb COMMAND [ARGS...] [--help]\n"
+    "\n"
+    "Lists, inspects, verifies, prunes and exports the checkpoint steps in a\n"
+    "ckptdb store.\n"
+    "\n"
+    "read commands (open the store read-only; never block a job saving to it,\n"
+    "and see only whole committed steps):\n"
+    "  ls STORE                     one row per committed step\n"
+    "  ls STORE STEP [--shards]     one row per entry (or stored shard) of a step\n"
+    "  cat STORE STEP FQN           the values of one entry (--slice, --raw)\n"
+    "  info STORE                   steps, sizes, compression, RocksDB figures\n"
+    "  verify STORE [STEP...|--all] read and check every chunk\n"
+    "  diff STORE A B               entries added, removed, changed from A to B\n"
+    "  export STORE STEP --format safetensors OUT\n"
+    "                               the step as one safetensors file\n"
+    "write commands (open the store for writing: they fail, changing nothing,\n"
+    "while a training job has the store open):\n"
+    "  rm STORE STEP...             delete steps\n"
+    "  gc STORE [--keep-last K] [--keep-every M] [--dry-run]\n"
+    "                               sweep failed saves, prune old steps\n"
+    "  tag STORE STEP NAME          name a step; tag STORE --delete NAME\n"
+    "\n" STEP_TEXT
+    "Read commands take --json for machine-readable output. 'ckptdb COMMAND\n"
+    "--help' says more.\n" EXIT_CODES;
 
-STEP is a step number or 'latest'. 'ckptdb COMMAND --help' says more.
+const char kLsHelp[] =
+    "usage: ckptdb ls STORE [--json]\n"
+    "       ckptdb ls STORE STEP [--shards] [--json]\n"
+    "\n"
+    "Without STEP: one row per committed step, oldest first:\n"
+    "  STEP  CREATED (UTC)  WORLD (ranks that saved it)  ENTRIES  BYTES  STORED  TAGS\n"
+    "With STEP: one row per entry of that step:\n"
+    "  FQN  KIND (tensor, sharded_tensor, bytes)  DTYPE  SHAPE  SHARDS  BYTES\n"
+    "With STEP --shards: one row per stored piece (shard) of each entry:\n"
+    "  FQN  SHARD  OFFSETS  SIZES  RANK (that wrote it)  ITEM  CHUNKS  BYTES  STORED\n"
+    "\n"
+    "BYTES are the logical bytes of the tensors; STORED what they take in the\n"
+    "store after ckptdb's compression (chunk headers included).\n"
+    "\n" STEP_TEXT
+    "\n"
+    "options:\n"
+    "  --shards  with STEP: list the stored pieces of every entry\n"
+    "  --json    print a JSON array with one object per row instead; step rows\n"
+    "            have \"step\", \"created\", \"created_unix_ms\", \"world_size\",\n"
+    "            \"entries\", \"bytes\", \"stored_bytes\" and \"tags\"; entry rows\n"
+    "            have \"fqn\", \"kind\", \"dtype\", \"shape\", \"shards\", \"bytes\",\n"
+    "            \"stored_bytes\", and with --shards \"pieces\" (\"offsets\",\n"
+    "            \"sizes\", \"rank\", \"item\", \"chunks\", \"chunk_bytes\", \"bytes\",\n"
+    "            \"stored_bytes\").\n"
+    "  --help    this text\n" EXIT_CODES;
 
-exit codes: 0 success, 1 failure (missing store, step or entry, corrupt
-data), 2 usage error.
-)";
+const char kCatHelp[] =
+    "usage: ckptdb cat STORE STEP FQN [--slice SLICE] [--raw | --json]\n"
+    "\n"
+    "Prints the values of one entry of a step. Tensors print like numpy\n"
+    "arrays, summarised with '...' beyond 1000 elements; sharded tensors are\n"
+    "assembled whole; bytes entries print as text, other bytes escaped as\n"
+    "\\xNN. Every chunk read is verified against its checksum: corrupt data\n"
+    "is an error, never printed.\n"
+    "\n" STEP_TEXT
+    "\n"
+    "options:\n"
+    "  --slice SLICE  only part of a tensor, numpy-style, one part per\n"
+    "                 dimension separated by commas: an index ('3', '-1',\n"
+    "                 which drops the dimension) or start:stop[:step] with\n"
+    "                 each part optional ('0:4,:', '::2', '-3:'). Missing\n"
+    "                 trailing dimensions are ':'. Only the chunks the slice\n"
+    "                 touches are read. A malformed SLICE is a usage error\n"
+    "                 (2); one that does not fit the entry a failure (1).\n"
+    "  --raw          write the bytes (a tensor's elements row-major, as\n"
+    "                 stored: little-endian) to stdout instead of text\n"
+    "  --json         {\"fqn\", \"kind\", \"dtype\", \"shape\", \"values\"} with\n"
+    "                 every value (nested arrays; NaN, Infinity as Python's\n"
+    "                 json writes them); a bytes entry gives \"length\" and\n"
+    "                 \"text\" (valid UTF-8) or \"base64\"\n"
+    "  --help         this text\n" EXIT_CODES;
 
-const char kLsHelp[] = R"(usage: ckptdb ls STORE [STEP] [--json]
+const char kInfoHelp[] =
+    "usage: ckptdb info STORE [--json]\n"
+    "\n"
+    "Summarises a store: the steps and tags, the logical and stored bytes of\n"
+    "all steps and their ratio (the compression), the size of the files on\n"
+    "disk, and RocksDB's figures: live SST files and their size per level,\n"
+    "its estimates of live data and of the number of keys, the write-ahead\n"
+    "log, and staging directories of saves in flight or left by failed ones.\n"
+    "\n"
+    "options:\n"
+    "  --json   one JSON object: \"store\", \"steps\", \"first_step\",\n"
+    "           \"latest_step\", \"tags\", \"bytes\", \"stored_bytes\",\n"
+    "           \"compression_ratio\", \"disk_bytes\", \"sst_files\",\n"
+    "           \"sst_bytes\", \"sst_files_per_level\", \"live_data_bytes\",\n"
+    "           \"estimated_keys\", \"wal_files\", \"wal_bytes\", \"staging_dirs\"\n"
+    "  --help   this text\n" EXIT_CODES;
 
-Without STEP: one row per committed step, oldest first:
-  STEP  CREATED (UTC)  WORLD (ranks that saved it)  ENTRIES  BYTES  STORED
-With STEP (a number or 'latest'): one row per entry of that step:
-  FQN  KIND (tensor, sharded_tensor, bytes)  DTYPE  SHAPE  SHARDS  BYTES
+const char kVerifyHelp[] =
+    "usage: ckptdb verify STORE [STEP... | --all] [--json]\n"
+    "\n"
+    "Reads every chunk of the given steps (all steps when none is given, or\n"
+    "with --all), checks its header, length and XXH3-64 checksum, and\n"
+    "reports each damaged entry. A progress bar is drawn on stderr when it is\n"
+    "a terminal.\n"
+    "\n" STEP_TEXT
+    "\n"
+    "options:\n"
+    "  --all    every committed step (the default)\n"
+    "  --json   {\"ok\", \"steps\": [{\"step\", \"ok\", \"entries\", \"chunks\",\n"
+    "           \"bytes\", \"stored_bytes\", \"errors\"}]}\n"
+    "  --help   this text\n"
+    "\nexit codes: 0 every chunk is intact, 1 damage found (or another\n"
+    "failure), 2 usage error.\n";
 
-BYTES are the logical bytes of the tensors; STORED what they take in the
-store after ckptdb's compression (chunk headers included).
+const char kDiffHelp[] =
+    "usage: ckptdb diff STORE A B [--json]\n"
+    "\n"
+    "Compares step A with step B, entry by entry:\n"
+    "  + FQN  entry only in B (added)\n"
+    "  - FQN  entry only in A (removed)\n"
+    "  ~ FQN  changed: its kind, dtype or shape, or its values (how many\n"
+    "         elements differ and the largest absolute difference; bytes\n"
+    "         entries: how many bytes differ)\n"
+    "Entries equal bit for bit are counted as unchanged. A and B are STEPs.\n"
+    "Values are compared one entry at a time (each read whole from both\n"
+    "steps). Differences are not an error: the exit code is 0.\n"
+    "\n" STEP_TEXT
+    "\n"
+    "options:\n"
+    "  --json   {\"a\", \"b\", \"added\", \"removed\", \"changed\": [{\"fqn\",\n"
+    "           \"what\", \"a\", \"b\", \"differing\", \"total\", \"max_abs_diff\"}],\n"
+    "           \"unchanged\"}\n"
+    "  --help   this text\n" EXIT_CODES;
 
-options:
-  --json   print a JSON array with one object per row instead; step rows
-           have "step", "created", "created_unix_ms", "world_size",
-           "entries", "bytes" and "stored_bytes"; entry rows have "fqn",
-           "kind", "dtype", "shape", "shards", "bytes", "stored_bytes".
-  --help   this text
+const char kExportHelp[] =
+    "usage: ckptdb export STORE STEP --format safetensors OUT [--json]\n"
+    "\n"
+    "Writes the step as one safetensors file OUT: every tensor whole (sharded\n"
+    "tensors assembled), in the step's order, with dtype names F64 F32 F16\n"
+    "BF16 F8_E4M3 F8_E5M2 I64 I32 I16 I8 U8 BOOL. Bytes entries go into the\n"
+    "header's __metadata__ (string -> string) under their FQN: the text when\n"
+    "it is valid UTF-8, otherwise base64, and then the FQN is listed in\n"
+    "__metadata__[\"ckptdb.base64\"] (a JSON array). __metadata__[\"ckptdb.step\"]\n"
+    "holds the step. OUT is written under a temporary name and renamed: it is\n"
+    "complete or untouched. Memory: the largest tensor, once.\n"
+    "\n" STEP_TEXT
+    "\n"
+    "options:\n"
+    "  --format F  the file format; 'safetensors' is the one there is\n"
+    "  --json      {\"step\", \"path\", \"tensors\", \"bytes_entries\", \"file_bytes\"}\n"
+    "  --help      this text\n" EXIT_CODES;
 
-exit codes: 0 success, 1 failure, 2 usage error.
-)";
+#define WRITE_TEXT \
+  "This command opens the store for writing. Only one process may do that\n" \
+  "at a time (RocksDB's lock): while a training job is saving to the store,\n" \
+  "it fails with a message saying so, and changes nothing.\n"
 
-const char kCatHelp[] = R"(usage: ckptdb cat STORE STEP FQN
+const char kRmHelp[] =
+    "usage: ckptdb rm STORE STEP...\n"
+    "\n"
+    "Deletes the given steps, and the tags on them, in one atomic commit:\n"
+    "all of them go, or (when any STEP is unknown) none. Their space is given\n"
+    "back at once (whole files are dropped, no data is rewritten).\n"
+    "\n" STEP_TEXT "\n" WRITE_TEXT
+    "\n"
+    "options:\n"
+    "  --help   this text\n" EXIT_CODES;
 
-Prints the values of one entry of a step (STEP: a number or 'latest').
-Tensors print like numpy arrays, summarised with '...' beyond 1000
-elements; sharded tensors are assembled whole; bytes entries print as
-text, other bytes escaped as \xNN. Every chunk read is verified against
-its checksum: corrupt data is an error, never printed.
+const char kGcHelp[] =
+    "usage: ckptdb gc STORE [--keep-last K] [--keep-every M] [--dry-run] [--json]\n"
+    "\n"
+    "Removes what failed or interrupted saves left behind (data of saves that\n"
+    "never committed, staging directories), then prunes history: a step is\n"
+    "kept when it is one of the newest K (--keep-last), when its number is a\n"
+    "multiple of M (--keep-every), or when it has a tag; the newest step is\n"
+    "always kept. Without --keep-last and --keep-every no step is removed.\n"
+    "\n" WRITE_TEXT
+    "\n"
+    "options:\n"
+    "  --keep-last K   keep the newest K steps (K >= 1)\n"
+    "  --keep-every M  keep steps whose number is a multiple of M (M >= 1)\n"
+    "  --dry-run       say what would be removed; change nothing\n"
+    "  --json          {\"dry_run\", \"failed_saves\", \"staging_dirs\",\n"
+    "                  \"removed_steps\", \"removed_stored_bytes\", \"kept_steps\"}\n"
+    "  --help          this text\n" EXIT_CODES;
 
-exit codes: 0 success, 1 failure, 2 usage error.
-)";
+const char kTagHelp[] =
+    "usage: ckptdb tag STORE STEP NAME\n"
+    "       ckptdb tag STORE --delete NAME\n"
+    "\n"
+    "Names a step: NAME can then be given wherever a STEP is expected. A tag\n"
+    "that already exists is moved to STEP. Tags are kept in the store; 'gc'\n"
+    "never prunes a tagged step; 'rm' of a step removes its tags. NAME is 1\n"
+    "to 128 characters of letters, digits, '.', '_' and '-', starting with a\n"
+    "letter; 'latest' is reserved.\n"
+    "\n" STEP_TEXT "\n" WRITE_TEXT
+    "\n"
+    "options:\n"
+    "  --delete NAME  remove the tag NAME (the step stays)\n"
+    "  --help         this text\n" EXIT_CODES;
 
 int Usage(const std::string& message, const char* help) {
   std::cerr << "ckptdb: " << message << "\n\n" << help;
   return kExitUsage;
 }
 
-int Fail(const ckptdb::Status& st) {
+int Finish(const ckptdb::Status& st) {
+  if (st.ok()) return kExitOk;
   std::cerr << "ckptdb: " << st.ToString() << "\n";
   return kExitFailure;
 }
 
-struct Args {
-  std::vector<std::string> positional;
-  bool json = false;
-  bool help = false;
-  std::string unknown;
+// Opens the store read-only and resolves STEP arguments.
+struct ReadContext {
+  std::unique_ptr<ckptdb::StoreReader> reader;
+  ckptdb::Status status;
 };
 
-Args ParseArgs(int argc, char** argv, int first) {
-  Args a;
-  bool only_positional = false;
-  for (int i = first; i < argc; ++i) {
-    std::string s = argv[i];
-    if (!only_positional && s == "--") {
-      only_positional = true;
-    } else if (!only_positional && (s == "--help" || s == "-h")) {
-      a.help = true;
-    } else if (!only_positional && s == "--json") {
-      a.json = true;
-    } else if (!only_positional && s.size() > 1 && s[0] == '-' && !std::isdigit(static_cast<unsigned char>(s[1]))) {
-      if (a.unknown.empty()) a.unknown = s;
-    } else {
-      a.positional.push_back(s);
+// `lazy`: open SST files on first use (fast with a long history) for commands
+// that read little right after opening; long readers (verify, diff, export)
+// open them all, so that a writer pruning meanwhile cannot pull a file away.
+ReadContext OpenRead(const std::string& store, bool lazy) {
+  ReadContext c;
+  ckptdb::ReaderOptions options;
+  options.open_all_files = !lazy;
+  auto r = ckptdb::OpenStoreReader(store, options);
+  if (!r.ok()) {
+    c.status = r.status();
+  } else {
+    c.reader = std::move(r).value();
+  }
+  return c;
+}
+
+int RunLs(int argc, char** argv) {
+  Args a = ckptdb::cli::ParseArgs(argc, argv, 2, ArgSpec{{"--json", "--shards"}, {}});
+  if (a.help) return std::cout << kLsHelp, kExitOk;
+  if (!a.error.empty()) return Usage("ls: " + a.error, kLsHelp);
+  if (a.positional.empty() || a.positional.size() > 2) return Usage("ls: expected STORE [STEP]", kLsHelp);
+  if (a.Has("--shards") && a.positional.size() == 1) return Usage("ls: --shards needs a STEP", kLsHelp);
+  ReadContext c = OpenRead(a.positional[0], /*lazy=*/true);
+  if (!c.status.ok()) return Finish(c.status);
+  if (a.positional.size() == 1) return Finish(ckptdb::cli::ListSteps(*c.reader, a.Has("--json"), std::cout));
+  auto step = ckptdb::cli::ResolveStep(*c.reader, a.positional[1]);
+  if (!step.ok()) return Finish(step.status());
+  return Finish(ckptdb::cli::ListEntries(*c.reader, *step, a.Has("--shards"), a.Has("--json"), std::cout));
+}
+
+int RunCat(int argc, char** argv) {
+  Args a = ckptdb::cli::ParseArgs(argc, argv, 2, ArgSpec{{"--json", "--raw"}, {"--slice"}});
+  if (a.help) return std::cout << kCatHelp, kExitOk;
+  if (!a.error.empty()) return Usage("cat: " + a.error, kCatHelp);
+  if (a.positional.size() != 3) return Usage("cat: expected STORE STEP FQN", kCatHelp);
+  if (a.Has("--raw") && a.Has("--json")) return Usage("cat: --raw and --json exclude each other", kCatHelp);
+  std::optional<ckptdb::cli::Slice> slice;
+  if (const std::string* text = a.Value("--slice")) {
+    auto parsed = ckptdb::cli::ParseSlice(*text);
+    if (!parsed.ok()) return Usage("cat: " + parsed.status().message(), kCatHelp);
+    slice = std::move(parsed).value();
+  }
+  ReadContext c = OpenRead(a.positional[0], /*lazy=*/true);
+  if (!c.status.ok()) return Finish(c.status);
+  ckptdb::cli::CatOptions o;
+  o.slice = slice ? &*slice : nullptr;
+  o.raw = a.Has("--raw");
+  o.json = a.Has("--json");
+  // The reader opens files lazily: a writer pruning meanwhile may delete the
+  // step's files before they are read (seen as a vanished file, or as its
+  // chunks missing). Then look again in a fresh view, where STEP may be gone
+  // or ('latest', a tag) be another step; genuine damage is reported as it
+  // persists. Output is only written once all is read.
+  for (int attempt = 0;; ++attempt) {
+    auto step = ckptdb::cli::ResolveStep(*c.reader, a.positional[1]);
+    if (!step.ok()) return Finish(step.status());
+    std::ostringstream out;
+    ckptdb::Status st = ckptdb::cli::CatEntry(*c.reader, *step, a.positional[2], o, out);
+    const std::string text = st.ToString();
+    const bool vanished =
+        (st.code() == ckptdb::StatusCode::kIOError && text.find("No such file") != std::string::npos) ||
+        (st.code() == ckptdb::StatusCode::kDataLoss && text.find("is missing from the store") != std::string::npos);
+    if (vanished && attempt < 3 && c.reader->Refresh().ok()) continue;
+    if (st.ok()) std::cout << out.str();
+    return Finish(st);
+  }
+}
+
+int RunInfo(int argc, char** argv) {
+  Args a = ckptdb::cli::ParseArgs(argc, argv, 2, ArgSpec{{"--json"}, {}});
+  if (a.help) return std::cout << kInfoHelp, kExitOk;
+  if (!a.error.empty()) return Usage("info: " + a.error, kInfoHelp);
+  if (a.positional.size() != 1) return Usage("info: expected STORE", kInfoHelp);
+  ReadContext c = OpenRead(a.positional[0], /*lazy=*/true);
+  if (!c.status.ok()) return Finish(c.status);
+  return Finish(ckptdb::cli::Info(*c.reader, a.Has("--json"), std::cout));
+}
+
+int RunVerify(int argc, char** argv) {
+  Args a = ckptdb::cli::ParseArgs(argc, argv, 2, ArgSpec{{"--json", "--all"}, {}});
+  if (a.help) return std::cout << kVerifyHelp, kExitOk;
+  if (!a.error.empty()) return Usage("verify: " + a.error, kVerifyHelp);
+  if (a.positional.empty()) return Usage("verify: expected STORE [STEP...]", kVerifyHelp);
+  if (a.Has("--all") && a.positional.size() > 1) return Usage("verify: give STEPs or --all, not both", kVerifyHelp);
+  ReadContext c = OpenRead(a.positional[0], /*lazy=*/false);
+  if (!c.status.ok()) return Finish(c.status);
+  ckptdb::cli::VerifyOptions o;
+  for (size_t i = 1; i < a.positional.size(); ++i) {
+    auto step = ckptdb::cli::ResolveStep(*c.reader, a.positional[i]);
+    if (!step.ok()) return Finish(step.status());
+    if (std::find(o.steps.begin(), o.steps.end(), *step) == o.steps.end()) o.steps.push_back(*step);
+  }
+  o.json = a.Has("--json");
+  o.progress = ::isatty(STDERR_FILENO) != 0;
+  return Finish(ckptdb::cli::Verify(*c.reader, o, std::cout, std::cerr));
+}
+
+int RunDiff(int argc, char** argv) {
+  Args a = ckptdb::cli::ParseArgs(argc, argv, 2, ArgSpec{{"--json"}, {}});
+  if (a.help) return std::cout << kDiffHelp, kExitOk;
+  if (!a.error.empty()) return Usage("diff: " + a.error, kDiffHelp);
+  if (a.positional.size() != 3) return Usage("diff: expected STORE A B", kDiffHelp);
+  ReadContext c = OpenRead(a.positional[0], /*lazy=*/false);
+  if (!c.status.ok()) return Finish(c.status);
+  auto sa = ckptdb::cli::ResolveStep(*c.reader, a.positional[1]);
+  if (!sa.ok()) return Finish(sa.status());
+  auto sb = ckptdb::cli::ResolveStep(*c.reader, a.positional[2]);
+  if (!sb.ok()) return Finish(sb.status());
+  return Finish(ckptdb::cli::Diff(*c.reader, *sa, *sb, a.Has("--json"), std::cout));
+}
+
+int RunExport(int argc, char** argv) {
+  Args a = ckptdb::cli::ParseArgs(argc, argv, 2, ArgSpec{{"--json"}, {"--format"}});
+  if (a.help) return std::cout << kExportHelp, kExitOk;
+  if (!a.error.empty()) return Usage("export: " + a.error, kExportHelp);
+  if (a.positional.size() != 3) return Usage("export: expected STORE STEP OUT", kExportHelp);
+  const std::string* format = a.Value("--format");
+  if (format == nullptr) return Usage("export: --format is required (--format safetensors)", kExportHelp);
+  if (*format != "safetensors") {
+    return Usage("export: unknown format '" + *format + "' (the format there is: safetensors)", kExportHelp);
+  }
+  ReadContext c = OpenRead(a.positional[0], /*lazy=*/false);
+  if (!c.status.ok()) return Finish(c.status);
+  auto step = ckptdb::cli::ResolveStep(*c.reader, a.positional[1]);
+  if (!step.ok()) return Finish(step.status());
+  return Finish(ckptdb::cli::ExportSafetensors(*c.reader, *step, a.positional[2], a.Has("--json"), std::cout));
+}
+
+int RunRm(int argc, char** argv) {
+  Args a = ckptdb::cli::ParseArgs(argc, argv, 2, ArgSpec{});
+  if (a.help) return std::cout << kRmHelp, kExitOk;
+  if (!a.error.empty()) return Usage("rm: " + a.error, kRmHelp);
+  if (a.positional.size() < 2) return Usage("rm: expected STORE STEP...", kRmHelp);
+  std::vector<std::string> steps(a.positional.begin() + 1, a.positional.end());
+  return Finish(ckptdb::cli::RemoveSteps(a.positional[0], steps, std::cout));
+}
+
+// A count option: a positive integer.
+bool ParseCount(const std::string& text, int64_t* out) {
+  if (text.empty() || text.size() > 18 || text.find_first_not_of("0123456789") != std::string::npos) return false;
+  *out = std::stoll(text);
+  return *out >= 1;
+}
+
+int RunGc(int argc, char** argv) {
+  Args a = ckptdb::cli::ParseArgs(argc, argv, 2, ArgSpec{{"--dry-run", "--json"}, {"--keep-last", "--keep-every"}});
+  if (a.help) return std::cout << kGcHelp, kExitOk;
+  if (!a.error.empty()) return Usage("gc: " + a.error, kGcHelp);
+  if (a.positional.size() != 1) return Usage("gc: expected STORE", kGcHelp);
+  ckptdb::cli::GcOptions o;
+  if (const std::string* k = a.Value("--keep-last")) {
+    if (!ParseCount(*k, &o.policy.keep_last)) {
+      return Usage("gc: --keep-last needs a positive integer, not '" + *k + "'", kGcHelp);
     }
   }
-  return a;
-}
-
-int RunLs(const Args& a) {
-  if (a.help) return std::cout << kLsHelp, kExitOk;
-  if (!a.unknown.empty()) return Usage("ls: unknown option " + a.unknown, kLsHelp);
-  if (a.positional.empty() || a.positional.size() > 2) return Usage("ls: expected STORE [STEP]", kLsHelp);
-  auto reader = ckptdb::OpenStoreReader(a.positional[0]);
-  if (!reader.ok()) return Fail(reader.status());
-  ckptdb::Status st;
-  if (a.positional.size() == 1) {
-    st = ckptdb::cli::ListSteps(**reader, a.json, std::cout);
-  } else {
-    auto step = ckptdb::cli::ResolveStep(**reader, a.positional[1]);
-    if (!step.ok()) return Fail(step.status());
-    st = ckptdb::cli::ListEntries(**reader, *step, a.json, std::cout);
+  if (const std::string* m = a.Value("--keep-every")) {
+    if (!ParseCount(*m, &o.policy.keep_every)) {
+      return Usage("gc: --keep-every needs a positive integer, not '" + *m + "'", kGcHelp);
+    }
   }
-  return st.ok() ? kExitOk : Fail(st);
+  o.dry_run = a.Has("--dry-run");
+  o.json = a.Has("--json");
+  return Finish(ckptdb::cli::CollectGarbage(a.positional[0], o, std::cout));
 }
 
-int RunCat(const Args& a) {
-  if (a.help) return std::cout << kCatHelp, kExitOk;
-  if (!a.unknown.empty()) return Usage("cat: unknown option " + a.unknown, kCatHelp);
-  if (a.json) return Usage("cat: --json is not supported by cat", kCatHelp);
-  if (a.positional.size() != 3) return Usage("cat: expected STORE STEP FQN", kCatHelp);
-  auto reader = ckptdb::OpenStoreReader(a.positional[0]);
-  if (!reader.ok()) return Fail(reader.status());
-  auto step = ckptdb::cli::ResolveStep(**reader, a.positional[1]);
-  if (!step.ok()) return Fail(step.status());
-  ckptdb::Status st = ckptdb::cli::CatEntry(**reader, *step, a.positional[2], std::cout);
-  return st.ok() ? kExitOk : Fail(st);
+int RunTag(int argc, char** argv) {
+  Args a = ckptdb::cli::ParseArgs(argc, argv, 2, ArgSpec{{}, {"--delete"}});
+  if (a.help) return std::cout << kTagHelp, kExitOk;
+  if (!a.error.empty()) return Usage("tag: " + a.error, kTagHelp);
+  if (const std::string* name = a.Value("--delete")) {
+    if (a.positional.size() != 1) return Usage("tag: expected STORE --delete NAME", kTagHelp);
+    return Finish(ckptdb::cli::Untag(a.positional[0], *name, std::cout));
+  }
+  if (a.positional.size() != 3) return Usage("tag: expected STORE STEP NAME", kTagHelp);
+  return Finish(ckptdb::cli::TagStep(a.positional[0], a.positional[1], a.positional[2], std::cout));
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::ios::sync_with_stdio(false);
   if (argc < 2) return Usage("missing command", kMainHelp);
-  std::string cmd = argv[1];
+  const std::string cmd = argv[1];
   if (cmd == "--help" || cmd == "-h" || cmd == "help") return std::cout << kMainHelp, kExitOk;
-  Args args = ParseArgs(argc, argv, 2);
-  if (cmd == "ls") return RunLs(args);
-  if (cmd == "cat") return RunCat(args);
+  if (cmd == "ls") return RunLs(argc, argv);
+  if (cmd == "cat") return RunCat(argc, argv);
+  if (cmd == "info") return RunInfo(argc, argv);
+  if (cmd == "verify") return RunVerify(argc, argv);
+  if (cmd == "diff") return RunDiff(argc, argv);
+  if (cmd == "export") return RunExport(argc, argv);
+  if (cmd == "rm") return RunRm(argc, argv);
+  if (cmd == "gc") return RunGc(argc, argv);
+  if (cmd == "tag") return RunTag(argc, argv);
   return Usage("unknown command '" + cmd + "'", kMainHelp);
 }

@@ -1,94 +1,86 @@
+// ls, cat and info: the commands that show what a store holds.
 #include "cli_commands.h"
 
 #include <cerrno>
 #include <cstdlib>
-#include <ctime>
-#include <iomanip>
 #include <sstream>
 
 #include "ckptdb/checkpoint.h"
+#include "cli_output.h"
 #include "value_format.h"
 
 namespace ckptdb::cli {
 
 namespace {
 
-std::string IsoTime(int64_t unix_ms) {
-  std::time_t secs = static_cast<std::time_t>(unix_ms / 1000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
+bool AllDigits(const std::string& s) { return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos; }
 
-std::string JsonShape(const Shape& s) {
+std::string JsonTags(const std::vector<std::string>& tags) {
   std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
+  for (size_t i = 0; i < tags.size(); ++i) out += (i ? ", " : "") + JsonString(tags[i]);
   return out + "]";
 }
 
-// Prints rows as left-aligned columns.
-void PrintTable(const std::vector<std::vector<std::string>>& rows, std::ostream& out) {
-  std::vector<size_t> width;
-  for (const auto& r : rows) {
-    width.resize(std::max(width.size(), r.size()));
-    for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
-  }
-  for (const auto& r : rows) {
-    std::string line;
-    for (size_t i = 0; i < r.size(); ++i) {
-      line += r[i];
-      if (i + 1 < r.size()) line += std::string(width[i] - r[i].size() + 2, ' ');
-    }
-    out << line << "\n";
-  }
+std::string Join(const std::vector<std::string>& v, const char* sep) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
+  return out;
 }
 
 }  // namespace
 
 StatusOr<int64_t> ResolveStep(StoreReader& reader, const std::string& arg) {
   if (arg == "latest") return reader.LatestStep();
-  if (arg.empty() || arg.find_first_not_of("0123456789") != std::string::npos) {
-    if (!arg.empty() && arg[0] == '-' && arg.find_first_not_of("0123456789", 1) == std::string::npos && arg.size() > 1) {
+  if (AllDigits(arg)) {
+    errno = 0;
+    unsigned long long v = std::strtoull(arg.c_str(), nullptr, 10);
+    if (errno == ERANGE || v > static_cast<unsigned long long>(kMaxStep)) {
       return Status::InvalidArgument("step " + arg + " is out of range [0, " + std::to_string(kMaxStep) + "]");
     }
-    return Status::InvalidArgument("invalid step '" + arg + "': expected a number or 'latest'");
+    return static_cast<int64_t>(v);
   }
-  errno = 0;
-  unsigned long long v = std::strtoull(arg.c_str(), nullptr, 10);
-  if (errno == ERANGE || v > static_cast<unsigned long long>(kMaxStep)) {
+  if (arg.size() > 1 && arg[0] == '-' && AllDigits(arg.substr(1))) {
     return Status::InvalidArgument("step " + arg + " is out of range [0, " + std::to_string(kMaxStep) + "]");
   }
-  return static_cast<int64_t>(v);
+  if (!ValidateTagName(arg).ok()) {
+    return Status::InvalidArgument("invalid step '" + arg + "': expected a number, 'latest' or a tag name");
+  }
+  return reader.ResolveTag(arg);
 }
 
 Status ListSteps(StoreReader& reader, bool json, std::ostream& out) {
   auto steps = reader.ListSteps();
   if (!steps.ok()) return steps.status();
   if (json) {
-    out << "[";
+    std::string buf = "[";
     for (size_t i = 0; i < steps->size(); ++i) {
       const StepInfo& s = (*steps)[i];
-      out << (i ? ",\n " : "\n ") << "{\"step\": " << s.step << ", \"created\": " << JsonString(IsoTime(s.created_unix_ms))
-          << ", \"created_unix_ms\": " << s.created_unix_ms << ", \"world_size\": " << s.world_size
-          << ", \"entries\": " << s.entries << ", \"bytes\": " << s.logical_bytes
-          << ", \"stored_bytes\": " << s.stored_bytes << "}";
+      buf += (i ? ",\n " : "\n ");
+      buf += "{\"step\": " + std::to_string(s.step) + ", \"created\": " + JsonString(IsoTime(s.created_unix_ms)) +
+             ", \"created_unix_ms\": " + std::to_string(s.created_unix_ms) +
+             ", \"world_size\": " + std::to_string(s.world_size) + ", \"entries\": " + std::to_string(s.entries) +
+             ", \"bytes\": " + std::to_string(s.logical_bytes) + ", \"stored_bytes\": " +
+             std::to_string(s.stored_bytes) + ", \"tags\": " + JsonTags(s.tags) + "}";
     }
-    out << (steps->empty() ? "]\n" : "\n]\n");
+    buf += steps->empty() ? "]\n" : "\n]\n";
+    out << buf;
     return Status::OK();
   }
-  std::vector<std::vector<std::string>> rows = {{"STEP", "CREATED", "WORLD", "ENTRIES", "BYTES", "STORED"}};
+  std::vector<std::vector<std::string>> rows = {{"STEP", "CREATED", "WORLD", "ENTRIES", "BYTES", "STORED", "TAGS"}};
+  rows.reserve(steps->size() + 1);
   for (const StepInfo& s : *steps) {
     rows.push_back({std::to_string(s.step), IsoTime(s.created_unix_ms), std::to_string(s.world_size),
-                    std::to_string(s.entries), HumanBytes(s.logical_bytes), HumanBytes(s.stored_bytes)});
+                    std::to_string(s.entries), HumanBytes(s.logical_bytes), HumanBytes(s.stored_bytes),
+                    Join(s.tags, ",")});
   }
-  PrintTable(rows, out);
+  std::ostringstream table;
+  PrintTable(rows, table);
+  out << table.str();
   if (steps->empty()) out << "(no committed steps)\n";
   return Status::OK();
 }
 
-Status ListEntries(StoreReader& reader, int64_t step, bool json, std::ostream& out) {
+Status ListEntries(StoreReader& reader, int64_t step, bool shards, bool json, std::ostream& out) {
   auto md = reader.ReadMetadata(step);
   if (!md.ok()) return md.status();
   if (json) {
@@ -98,31 +90,161 @@ Status ListEntries(StoreReader& reader, int64_t step, bool json, std::ostream& o
       out << (i ? ",\n " : "\n ") << "{\"fqn\": " << JsonString(e.fqn) << ", \"kind\": "
           << JsonString(EntryKindName(e.kind)) << ", \"dtype\": " << JsonString(DTypeName(e.dtype))
           << ", \"shape\": " << JsonShape(e.shape) << ", \"shards\": " << e.pieces.size()
-          << ", \"bytes\": " << e.logical_bytes() << ", \"stored_bytes\": " << e.stored_bytes() << "}";
+          << ", \"bytes\": " << e.logical_bytes() << ", \"stored_bytes\": " << e.stored_bytes();
+      if (shards) {
+        out << ", \"pieces\": [";
+        for (size_t k = 0; k < e.pieces.size(); ++k) {
+          const StoredPiece& p = e.pieces[k];
+          out << (k ? ", " : "") << "{\"offsets\": " << JsonShape(p.offsets) << ", \"sizes\": " << JsonShape(p.sizes)
+              << ", \"rank\": " << p.key.rank << ", \"item\": " << p.key.item << ", \"chunks\": " << p.num_chunks
+              << ", \"chunk_bytes\": " << p.chunk_bytes << ", \"bytes\": " << p.nbytes
+              << ", \"stored_bytes\": " << p.stored_bytes << "}";
+        }
+        out << "]";
+      }
+      out << "}";
     }
     out << (md->entries.empty() ? "]\n" : "\n]\n");
     return Status::OK();
   }
-  std::vector<std::vector<std::string>> rows = {{"FQN", "KIND", "DTYPE", "SHAPE", "SHARDS", "BYTES"}};
-  for (const EntryMetadata& e : md->entries) {
-    rows.push_back({e.fqn, EntryKindName(e.kind), e.kind == EntryKind::kBytes ? "-" : DTypeName(e.dtype),
-                    e.kind == EntryKind::kBytes ? "-" : ShapeToString(e.shape), std::to_string(e.pieces.size()),
-                    HumanBytes(e.logical_bytes())});
+  std::vector<std::vector<std::string>> rows;
+  if (shards) {
+    rows.push_back({"FQN", "SHARD", "OFFSETS", "SIZES", "RANK", "ITEM", "CHUNKS", "BYTES", "STORED"});
+    for (const EntryMetadata& e : md->entries) {
+      for (size_t k = 0; k < e.pieces.size(); ++k) {
+        const StoredPiece& p = e.pieces[k];
+        rows.push_back({e.fqn, std::to_string(k), ShapeToString(p.offsets), ShapeToString(p.sizes),
+                        std::to_string(p.key.rank), std::to_string(p.key.item), std::to_string(p.num_chunks),
+                        HumanBytes(p.nbytes), HumanBytes(p.stored_bytes)});
+      }
+    }
+  } else {
+    rows.push_back({"FQN", "KIND", "DTYPE", "SHAPE", "SHARDS", "BYTES"});
+    for (const EntryMetadata& e : md->entries) {
+      rows.push_back({e.fqn, EntryKindName(e.kind), e.kind == EntryKind::kBytes ? "-" : DTypeName(e.dtype),
+                      e.kind == EntryKind::kBytes ? "-" : ShapeToString(e.shape), std::to_string(e.pieces.size()),
+                      HumanBytes(e.logical_bytes())});
+    }
   }
   PrintTable(rows, out);
   return Status::OK();
 }
 
-Status CatEntry(StoreReader& reader, int64_t step, const std::string& fqn, std::ostream& out) {
-  auto sd = LoadWhole(reader, step, {fqn});
-  if (!sd.ok()) return sd.status();
-  const Entry& e = sd->entries().front().second;
-  if (const Bytes* b = std::get_if<Bytes>(&e)) {
-    out << fqn << ": bytes, " << b->data.size() << " bytes\n" << EscapeBytes(b->data) << "\n";
+Status CatEntry(StoreReader& reader, int64_t step, const std::string& fqn, const CatOptions& options,
+                std::ostream& out) {
+  auto md = reader.ReadMetadata(step);
+  if (!md.ok()) return md.status();
+  const EntryMetadata* e = md->Find(fqn);
+  if (e == nullptr) return Status::NotFound("entry '" + fqn + "' is not in step " + std::to_string(step));
+  if (e->kind == EntryKind::kBytes) {
+    if (options.slice != nullptr) {
+      return Status::InvalidArgument("--slice applies to tensors; entry '" + fqn + "' is a bytes entry");
+    }
+    auto sd = LoadWhole(reader, step, {fqn});
+    if (!sd.ok()) return sd.status();
+    const std::string& data = std::get<Bytes>(sd->entries().front().second).data;
+    if (options.raw) {
+      out.write(data.data(), static_cast<std::streamsize>(data.size()));
+    } else if (options.json) {
+      const bool text = IsValidUtf8(data);
+      out << "{\"fqn\": " << JsonString(fqn) << ", \"kind\": \"bytes\", \"length\": " << data.size() << ", "
+          << (text ? "\"text\": " + JsonString(data) : "\"base64\": " + JsonString(Base64Encode(data))) << "}\n";
+    } else {
+      out << fqn << ": bytes, " << data.size() << " bytes\n" << EscapeBytes(data) << "\n";
+    }
     return Status::OK();
   }
-  const Tensor& t = std::get<Tensor>(e);
-  out << fqn << ": " << DTypeName(t.dtype()) << " " << ShapeToString(t.shape()) << "\n" << FormatTensor(t) << "\n";
+  Tensor t;
+  std::string label = fqn;
+  if (options.slice != nullptr) {
+    auto ranges = ResolveSlice(*options.slice, e->shape, fqn);
+    if (!ranges.ok()) return ranges.status();
+    auto sliced = ReadSlice(reader, *md, *e, *ranges);
+    if (!sliced.ok()) return sliced.status();
+    t = std::move(sliced).value();
+    label += "[" + options.slice->text + "]";
+  } else {
+    auto sd = LoadWhole(reader, step, {fqn});
+    if (!sd.ok()) return sd.status();
+    t = std::get<Tensor>(sd->entries().front().second);
+  }
+  if (options.raw) {
+    out.write(static_cast<const char*>(t.data()), static_cast<std::streamsize>(t.nbytes()));
+  } else if (options.json) {
+    out << "{\"fqn\": " << JsonString(fqn) << ", \"kind\": " << JsonString(EntryKindName(e->kind))
+        << ", \"dtype\": " << JsonString(DTypeName(t.dtype())) << ", \"shape\": " << JsonShape(t.shape());
+    if (options.slice != nullptr) out << ", \"slice\": " << JsonString(options.slice->text);
+    out << ", \"values\": " << FormatTensorJson(t) << "}\n";
+  } else {
+    out << label << ": " << DTypeName(t.dtype()) << " " << ShapeToString(t.shape()) << "\n" << FormatTensor(t) << "\n";
+  }
+  return Status::OK();
+}
+
+Status Info(StoreReader& reader, bool json, std::ostream& out) {
+  auto steps = reader.ListSteps();
+  if (!steps.ok()) return steps.status();
+  auto tags = reader.ListTags();
+  if (!tags.ok()) return tags.status();
+  auto stats = reader.GetStoreStats();
+  if (!stats.ok()) return stats.status();
+  uint64_t logical = 0, stored = 0;
+  for (const StepInfo& s : *steps) {
+    logical += s.logical_bytes;
+    stored += s.stored_bytes;
+  }
+  char ratio[32] = "-";
+  if (stored > 0) {
+    std::snprintf(ratio, sizeof ratio, "%.2f", static_cast<double>(logical) / static_cast<double>(stored));
+  }
+  const StoreStats& st = *stats;
+  if (json) {
+    out << "{\"store\": " << JsonString(reader.path()) << ", \"steps\": " << steps->size();
+    if (!steps->empty()) {
+      out << ", \"first_step\": " << steps->front().step << ", \"latest_step\": " << steps->back().step;
+    }
+    out << ", \"tags\": {";
+    size_t i = 0;
+    for (const auto& [name, step] : *tags) out << (i++ ? ", " : "") << JsonString(name) << ": " << step;
+    out << "}, \"bytes\": " << logical << ", \"stored_bytes\": " << stored
+        << ", \"compression_ratio\": " << (stored > 0 ? ratio : "null") << ", \"disk_bytes\": " << st.disk_bytes
+        << ", \"sst_files\": " << st.sst_files << ", \"sst_bytes\": " << st.sst_bytes
+        << ", \"sst_files_per_level\": [";
+    for (size_t l = 0; l < st.files_per_level.size(); ++l) out << (l ? ", " : "") << st.files_per_level[l];
+    out << "], \"live_data_bytes\": " << st.live_data_bytes << ", \"estimated_keys\": " << st.estimated_keys
+        << ", \"wal_files\": " << st.wal_files << ", \"wal_bytes\": " << st.wal_bytes
+        << ", \"staging_dirs\": " << st.staging_dirs << "}\n";
+    return Status::OK();
+  }
+  std::vector<std::vector<std::string>> rows;
+  rows.push_back({"store", reader.path()});
+  std::string steps_line = std::to_string(steps->size());
+  if (!steps->empty()) {
+    steps_line += " (first " + std::to_string(steps->front().step) + ", latest " +
+                  std::to_string(steps->back().step) + ")";
+  }
+  rows.push_back({"steps", steps_line});
+  std::vector<std::string> tag_list;
+  for (const auto& [name, step] : *tags) tag_list.push_back(name + "=" + std::to_string(step));
+  rows.push_back({"tags", tag_list.empty() ? "-" : Join(tag_list, ", ")});
+  rows.push_back({"bytes", HumanBytes(logical) + " (tensor and bytes entries of every step)"});
+  rows.push_back({"stored", HumanBytes(stored) + " (chunk values as stored)"});
+  rows.push_back({"compression", std::string(ratio) + (stored > 0 ? "x (bytes / stored)" : "")});
+  rows.push_back({"disk", HumanBytes(st.disk_bytes) + " (every file under STORE/db)"});
+  std::string levels;
+  for (size_t l = 0; l < st.files_per_level.size(); ++l) {
+    if (st.files_per_level[l] == 0) continue;
+    levels += (levels.empty() ? "" : ", ") + std::string("L") + std::to_string(l) + ": " +
+              std::to_string(st.files_per_level[l]);
+  }
+  rows.push_back({"sst files", std::to_string(st.sst_files) + ", " + HumanBytes(st.sst_bytes) +
+                                   (levels.empty() ? "" : " (" + levels + ")")});
+  rows.push_back({"live data", HumanBytes(st.live_data_bytes) + " (RocksDB's estimate)"});
+  rows.push_back({"keys", "~" + std::to_string(st.estimated_keys) + " (RocksDB's estimate)"});
+  rows.push_back({"wal", std::to_string(st.wal_files) + " files, " + HumanBytes(st.wal_bytes)});
+  rows.push_back(
+      {"staging", std::to_string(st.staging_dirs) + " directories (saves in flight, or left by failed ones)"});
+  PrintTable(rows, out);
   return Status::OK();
 }
 

@@ -51,6 +51,8 @@ double F8E5M2ToDouble(uint8_t b) {
   return sign ? -v : v;
 }
 
+int FloatDigits(DType d) { return d == DType::kF64 ? 17 : d == DType::kF32 ? 9 : 5; }
+
 std::string FormatElement(const Tensor& t, int64_t i) {
   char buf[64];
   switch (t.dtype()) {
@@ -64,8 +66,7 @@ std::string FormatElement(const Tensor& t, int64_t i) {
       if (std::isnan(v)) return "nan";
       if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
       // Enough digits to tell values of the dtype apart.
-      int digits = t.dtype() == DType::kF64 ? 17 : t.dtype() == DType::kF32 ? 9 : 5;
-      std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+      std::snprintf(buf, sizeof buf, "%.*g", FloatDigits(t.dtype()), v);
       return buf;
     }
   }
@@ -110,7 +111,106 @@ void FormatDim(const Tensor& t, size_t dim, int64_t base, bool summarise, int64_
   out->push_back(']');
 }
 
+std::string FormatElementJson(const Tensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case DType::kBool: return Load<uint8_t>(t, i) ? "true" : "false";
+    case DType::kI64: case DType::kI32: case DType::kI16: case DType::kI8: case DType::kU8:
+      return FormatElement(t, i);
+    default: {
+      double v = ElementAsDouble(t, i);
+      if (std::isnan(v)) return "NaN";
+      if (std::isinf(v)) return v > 0 ? "Infinity" : "-Infinity";
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.*g", FloatDigits(t.dtype()), v);
+      return buf;
+    }
+  }
+}
+
+void FormatDimJson(const Tensor& t, size_t dim, int64_t base, std::string* out) {
+  const Shape& shape = t.shape();
+  int64_t stride = 1;
+  for (size_t d = dim + 1; d < shape.size(); ++d) stride *= shape[d];
+  out->push_back('[');
+  for (int64_t i = 0; i < shape[dim]; ++i) {
+    if (i) out->append(", ");
+    if (dim + 1 == shape.size()) {
+      out->append(FormatElementJson(t, base + i));
+    } else {
+      FormatDimJson(t, dim + 1, base + i * stride, out);
+    }
+  }
+  out->push_back(']');
+}
+
 }  // namespace
+
+std::string FormatTensorJson(const Tensor& t) {
+  if (t.dim() == 0) return FormatElementJson(t, 0);
+  std::string out;
+  FormatDimJson(t, 0, 0, &out);
+  return out;
+}
+
+bool IsValidUtf8(const std::string& s) {
+  size_t i = 0;
+  const size_t n = s.size();
+  while (i < n) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    size_t len;
+    uint32_t cp;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xe0) == 0xc0) {
+      len = 2;
+      cp = c & 0x1f;
+    } else if ((c & 0xf0) == 0xe0) {
+      len = 3;
+      cp = c & 0x0f;
+    } else if ((c & 0xf8) == 0xf0) {
+      len = 4;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + len > n) return false;
+    for (size_t k = 1; k < len; ++k) {
+      const unsigned char cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3f);
+    }
+    static const uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+    i += len;
+  }
+  return true;
+}
+
+std::string Base64Encode(const std::string& bytes) {
+  static const char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  size_t i = 0;
+  for (; i + 3 <= bytes.size(); i += 3) {
+    uint32_t v = (uint32_t{static_cast<unsigned char>(bytes[i])} << 16) |
+                 (uint32_t{static_cast<unsigned char>(bytes[i + 1])} << 8) | static_cast<unsigned char>(bytes[i + 2]);
+    out.push_back(kAlphabet[(v >> 18) & 63]);
+    out.push_back(kAlphabet[(v >> 12) & 63]);
+    out.push_back(kAlphabet[(v >> 6) & 63]);
+    out.push_back(kAlphabet[v & 63]);
+  }
+  const size_t rest = bytes.size() - i;
+  if (rest > 0) {
+    uint32_t v = uint32_t{static_cast<unsigned char>(bytes[i])} << 16;
+    if (rest == 2) v |= uint32_t{static_cast<unsigned char>(bytes[i + 1])} << 8;
+    out.push_back(kAlphabet[(v >> 18) & 63]);
+    out.push_back(kAlphabet[(v >> 12) & 63]);
+    out.push_back(rest == 2 ? kAlphabet[(v >> 6) & 63] : '=');
+    out.push_back('=');
+  }
+  return out;
+}
 
 double ElementAsDouble(const Tensor& t, int64_t i) {
   switch (t.dtype()) {

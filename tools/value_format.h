@@ -28,6 +28,18 @@ std::string HumanBytes(uint64_t n);
 // A JSON string literal.
 std::string JsonString(const std::string& s);
 
+// Every element of `t` as nested JSON arrays (a bare value when 0-d):
+// integers as integers, bool as true/false, floats with enough digits to
+// round-trip the dtype; NaN and infinities as NaN, Infinity and -Infinity,
+// as Python's json module writes them.
+std::string FormatTensorJson(const Tensor& t);
+
+// Whether `s` is valid UTF-8 (no overlong forms, no surrogates).
+bool IsValidUtf8(const std::string& s);
+
+// Standard base64 (RFC 4648, with '=' padding).
+std::string Base64Encode(const std::string& bytes);
+
 }  // namespace ckptdb::cli
 
 #endif  // CKPTDB_TOOLS_VALUE_FORMAT_H_

@@ -10,11 +10,13 @@
 // staging/<save id>/; the coordinator ingests all of them in one
 // IngestExternalFile call and then commits the step's metadata in one synced
 // WriteBatch. Only the coordinator's process opens the database for writing;
-// readers open it read-only and never block the writer.
+// readers open it read-only, never block the writer, and see the store as it
+// was at one moment: whole committed steps only.
 #ifndef CKPTDB_ROCKSDB_STORE_H_
 #define CKPTDB_ROCKSDB_STORE_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,6 +31,22 @@ enum class Compression : int {
   kNone = 0,  // chunks stored raw
   kZstd = 1,  // every chunk zstd-compressed
   kAuto = 2,  // zstd, but a chunk that does not shrink is stored raw
+};
+
+// Which committed steps to keep when history is pruned (StoreOptions.retention
+// on every commit, or StoreWriter::Prune). A step is kept when any rule keeps
+// it; the newest step is always kept. With keep_last and keep_every both 0 the
+// policy keeps everything (it is disabled).
+struct RetentionPolicy {
+  // Keep the newest keep_last steps. 0: this rule keeps none.
+  int64_t keep_last = 0;
+  // Keep every step whose number is a multiple of keep_every. 0: none.
+  int64_t keep_every = 0;
+  // Keep every step that has a tag. When false, a pruned step's tags are
+  // deleted with it.
+  bool keep_tagged = true;
+
+  bool enabled() const { return keep_last > 0 || keep_every > 0; }
 };
 
 struct StoreOptions {
@@ -48,6 +66,11 @@ struct StoreOptions {
   bool sst_invalidate_page_cache = false;
   // Sweep leftovers of failed saves when the coordinator opens the database.
   bool sweep_on_open = true;
+  // Applied by every commit (StorageWriter::Finish): the steps the policy
+  // drops are deleted in the same synced WriteBatch that commits the new
+  // step, and their space is given back right after. Disabled by default.
+  // Costs one scan of the step and tag keys per commit.
+  RetentionPolicy retention;
 };
 
 // A committed step, as listed.
@@ -58,6 +81,25 @@ struct StepInfo {
   uint64_t entries = 0;
   uint64_t logical_bytes = 0;
   uint64_t stored_bytes = 0;
+  std::vector<std::string> tags;  // names of the tags on this step, sorted
+};
+
+// Tags name steps ("best", "release-1"). A name is 1 to 128 characters of
+// [A-Za-z0-9._-] and starts with a letter, so it is never a step number; the
+// name "latest" is reserved. InvalidArgument naming the problem otherwise.
+Status ValidateTagName(const std::string& name);
+
+// Figures about a store's files, for `ckptdb info`.
+struct StoreStats {
+  uint64_t sst_files = 0;          // live SST files
+  uint64_t sst_bytes = 0;          // their total size
+  uint64_t live_data_bytes = 0;    // RocksDB's estimate of live data
+  uint64_t estimated_keys = 0;     // RocksDB's estimate of the number of keys
+  uint64_t wal_files = 0;          // write-ahead log files
+  uint64_t wal_bytes = 0;
+  uint64_t disk_bytes = 0;         // every file under STORE/db
+  uint64_t staging_dirs = 0;       // leftovers of unfinished saves
+  std::vector<uint64_t> files_per_level;  // SST files at level 0, 1, ...
 };
 
 // What a sweep found and removed: data whose save id has no committed
@@ -67,6 +109,8 @@ struct SweepStats {
   uint64_t staging_dirs = 0;
 };
 
+// Thread safety: the methods of one StoreWriter may be called from several
+// threads; commits, deletes, tags and sweeps are serialised internally.
 class StoreWriter : public StorageWriter {
  public:
   // Opens the database for writing if it is not yet open (creating the store
@@ -76,8 +120,28 @@ class StoreWriter : public StorageWriter {
   // Removes leftovers of failed saves (see SweepStats). REQUIRES: no save in
   // flight on this writer.
   virtual StatusOr<SweepStats> Sweep() = 0;
-  // Deletes a committed step and gives its space back. NotFound if absent.
+  // What Sweep would remove, without removing it.
+  virtual StatusOr<SweepStats> FindLeftovers() = 0;
+  // Deletes a committed step, and the tags on it, and gives its space back.
+  // NotFound if absent.
   virtual Status DeleteStep(int64_t step) = 0;
+  // Deletes every step in `steps` (and their tags) in one synced WriteBatch:
+  // all of them go or, on error, none. NotFound naming the first absent step,
+  // before anything is deleted. Space is given back after the commit
+  // (DeleteFilesInRange, then a compaction of what straddles the ranges).
+  virtual Status DeleteSteps(const std::vector<int64_t>& steps) = 0;
+  // Applies `policy` to the committed steps now: returns the steps it drops
+  // (increasing), deleted as by DeleteSteps unless dry_run. A disabled policy
+  // drops nothing.
+  virtual StatusOr<std::vector<int64_t>> Prune(const RetentionPolicy& policy, bool dry_run) = 0;
+  // The steps StoreOptions.retention dropped in the last successful Finish.
+  virtual std::vector<int64_t> PrunedByLastCommit() const = 0;
+  // Points tag `name` at committed `step` (moving it if it named another
+  // step; one synced write). InvalidArgument for a bad name, NotFound when
+  // the step is not committed. Returns the step the tag named before, if any.
+  virtual StatusOr<std::optional<int64_t>> Tag(int64_t step, const std::string& name) = 0;
+  // Removes a tag (the step stays). NotFound when there is no such tag.
+  virtual Status DeleteTag(const std::string& name) = 0;
   virtual const std::string& path() const = 0;
 };
 
@@ -86,22 +150,56 @@ class StoreWriter : public StorageWriter {
 // created by the coordinator's first Prepare when it does not exist.
 StatusOr<std::unique_ptr<StoreWriter>> OpenStoreWriter(const std::string& path, const StoreOptions& options = {});
 
+// A reader sees one consistent state of the store (as of opening or the last
+// Refresh): only whole, committed steps, never one half-way through a commit
+// or a delete. Thread safety: one call at a time per object (Refresh
+// replaces the underlying database handle).
 class StoreReader : public StorageReader {
  public:
-  // Every committed step, in increasing order.
+  // Every committed step, in increasing order, with its tags. Reads the small
+  // per-step summary records, not the full metadata (fast with many steps).
   virtual StatusOr<std::vector<StepInfo>> ListSteps() = 0;
   // The highest committed step, or NotFound when the store has none.
   virtual StatusOr<int64_t> LatestStep() = 0;
+  // The highest committed step <= `step`, or NotFound when there is none.
+  virtual StatusOr<int64_t> LatestStepAtOrBefore(int64_t step) = 0;
+  // Whether `step` is committed.
+  virtual StatusOr<bool> HasStep(int64_t step) = 0;
+  // Every tag: name -> step. A tag may name a step that was deleted by a
+  // writer that predates tags; ResolveTag reports that.
+  virtual StatusOr<std::map<std::string, int64_t>> ListTags() = 0;
+  // The step a tag names. NotFound when there is no such tag, or when its
+  // step is no longer committed.
+  virtual StatusOr<int64_t> ResolveTag(const std::string& name) = 0;
+  // File figures of the store (StoreStats).
+  virtual StatusOr<StoreStats> GetStoreStats() = 0;
   // Re-reads the database so that steps committed since the reader was opened
   // become visible.
   virtual Status Refresh() = 0;
   virtual const std::string& path() const = 0;
 };
 
+struct ReaderOptions {
+  // Open every SST file of the database when the reader opens or refreshes
+  // (RocksDB max_open_files = -1). true: a read never needs a file the
+  // writer has deleted since (the open handle keeps its data), so long reads
+  // (Load, `ckptdb verify`) are safe beside a writer that prunes; opening
+  // costs time in proportion to the number of files (about 0.7 s for 10,000
+  // steps here). false: files are opened on first use, at most
+  // max_open_files at a time; opening is fast whatever the history, and the
+  // listing calls (ListSteps, LatestStep, LatestStepAtOrBefore, HasStep,
+  // ListTags, ResolveTag, ReadMetadata) refresh and retry by themselves
+  // when a file they need was deleted meanwhile, but Read may then fail with
+  // IOError (Refresh and read again).
+  bool open_all_files = true;
+  // With open_all_files false: how many SST files stay open at most.
+  int max_open_files = 256;
+};
+
 // A read-only view of the store at `path` as of the call (see Refresh).
 // NotFound when nothing is at `path`; FailedPrecondition when it is a file or
 // not a ckptdb store.
-StatusOr<std::unique_ptr<StoreReader>> OpenStoreReader(const std::string& path);
+StatusOr<std::unique_ptr<StoreReader>> OpenStoreReader(const std::string& path, const ReaderOptions& options = {});
 
 }  // namespace ckptdb
 

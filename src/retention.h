@@ -1,0 +1,25 @@
+// The retention rule (RetentionPolicy in include/ckptdb/rocksdb_store.h) as a
+// pure function of the committed steps and the tagged ones.
+#ifndef CKPTDB_SRC_RETENTION_H_
+#define CKPTDB_SRC_RETENTION_H_
+
+#include <cstdint>
+#include <set>
+#include <vector>
+
+#include "ckptdb/rocksdb_store.h"
+
+namespace ckptdb {
+
+// The steps of `steps` (increasing, distinct) that `policy` drops, in
+// increasing order. The newest step is never dropped; a disabled policy drops
+// nothing.
+std::vector<int64_t> StepsToPrune(const std::vector<int64_t>& steps, const std::set<int64_t>& tagged,
+                                  const RetentionPolicy& policy);
+
+// InvalidArgument when a field is negative.
+Status ValidateRetentionPolicy(const RetentionPolicy& policy);
+
+}  // namespace ckptdb
+
+#endif  // CKPTDB_SRC_RETENTION_H_

@@ -1,0 +1,166 @@
+// diff: what changed between two steps, entry by entry.
+#include <cmath>
+#include <cstring>
+#include <set>
+
+#include "ckptdb/checkpoint.h"
+#include "cli_commands.h"
+#include "cli_output.h"
+#include "value_format.h"
+
+namespace ckptdb::cli {
+
+namespace {
+
+struct Change {
+  std::string fqn;
+  std::string what;  // "kind", "dtype", "shape", "dtype,shape", "values", "bytes"
+  const EntryMetadata* a = nullptr;
+  const EntryMetadata* b = nullptr;
+  uint64_t differing = 0;  // elements (or bytes) that differ
+  uint64_t total = 0;
+  double max_abs_diff = 0;  // over differing elements whose difference is a number
+  bool has_nan_diff = false;  // a NaN on one side only, or inf - inf
+};
+
+std::string Describe(const EntryMetadata& e) {
+  if (e.kind == EntryKind::kBytes) return "bytes, " + std::to_string(e.logical_bytes()) + " bytes";
+  return std::string(EntryKindName(e.kind)) + " " + DTypeName(e.dtype) + " " + ShapeToString(e.shape);
+}
+
+std::string JsonEntry(const EntryMetadata& e) {
+  return "{\"fqn\": " + JsonString(e.fqn) + ", \"kind\": " + JsonString(EntryKindName(e.kind)) +
+         ", \"dtype\": " + JsonString(DTypeName(e.dtype)) + ", \"shape\": " + JsonShape(e.shape) + "}";
+}
+
+std::string FormatDouble(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+// Compares the values of an entry whose kind, dtype and shape are equal in
+// both steps. Reads one entry of each step at a time.
+Status CompareValues(StoreReader& reader, int64_t a, int64_t b, Change* c) {
+  auto sa = LoadWhole(reader, a, {c->fqn});
+  if (!sa.ok()) return sa.status();
+  auto sb = LoadWhole(reader, b, {c->fqn});
+  if (!sb.ok()) return sb.status();
+  const Entry& ea = sa->entries().front().second;
+  const Entry& eb = sb->entries().front().second;
+  if (const Bytes* ba = std::get_if<Bytes>(&ea)) {
+    const Bytes& bb = std::get<Bytes>(eb);
+    c->what = "bytes";
+    c->total = std::max(ba->data.size(), bb.data.size());
+    for (size_t i = 0; i < c->total; ++i) {
+      if (i >= ba->data.size() || i >= bb.data.size() || ba->data[i] != bb.data[i]) c->differing++;
+    }
+    return Status::OK();
+  }
+  const Tensor& ta = std::get<Tensor>(ea);
+  const Tensor& tb = std::get<Tensor>(eb);
+  c->what = "values";
+  c->total = static_cast<uint64_t>(ta.numel());
+  const size_t es = DTypeSize(ta.dtype());
+  const char* pa = static_cast<const char*>(ta.data());
+  const char* pb = static_cast<const char*>(tb.data());
+  for (int64_t i = 0; i < ta.numel(); ++i) {
+    if (std::memcmp(pa + i * static_cast<int64_t>(es), pb + i * static_cast<int64_t>(es), es) == 0) continue;
+    c->differing++;
+    const double d = std::fabs(ElementAsDouble(ta, i) - ElementAsDouble(tb, i));
+    if (std::isnan(d)) {
+      c->has_nan_diff = true;
+    } else if (d > c->max_abs_diff) {
+      c->max_abs_diff = d;
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status Diff(StoreReader& reader, int64_t a, int64_t b, bool json, std::ostream& out) {
+  auto ma = reader.ReadMetadata(a);
+  if (!ma.ok()) return ma.status();
+  auto mb = reader.ReadMetadata(b);
+  if (!mb.ok()) return mb.status();
+  std::vector<const EntryMetadata*> added, removed;
+  std::vector<Change> changed;
+  uint64_t unchanged = 0;
+  for (const EntryMetadata& e : ma->entries) {
+    if (mb->Find(e.fqn) == nullptr) removed.push_back(&e);
+  }
+  for (const EntryMetadata& eb : mb->entries) {
+    const EntryMetadata* ea = ma->Find(eb.fqn);
+    if (ea == nullptr) {
+      added.push_back(&eb);
+      continue;
+    }
+    Change c;
+    c.fqn = eb.fqn;
+    c.a = ea;
+    c.b = &eb;
+    const bool a_bytes = ea->kind == EntryKind::kBytes, b_bytes = eb.kind == EntryKind::kBytes;
+    if (a_bytes != b_bytes) {
+      c.what = "kind";
+    } else if (ea->dtype != eb.dtype || ea->shape != eb.shape) {
+      c.what = ea->dtype != eb.dtype && ea->shape != eb.shape ? "dtype,shape"
+               : ea->dtype != eb.dtype                         ? "dtype"
+                                                               : "shape";
+      if (a_bytes) c.what = "bytes";  // a bytes entry's shape is its length
+    } else {
+      Status st = CompareValues(reader, a, b, &c);
+      if (!st.ok()) return st;
+      if (c.differing == 0) {
+        unchanged++;
+        continue;
+      }
+    }
+    changed.push_back(c);
+  }
+  if (json) {
+    out << "{\"a\": " << a << ", \"b\": " << b << ", \"added\": [";
+    for (size_t i = 0; i < added.size(); ++i) out << (i ? ", " : "") << JsonEntry(*added[i]);
+    out << "], \"removed\": [";
+    for (size_t i = 0; i < removed.size(); ++i) out << (i ? ", " : "") << JsonEntry(*removed[i]);
+    out << "], \"changed\": [";
+    for (size_t i = 0; i < changed.size(); ++i) {
+      const Change& c = changed[i];
+      out << (i ? ",\n " : "\n ") << "{\"fqn\": " << JsonString(c.fqn) << ", \"what\": " << JsonString(c.what)
+          << ", \"a\": " << JsonEntry(*c.a) << ", \"b\": " << JsonEntry(*c.b);
+      if ((c.what == "values" || c.what == "bytes") && c.total > 0) {
+        out << ", \"differing\": " << c.differing << ", \"total\": " << c.total;
+      }
+      if (c.what == "values") {
+        out << ", \"max_abs_diff\": " << (c.has_nan_diff ? "NaN" : FormatDouble(c.max_abs_diff));
+      }
+      out << "}";
+    }
+    out << (changed.empty() ? "]" : "\n]") << ", \"unchanged\": " << unchanged << "}\n";
+    return Status::OK();
+  }
+  out << "step " << a << " -> step " << b << ": " << added.size() << " added, " << removed.size() << " removed, "
+      << changed.size() << " changed, " << unchanged << " unchanged\n";
+  std::vector<std::vector<std::string>> rows;
+  for (const EntryMetadata* e : added) rows.push_back({"+", e->fqn, Describe(*e)});
+  for (const EntryMetadata* e : removed) rows.push_back({"-", e->fqn, Describe(*e)});
+  for (const Change& c : changed) {
+    std::string d;
+    if (c.what == "values") {
+      d = std::to_string(c.differing) + " of " + std::to_string(c.total) + " elements differ, max abs diff " +
+          (c.has_nan_diff ? "nan" : FormatDouble(c.max_abs_diff));
+    } else if (c.what == "bytes") {
+      d = c.a->logical_bytes() == c.b->logical_bytes()
+              ? std::to_string(c.differing) + " of " + std::to_string(c.total) + " bytes differ"
+              : "bytes differ (" + std::to_string(c.a->logical_bytes()) + " -> " +
+                    std::to_string(c.b->logical_bytes()) + " bytes)";
+    } else {
+      d = Describe(*c.a) + " -> " + Describe(*c.b);
+    }
+    rows.push_back({"~", c.fqn, d});
+  }
+  PrintTable(rows, out);
+  return Status::OK();
+}
+
+}  // namespace ckptdb::cli

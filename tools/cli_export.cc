@@ -1,0 +1,134 @@
+// export --format safetensors: a step as one safetensors file.
+//
+// The file (https://github.com/huggingface/safetensors, "Format"): an 8-byte
+// little-endian header length N, N bytes of JSON, then the tensors' bytes.
+// The JSON maps each tensor's name to {"dtype", "shape", "data_offsets":
+// [begin, end)} (offsets into the byte buffer after the header), and
+// "__metadata__" to a string -> string map. Here:
+//   - every tensor and sharded tensor, assembled whole, in the step's order,
+//     its bytes row-major and little-endian as stored;
+//   - every bytes entry in __metadata__ under its FQN: the text when it is
+//     valid UTF-8, else its base64, and then its FQN is listed in the JSON
+//     array held by "ckptdb.base64";
+//   - "ckptdb.step": the step number.
+// The header is padded with spaces to a multiple of 8 bytes.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "ckptdb/checkpoint.h"
+#include "cli_commands.h"
+#include "cli_output.h"
+#include "value_format.h"
+
+namespace ckptdb::cli {
+
+namespace {
+
+const char* SafetensorsDType(DType d) {
+  switch (d) {
+    case DType::kF64: return "F64";
+    case DType::kF32: return "F32";
+    case DType::kF16: return "F16";
+    case DType::kBF16: return "BF16";
+    case DType::kF8E4M3: return "F8_E4M3";
+    case DType::kF8E5M2: return "F8_E5M2";
+    case DType::kI64: return "I64";
+    case DType::kI32: return "I32";
+    case DType::kI16: return "I16";
+    case DType::kI8: return "I8";
+    case DType::kU8: return "U8";
+    case DType::kBool: return "BOOL";
+  }
+  return "?";
+}
+
+constexpr char kStepKey[] = "ckptdb.step";
+constexpr char kBase64Key[] = "ckptdb.base64";
+
+}  // namespace
+
+Status ExportSafetensors(StoreReader& reader, int64_t step, const std::string& out_path, bool json,
+                         std::ostream& out) {
+  auto md = reader.ReadMetadata(step);
+  if (!md.ok()) return md.status();
+  // The header needs only the metadata; the bytes entries are small and are
+  // read now, the tensors one at a time while writing.
+  std::string tensors_json, metadata_json = std::string("\"") + kStepKey + "\": \"" + std::to_string(step) + "\"";
+  std::vector<std::string> base64_fqns;
+  std::vector<const EntryMetadata*> tensors;
+  uint64_t offset = 0;
+  size_t bytes_entries = 0;
+  for (const EntryMetadata& e : md->entries) {
+    if (e.fqn == "__metadata__") {
+      return Status::InvalidArgument("entry '__metadata__' cannot be exported: safetensors reserves that name");
+    }
+    if (e.kind == EntryKind::kBytes) {
+      if (e.fqn == kStepKey || e.fqn == kBase64Key) {
+        return Status::InvalidArgument("bytes entry '" + e.fqn + "' cannot be exported: the name is used by the "
+                                       "export's own metadata");
+      }
+      auto sd = LoadWhole(reader, step, {e.fqn});
+      if (!sd.ok()) return sd.status();
+      const std::string& data = std::get<Bytes>(sd->entries().front().second).data;
+      const bool text = IsValidUtf8(data);
+      if (!text) base64_fqns.push_back(e.fqn);
+      metadata_json += ", " + JsonString(e.fqn) + ": " + JsonString(text ? data : Base64Encode(data));
+      bytes_entries++;
+      continue;
+    }
+    const uint64_t n = e.logical_bytes();
+    tensors_json += ", " + JsonString(e.fqn) + ": {\"dtype\": \"" + SafetensorsDType(e.dtype) +
+                    "\", \"shape\": " + JsonShape(e.shape) + ", \"data_offsets\": [" + std::to_string(offset) + ", " +
+                    std::to_string(offset + n) + "]}";
+    offset += n;
+    tensors.push_back(&e);
+  }
+  if (!base64_fqns.empty()) {
+    std::string list = "[";
+    for (size_t i = 0; i < base64_fqns.size(); ++i) list += (i ? ", " : "") + JsonString(base64_fqns[i]);
+    metadata_json += std::string(", \"") + kBase64Key + "\": " + JsonString(list + "]");
+  }
+  std::string header = "{\"__metadata__\": {" + metadata_json + "}" + tensors_json + "}";
+  header.append((8 - header.size() % 8) % 8, ' ');
+
+  const std::string tmp = out_path + ".tmp-" + std::to_string(::getpid());
+  auto fail = [&tmp](Status st) {
+    std::error_code ec;
+    std::filesystem::remove(tmp, ec);
+    return st;
+  };
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) return Status::IOError("cannot create '" + tmp + "'");
+    char len[8];
+    uint64_t n = header.size();
+    for (int i = 0; i < 8; ++i) len[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+    f.write(len, 8);
+    f.write(header.data(), static_cast<std::streamsize>(header.size()));
+    for (const EntryMetadata* e : tensors) {
+      auto sd = LoadWhole(reader, step, {e->fqn});
+      if (!sd.ok()) return fail(sd.status());
+      const Tensor& t = std::get<Tensor>(sd->entries().front().second);
+      f.write(static_cast<const char*>(t.data()), static_cast<std::streamsize>(t.nbytes()));
+    }
+    f.flush();
+    if (!f) return fail(Status::IOError("cannot write '" + tmp + "'"));
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, out_path, ec);
+  if (ec) return fail(Status::IOError("cannot rename '" + tmp + "' to '" + out_path + "': " + ec.message()));
+  const uint64_t file_bytes = 8 + header.size() + offset;
+  if (json) {
+    out << "{\"step\": " << step << ", \"path\": " << JsonString(out_path) << ", \"tensors\": " << tensors.size()
+        << ", \"bytes_entries\": " << bytes_entries << ", \"file_bytes\": " << file_bytes << "}\n";
+  } else {
+    out << "exported step " << step << " to " << out_path << ": " << tensors.size() << " tensors, " << bytes_entries
+        << " bytes entries in __metadata__, " << HumanBytes(file_bytes) << "\n";
+  }
+  return Status::OK();
+}
+
+}  // namespace ckptdb::cli

@@ -1,0 +1,189 @@
+#include "cli_slice.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "ckptdb/checkpoint.h"
+#include "ckptdb/sharded_tensor.h"
+#include "ckptdb/state_dict.h"
+
+namespace ckptdb::cli {
+
+namespace {
+
+std::string Trim(const std::string& s) {
+  size_t b = s.find_first_not_of(' ');
+  if (b == std::string::npos) return "";
+  size_t e = s.find_last_not_of(' ');
+  return s.substr(b, e - b + 1);
+}
+
+// An optional integer; empty text means absent.
+Status ParseInt(const std::string& text, const std::string& slice, std::optional<int64_t>* out) {
+  std::string t = Trim(text);
+  if (t.empty()) {
+    out->reset();
+    return Status::OK();
+  }
+  size_t digits_from = (t[0] == '-' || t[0] == '+') ? 1 : 0;
+  if (digits_from == t.size() || t.find_first_not_of("0123456789", digits_from) != std::string::npos) {
+    return Status::InvalidArgument("invalid slice '" + slice + "': '" + t + "' is not an integer");
+  }
+  errno = 0;
+  long long v = std::strtoll(t.c_str(), nullptr, 10);
+  if (errno == ERANGE) return Status::InvalidArgument("invalid slice '" + slice + "': '" + t + "' is out of range");
+  *out = static_cast<int64_t>(v);
+  return Status::OK();
+}
+
+}  // namespace
+
+StatusOr<Slice> ParseSlice(const std::string& text) {
+  Slice s;
+  s.text = text;
+  if (Trim(text).empty()) return Status::InvalidArgument("invalid slice '" + text + "': it is empty");
+  size_t begin = 0;
+  while (true) {
+    size_t comma = text.find(',', begin);
+    std::string part = text.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin);
+    SliceDim d;
+    std::vector<std::string> fields;
+    size_t fb = 0;
+    while (true) {
+      size_t colon = part.find(':', fb);
+      fields.push_back(part.substr(fb, colon == std::string::npos ? std::string::npos : colon - fb));
+      if (colon == std::string::npos) break;
+      fb = colon + 1;
+    }
+    if (fields.size() > 3) {
+      return Status::InvalidArgument("invalid slice '" + text + "': '" + part + "' has more than two ':'");
+    }
+    if (fields.size() == 1) {
+      std::optional<int64_t> idx;
+      Status st = ParseInt(fields[0], text, &idx);
+      if (!st.ok()) return st;
+      if (!idx) {
+        return Status::InvalidArgument("invalid slice '" + text + "': dimension " + std::to_string(s.dims.size()) +
+                                       " is empty (use ':' for all of it)");
+      }
+      d.is_index = true;
+      d.start = idx;
+    } else {
+      Status st = ParseInt(fields[0], text, &d.start);
+      if (st.ok()) st = ParseInt(fields[1], text, &d.stop);
+      if (!st.ok()) return st;
+      if (fields.size() == 3) {
+        std::optional<int64_t> step;
+        st = ParseInt(fields[2], text, &step);
+        if (!st.ok()) return st;
+        if (step) {
+          if (*step <= 0) {
+            return Status::InvalidArgument("invalid slice '" + text + "': step " + std::to_string(*step) +
+                                           " must be positive");
+          }
+          d.step = *step;
+        }
+      }
+    }
+    s.dims.push_back(d);
+    if (comma == std::string::npos) break;
+    begin = comma + 1;
+  }
+  return s;
+}
+
+StatusOr<std::vector<SliceRange>> ResolveSlice(const Slice& slice, const Shape& shape, const std::string& fqn) {
+  if (slice.dims.size() > shape.size()) {
+    return Status::InvalidArgument("slice '" + slice.text + "' has " + std::to_string(slice.dims.size()) +
+                                   " dimensions, but entry '" + fqn + "' has shape " + ShapeToString(shape));
+  }
+  std::vector<SliceRange> out;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    const int64_t n = shape[i];
+    SliceRange r;
+    if (i >= slice.dims.size()) {
+      r.count = n;
+      out.push_back(r);
+      continue;
+    }
+    const SliceDim& d = slice.dims[i];
+    if (d.is_index) {
+      int64_t idx = *d.start < 0 ? *d.start + n : *d.start;
+      if (idx < 0 || idx >= n) {
+        return Status::InvalidArgument("slice '" + slice.text + "': index " + std::to_string(*d.start) +
+                                       " is out of range for dimension " + std::to_string(i) + " of entry '" + fqn +
+                                       "' (size " + std::to_string(n) + ")");
+      }
+      r.start = idx;
+      r.count = 1;
+      r.drop = true;
+    } else {
+      auto clamp = [n](std::optional<int64_t> v, int64_t dflt) {
+        if (!v) return dflt;
+        int64_t x = *v < 0 ? *v + n : *v;
+        return x < 0 ? 0 : (x > n ? n : x);
+      };
+      const int64_t start = clamp(d.start, 0);
+      const int64_t stop = clamp(d.stop, n);
+      r.start = start;
+      r.step = d.step;
+      r.count = stop > start ? (stop - start + d.step - 1) / d.step : 0;
+    }
+    out.push_back(r);
+  }
+  return out;
+}
+
+Shape SlicedShape(const std::vector<SliceRange>& ranges) {
+  Shape s;
+  for (const SliceRange& r : ranges) {
+    if (!r.drop) s.push_back(r.count);
+  }
+  return s;
+}
+
+StatusOr<Tensor> ReadSlice(StorageReader& reader, const StepMetadata& md, const EntryMetadata& e,
+                           const std::vector<SliceRange>& ranges) {
+  auto result = Tensor::Zeros(e.dtype, SlicedShape(ranges));
+  if (!result.ok() || result->numel() == 0) return result;
+  // The bounding box of the slice, read as one target shard: Load fetches
+  // only the chunks that cover it.
+  std::vector<int64_t> offsets, sizes;
+  for (const SliceRange& r : ranges) {
+    offsets.push_back(r.start);
+    sizes.push_back((r.count - 1) * r.step + 1);
+  }
+  auto box = Tensor::Zeros(e.dtype, sizes);
+  if (!box.ok()) return box.status();
+  auto sharded = ShardedTensor::Create(e.dtype, e.shape, {Shard{offsets, *box}});
+  if (!sharded.ok()) return sharded.status();
+  StateDict target;
+  Status st = target.Add(e.fqn, std::move(sharded).value());
+  if (!st.ok()) return st;
+  LoadOptions lo;
+  lo.step = md.step;
+  lo.no_dist = true;
+  st = Load(target, reader, lo);
+  if (!st.ok()) return st;
+  // Gather every step-th element of the box into the result, row-major.
+  const size_t es = DTypeSize(e.dtype);
+  const size_t nd = ranges.size();
+  std::vector<int64_t> box_stride(nd, 1);
+  for (size_t d = nd; d-- > 1;) box_stride[d - 1] = box_stride[d] * sizes[d];
+  std::vector<int64_t> idx(nd, 0);
+  const char* src = static_cast<const char*>(box->data());
+  char* dst = static_cast<char*>(result->data());
+  for (int64_t k = 0; k < result->numel(); ++k) {
+    int64_t off = 0;
+    for (size_t d = 0; d < nd; ++d) off += idx[d] * ranges[d].step * box_stride[d];
+    std::memcpy(dst + k * static_cast<int64_t>(es), src + off * static_cast<int64_t>(es), es);
+    for (size_t d = nd; d-- > 0;) {
+      if (++idx[d] < ranges[d].count) break;
+      idx[d] = 0;
+    }
+  }
+  return result;
+}
+
+}  // namespace ckptdb::cli

@@ -1,0 +1,57 @@
+// `ckptdb cat --slice`: numpy-style basic indexing of a stored tensor
+// ("0:4,:", "1", "::2,-3:"), read from only the chunks the slice touches.
+#ifndef CKPTDB_TOOLS_CLI_SLICE_H_
+#define CKPTDB_TOOLS_CLI_SLICE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ckptdb/metadata.h"
+#include "ckptdb/status.h"
+#include "ckptdb/storage.h"
+#include "ckptdb/tensor.h"
+
+namespace ckptdb::cli {
+
+// One comma-separated part: an index ("3", "-1") or start:stop[:step] with
+// each part optional, as in Python.
+struct SliceDim {
+  bool is_index = false;
+  std::optional<int64_t> start, stop;
+  int64_t step = 1;  // > 0
+};
+
+struct Slice {
+  std::string text;
+  std::vector<SliceDim> dims;  // may be fewer than the tensor has: the rest are ':'
+};
+
+// InvalidArgument quoting the text and saying what is wrong.
+StatusOr<Slice> ParseSlice(const std::string& text);
+
+// A slice resolved against a shape: the elements start + i*step for
+// i < count, along each dimension; `drop` for an index (the dimension goes).
+struct SliceRange {
+  int64_t start = 0;
+  int64_t count = 0;
+  int64_t step = 1;
+  bool drop = false;
+};
+
+// InvalidArgument naming the entry when the slice has more dimensions than
+// the shape or an index is out of range. Ranges clamp, as in Python.
+StatusOr<std::vector<SliceRange>> ResolveSlice(const Slice& slice, const Shape& shape, const std::string& fqn);
+
+// The shape of the result (dropped dimensions removed).
+Shape SlicedShape(const std::vector<SliceRange>& ranges);
+
+// Reads the slice of tensor entry `e` of step `md`: only the chunks covering
+// its bounding box are fetched (and verified).
+StatusOr<Tensor> ReadSlice(StorageReader& reader, const StepMetadata& md, const EntryMetadata& e,
+                           const std::vector<SliceRange>& ranges);
+
+}  // namespace ckptdb::cli
+
+#endif  // CKPTDB_TOOLS_CLI_SLICE_H_
