@@ -18,6 +18,8 @@
 #include "rocksdb_status.h"
 #include "status_macros.h"
 #include "step_records.h"
+#include "chunk_reader.h"
+#include "ordered_parallel.h"
 #include "store_dir.h"
 
 namespace fs = std::filesystem;
@@ -26,8 +28,6 @@ namespace ckptdb {
 
 namespace {
 
-// How many chunk keys one MultiGet asks for.
-constexpr size_t kMultiGetBatch = 16;
 // How many times Refresh tries to open a consistent view.
 constexpr int kOpenAttempts = 25;
 
@@ -139,65 +139,9 @@ class RocksDBStoreReader final : public StoreReader {
 
  public:
   StatusOr<ReadStats> Read(const StepMetadata& md, const std::vector<ReadItem>& items) override {
-    ReadStats stats;
-    rocksdb::ReadOptions ro;
-    ro.fill_cache = false;  // chunks are read once; don't evict the index
-    ro.verify_checksums = false;  // each chunk carries its own checksum, verified below
-    std::vector<std::string> keys;
-    std::vector<uint32_t> chunk_ids;
-    std::string scratch;
-    for (const ReadItem& item : items) {
-      const StoredPiece& p = item.piece;
-      if (item.length == 0) continue;
-      if (item.offset + item.length > p.nbytes || p.chunk_bytes == 0) {
-        return Status::Internal("read of bytes [" + std::to_string(item.offset) + ", " +
-                                std::to_string(item.offset + item.length) + ") of '" + item.fqn + "' is outside its " +
-                                std::to_string(p.nbytes) + " bytes");
-      }
-      const uint32_t first = static_cast<uint32_t>(item.offset / p.chunk_bytes);
-      const uint32_t last = static_cast<uint32_t>((item.offset + item.length - 1) / p.chunk_bytes);
-      for (uint32_t c0 = first; c0 <= last; c0 += kMultiGetBatch) {
-        const uint32_t c1 = std::min<uint32_t>(last, c0 + kMultiGetBatch - 1);
-        keys.clear();
-        chunk_ids.clear();
-        for (uint32_t c = c0; c <= c1; ++c) {
-          keys.push_back(EncodeDataKey(DataKey{md.step, md.save_id, p.key.rank, p.key.item, c}));
-          chunk_ids.push_back(c);
-        }
-        std::vector<rocksdb::Slice> slices(keys.begin(), keys.end());
-        std::vector<rocksdb::PinnableSlice> values(keys.size());
-        std::vector<rocksdb::Status> statuses(keys.size());
-        db_->MultiGet(ro, db_->DefaultColumnFamily(), keys.size(), slices.data(), values.data(), statuses.data());
-        for (size_t i = 0; i < keys.size(); ++i) {
-          const uint32_t c = chunk_ids[i];
-          const std::string where = "entry '" + item.fqn + "' (step " + std::to_string(md.step) + ", rank " +
-                                    std::to_string(p.key.rank) + " item " + std::to_string(p.key.item) + ") chunk " +
-                                    std::to_string(c) + " of " + std::to_string(p.num_chunks);
-          if (statuses[i].IsNotFound()) return Status::DataLoss(where + " is missing from the store");
-          RETURN_IF_ERROR(FromRocks(statuses[i], "reading " + where));
-          const uint64_t cbegin = uint64_t{c} * p.chunk_bytes;
-          const uint64_t clen = std::min<uint64_t>(p.chunk_bytes, p.nbytes - cbegin);
-          const uint64_t want_begin = std::max<uint64_t>(cbegin, item.offset);
-          const uint64_t want_end = std::min<uint64_t>(cbegin + clen, item.offset + item.length);
-          char* dest = static_cast<char*>(item.dest) + (want_begin - item.offset);
-          Status st;
-          if (want_begin == cbegin && want_end == cbegin + clen) {
-            st = DecodeChunk(values[i].ToStringView(), clen, dest);
-          } else {
-            // A partial chunk: decode whole (the checksum covers it all), copy part.
-            scratch.resize(clen);
-            st = DecodeChunk(values[i].ToStringView(), clen, scratch.data());
-            if (st.ok()) std::copy(scratch.data() + (want_begin - cbegin), scratch.data() + (want_end - cbegin), dest);
-          }
-          if (!st.ok()) return Status::DataLoss(where + ": " + st.message());
-          stats.chunks_read++;
-          stats.stored_bytes_read += values[i].size();
-          stats.raw_bytes_read += clen;
-        }
-      }
-    }
-    return stats;
+    return ReadChunks(db_.get(), md, items, options_.threads > 0 ? options_.threads : DefaultParallelism());
   }
+
 
  private:
   StatusOr<std::vector<StepInfo>> ListStepsOnce() {

@@ -24,6 +24,8 @@
 #include "rocksdb_store_internal.h"
 #include "status_macros.h"
 #include "step_records.h"
+#include "ordered_parallel.h"
+#include "sst_chunk_writer.h"
 #include "store_dir.h"
 
 namespace fs = std::filesystem;
@@ -114,56 +116,16 @@ class RocksDBStoreWriter final : public StoreWriter {
   }
 
   StatusOr<WriteResult> Write(const SaveContext& ctx, const std::vector<WriteItem>& items) override {
-    WriteResult result;
-    result.rank = ctx.rank;
-    std::vector<const WriteItem*> sorted;
-    for (const WriteItem& it : items) sorted.push_back(&it);
-    // SST keys must be added in order: by item number, then chunk.
-    std::sort(sorted.begin(), sorted.end(), [](const WriteItem* a, const WriteItem* b) { return a->key.item < b->key.item; });
-
-    const std::string dir = StagingDir(path_, ctx.save_id);
-    rocksdb::Options db_options = Options();
-    std::unique_ptr<rocksdb::SstFileWriter> sst;
-    uint64_t file_bytes = 0;
-    std::string file;
-    auto finish_file = [&]() -> Status {
-      if (!sst) return Status::OK();
-      rocksdb::Status s = sst->Finish();
-      sst.reset();
-      if (!s.ok()) return FromRocks(s, "finishing SST file " + file);
-      result.files.push_back(file);
-      return Status::OK();
-    };
-    std::string value;
-    for (const WriteItem* it : sorted) {
-      WrittenItem w;
-      w.key = it->key;
-      w.chunk_bytes = options_.chunk_bytes;
-      w.num_chunks = static_cast<uint32_t>((it->nbytes + options_.chunk_bytes - 1) / options_.chunk_bytes);
-      const char* data = static_cast<const char*>(it->data);
-      for (uint32_t c = 0; c < w.num_chunks; ++c) {
-        if (!sst || file_bytes >= options_.max_sst_file_bytes) {
-          RETURN_IF_ERROR(finish_file());
-          file = dir + "/rank-" + std::to_string(ctx.rank) + "-" + std::to_string(result.files.size()) + ".sst";
-          sst = std::make_unique<rocksdb::SstFileWriter>(rocksdb::EnvOptions(), db_options, nullptr,
-                                                         options_.sst_invalidate_page_cache);
-          RETURN_IF_ERROR(FromRocks(sst->Open(file), "opening SST file " + file));
-          file_bytes = 0;
-        }
-        uint64_t begin = uint64_t{c} * options_.chunk_bytes;
-        uint64_t len = std::min<uint64_t>(options_.chunk_bytes, it->nbytes - begin);
-        EncodeChunk(data + begin, len, options_.compression, options_.zstd_level, &value);
-        DataKey k{ctx.step, ctx.save_id, it->key.rank, it->key.item, c};
-        RETURN_IF_ERROR(FromRocks(sst->Put(EncodeDataKey(k), value),
-                                  "writing chunk " + std::to_string(c) + " of '" + it->fqn + "'"));
-        file_bytes += value.size();
-        w.stored_bytes += value.size();
-      }
-      result.items.push_back(w);
-    }
-    RETURN_IF_ERROR(finish_file());
-    return result;
+    ChunkWriteOptions o;
+    o.chunk_bytes = options_.chunk_bytes;
+    o.compression = options_.compression;
+    o.zstd_level = options_.zstd_level;
+    o.max_sst_file_bytes = options_.max_sst_file_bytes;
+    o.invalidate_page_cache = options_.sst_invalidate_page_cache;
+    o.threads = options_.threads > 0 ? options_.threads : DefaultParallelism();
+    return WriteItemsToSst(StagingDir(path_, ctx.save_id), ctx, items, Options(), o);
   }
+
 
   Status Finish(const SaveContext& ctx, const StepMetadata& metadata, const std::vector<WriteResult>& results) override {
     std::lock_guard<std::mutex> lock(mu_);

@@ -66,6 +66,10 @@ struct StoreOptions {
   bool sst_invalidate_page_cache = false;
   // Sweep leftovers of failed saves when the coordinator opens the database.
   bool sweep_on_open = true;
+  // Worker threads that checksum and compress chunks while the calling
+  // thread appends them to the rank's SST file. 0: the machine's hardware
+  // threads. Ranks on one host each start their own workers.
+  int threads = 0;
   // Applied by every commit (StorageWriter::Finish): the steps the policy
   // drops are deleted in the same synced WriteBatch that commits the new
   // step, and their space is given back right after. Disabled by default.
@@ -192,6 +196,9 @@ struct ReaderOptions {
   // when a file they need was deleted meanwhile, but Read may then fail with
   // IOError (Refresh and read again).
   bool open_all_files = true;
+  // Worker threads that fetch, verify and decode chunks on Read. 0: the
+  // machine's hardware threads.
+  int threads = 0;
   // With open_all_files false: how many SST files stay open at most.
   int max_open_files = 256;
 };

@@ -1,0 +1,36 @@
+// The save side's data path: one rank's pieces cut into chunks, checksummed
+// and compressed on worker threads, and appended in key order to the rank's
+// SST files in the staging area.
+#ifndef CKPTDB_SRC_SST_CHUNK_WRITER_H_
+#define CKPTDB_SRC_SST_CHUNK_WRITER_H_
+
+#include <rocksdb/options.h>
+
+#include <string>
+#include <vector>
+
+#include "ckptdb/rocksdb_store.h"
+#include "ckptdb/storage.h"
+
+namespace ckptdb {
+
+struct ChunkWriteOptions {
+  uint64_t chunk_bytes = 4u << 20;
+  Compression compression = Compression::kNone;
+  int zstd_level = 1;
+  uint64_t max_sst_file_bytes = 1ull << 30;
+  bool invalidate_page_cache = false;
+  int threads = 1;  // encoding workers; the calling thread appends
+};
+
+// Writes every chunk of `items` (whose keys name this rank) into
+// dir/rank-R-N.sst files, N = 0, 1, ... (a new file after
+// max_sst_file_bytes). Floating-point pieces are compressed with byte planes.
+// Each file is finished (synced) before this returns; nothing is ingested.
+StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext& ctx,
+                                      const std::vector<WriteItem>& items, const rocksdb::Options& db_options,
+                                      const ChunkWriteOptions& options);
+
+}  // namespace ckptdb
+
+#endif  // CKPTDB_SRC_SST_CHUNK_WRITER_H_
