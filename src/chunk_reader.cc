@@ -54,15 +54,21 @@ StatusOr<ReadStats> ReadChunks(rocksdb::DB* db, const StepMetadata& md, const st
     const uint64_t clen = std::min<uint64_t>(p.chunk_bytes, p.nbytes - cbegin);
     const uint64_t want_begin = std::max<uint64_t>(cbegin, item.offset);
     const uint64_t want_end = std::min<uint64_t>(cbegin + clen, item.offset + item.length);
-    char* dest = static_cast<char*>(item.dest) + (want_begin - item.offset);
     Status st;
-    if (want_begin == cbegin && want_end == cbegin + clen) {
-      st = DecodeChunk(value.ToStringView(), clen, dest);
+    if (item.sink) {
+      scratch->resize(clen);
+      st = DecodeChunk(value.ToStringView(), clen, scratch->data());
+      if (st.ok()) item.sink(want_begin, scratch->data() + (want_begin - cbegin), want_end - want_begin);
+    } else if (want_begin == cbegin && want_end == cbegin + clen) {
+      st = DecodeChunk(value.ToStringView(), clen, static_cast<char*>(item.dest) + (want_begin - item.offset));
     } else {
       // A partial chunk: decode it whole (the checksum covers it all), copy part.
       scratch->resize(clen);
       st = DecodeChunk(value.ToStringView(), clen, scratch->data());
-      if (st.ok()) std::memcpy(dest, scratch->data() + (want_begin - cbegin), want_end - want_begin);
+      if (st.ok()) {
+        std::memcpy(static_cast<char*>(item.dest) + (want_begin - item.offset), scratch->data() + (want_begin - cbegin),
+                    want_end - want_begin);
+      }
     }
     if (!st.ok()) return Status::DataLoss(where() + ": " + st.message());
     stored += value.size();

@@ -13,23 +13,8 @@ namespace ckptdb {
 
 namespace {
 
-// A region of saved bytes read into a temporary buffer, then scattered (and
-// converted, when the dtypes differ).
-struct PendingCopy {
-  Box src_box;
-  uint64_t src_base;
-  DType src_dtype;
-  size_t temp;  // index into the temporaries
-  Box dst_box;
-  void* dst;
-  DType dst_dtype;
-  Box region;
-};
-
 struct LoadPlan {
   std::vector<ReadItem> reads;
-  std::vector<std::unique_ptr<char[]>> temps;
-  std::vector<PendingCopy> copies;
   uint64_t bytes_copied = 0;
 };
 
@@ -105,12 +90,17 @@ Status PlanTensorReads(const std::string& fqn, const Entry& target, const EntryM
       plan->bytes_copied += n * tes;
       if (t.dtype == saved.dtype && se - sb == n * es && de - db == n * es) {
         // Contiguous on both sides: read straight into the target.
-        plan->reads.push_back(ReadItem{fqn, piece, sb, se - sb, static_cast<char*>(t.data) + db});
+        plan->reads.push_back(ReadItem{fqn, piece, sb, se - sb, static_cast<char*>(t.data) + db, {}});
         continue;
       }
-      plan->temps.emplace_back(new char[se - sb]);
-      plan->reads.push_back(ReadItem{fqn, piece, sb, se - sb, plan->temps.back().get()});
-      plan->copies.push_back(PendingCopy{src, sb, saved.dtype, plan->temps.size() - 1, t.box, t.data, t.dtype, ov});
+      // Strided (or converted): each chunk is scattered into the target as
+      // it arrives, on the reader's worker threads.
+      ReadItem item{fqn, piece, sb, se - sb, nullptr, {}};
+      item.sink = [src, dst_box = t.box, dst = t.data, sdt = saved.dtype, ddt = t.dtype, ov](
+                      uint64_t begin, const char* data, uint64_t len) {
+        CopyRegionWindow(src, data, begin, len, sdt, dst_box, dst, ddt, ov);
+      };
+      plan->reads.push_back(std::move(item));
     }
     if (covered != BoxNumel(t.box)) {
       return Status::InvalidArgument("entry '" + fqn + "': target region " + BoxToString(t.box) +
@@ -165,7 +155,7 @@ Status PlanLoad(StateDict& target, const StepMetadata& md, const LoadOptions& op
     const EntryMetadata* saved = md.Find(fqn);
     if (saved == nullptr) continue;
     const StoredPiece& piece = saved->pieces.at(0);
-    plan->reads.push_back(ReadItem{fqn, piece, 0, piece.nbytes, b->data.data()});
+    plan->reads.push_back(ReadItem{fqn, piece, 0, piece.nbytes, b->data.data(), {}});
     plan->bytes_copied += piece.nbytes;
   }
   return Status::OK();
@@ -178,9 +168,6 @@ Status LoadLocal(StateDict& target, StorageReader& reader, const StepMetadata& m
   RETURN_IF_ERROR(PlanLoad(target, md, options, &plan, &missing));
   StatusOr<ReadStats> rs = GuardedCall("read", [&] { return reader.Read(md, plan.reads); });
   if (!rs.ok()) return rs.status();
-  for (const PendingCopy& c : plan.copies) {
-    CopyRegion(c.src_box, plan.temps[c.temp].get(), c.src_base, c.src_dtype, c.dst_box, c.dst, c.dst_dtype, c.region);
-  }
   if (stats) {
     stats->chunks_read += rs->chunks_read;
     stats->stored_bytes_read += rs->stored_bytes_read;

@@ -119,4 +119,51 @@ void CopyRegion(const Box& src_box, const void* src_data, uint64_t src_base, DTy
   }
 }
 
+void CopyRegionWindow(const Box& src_box, const void* src_data, uint64_t src_base, uint64_t src_len, DType src_dtype,
+                      const Box& dst_box, void* dst_data, DType dst_dtype, const Box& region) {
+  const size_t n = region.sizes.size();
+  if (BoxNumel(region) == 0 || src_len == 0) return;
+  const size_t ses = DTypeSize(src_dtype), des = DTypeSize(dst_dtype);
+  const uint64_t lo = src_base / ses, hi = (src_base + src_len) / ses;  // element window in src
+  const char* src = static_cast<const char*>(src_data);
+  char* dst = static_cast<char*>(dst_data);
+  auto copy_run = [&](uint64_t s_elem, uint64_t d_elem, uint64_t elements) {
+    // Clip the run [s_elem, s_elem + elements) to the window.
+    const uint64_t b = std::max(s_elem, lo), e = std::min(s_elem + elements, hi);
+    if (b >= e) return;
+    const char* from = src + (b - lo) * ses;
+    char* to = dst + (d_elem + (b - s_elem)) * des;
+    if (src_dtype == dst_dtype) {
+      std::memcpy(to, from, (e - b) * ses);
+    } else {
+      ConvertElements(src_dtype, from, dst_dtype, to, e - b);
+    }
+  };
+  if (n == 0) {
+    copy_run(0, 0, 1);
+    return;
+  }
+  size_t inner = n - 1;
+  uint64_t run = static_cast<uint64_t>(region.sizes[n - 1]);
+  while (inner > 0 && region.sizes[inner] == src_box.sizes[inner] && region.sizes[inner] == dst_box.sizes[inner]) {
+    --inner;
+    run *= static_cast<uint64_t>(region.sizes[inner]);
+  }
+  std::vector<int64_t> idx(region.offsets);
+  while (true) {
+    const uint64_t s_elem = LinearIndex(src_box, idx);
+    // Runs advance monotonically in src: stop once past the window.
+    if (s_elem >= hi) return;
+    copy_run(s_elem, LinearIndex(dst_box, idx), run);
+    size_t d = inner;
+    while (d > 0) {
+      --d;
+      if (++idx[d] < region.offsets[d] + region.sizes[d]) break;
+      idx[d] = region.offsets[d];
+      if (d == 0) return;
+    }
+    if (inner == 0) return;
+  }
+}
+
 }  // namespace ckptdb

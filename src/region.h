@@ -45,6 +45,13 @@ void ByteSpan(const Box& outer, const Box& inner, size_t elem_size, uint64_t* be
 void CopyRegion(const Box& src_box, const void* src_data, uint64_t src_base, DType src_dtype, const Box& dst_box,
                 void* dst_data, DType dst_dtype, const Box& region);
 
+// As CopyRegion, for the elements of `region` whose bytes in src lie in
+// [src_base, src_base + src_len): src_data holds exactly those bytes. Used to
+// scatter one chunk of a saved piece at a time. REQUIRES: src_base and
+// src_len are multiples of the source element size.
+void CopyRegionWindow(const Box& src_box, const void* src_data, uint64_t src_base, uint64_t src_len, DType src_dtype,
+                      const Box& dst_box, void* dst_data, DType dst_dtype, const Box& region);
+
 }  // namespace ckptdb
 
 #endif  // CKPTDB_SRC_REGION_H_

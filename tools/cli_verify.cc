@@ -77,7 +77,7 @@ void VerifyStep(StoreReader& reader, int64_t step, Progress& progress, StepRepor
         buf_size = want;
       }
       for (uint64_t off = 0; off < p.nbytes && bad.ok(); off += window) {
-        ReadItem item{e.fqn, p, off, std::min<uint64_t>(window, p.nbytes - off), buf.get()};
+        ReadItem item{e.fqn, p, off, std::min<uint64_t>(window, p.nbytes - off), buf.get(), {}};
         auto rs = reader.Read(*md, {item});
         if (!rs.ok()) {
           bad = rs.status();

@@ -17,6 +17,7 @@
 #define CKPTDB_STORAGE_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -93,13 +94,18 @@ class StorageWriter {
 };
 
 // A byte range [offset, offset + length) of one stored piece, to be copied
-// to `dest` (which holds at least `length` bytes).
+// to `dest` (which holds at least `length` bytes), or handed to `sink`.
 struct ReadItem {
   std::string fqn;  // for error messages
   StoredPiece piece;
   uint64_t offset = 0;
   uint64_t length = 0;
   void* dest = nullptr;
+  // When set, called instead of copying to dest, once per chunk, with the
+  // verified bytes [begin, begin + n) of the piece (clipped to the range):
+  // for scattering a chunk into a strided target without a staging copy.
+  // May be called from several threads at once, for different chunks.
+  std::function<void(uint64_t begin, const char* data, uint64_t n)> sink;
 };
 
 // What a read fetched from storage.
