@@ -3,7 +3,8 @@
 # build/, runs a small training loop as 4 ranks (ckptdb-launch) that saves
 # a step per training step into STORE (default ./demo.ckptdb) with its bf16
 # weights sharded across the ranks, loads the latest step back on 4 ranks
-# and then on 3 (another sharding), checking every byte, and lists the store.
+# and then on 3 (another sharding), checking every byte, then shows the
+# store: ckptdb ls, ckptdb verify --all and ckptdb diff of the last two steps.
 #   tools/demo.sh [STORE] [--steps N] [--ranks N]
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -12,7 +13,7 @@ ranks=4
 args=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    -h|--help) sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     --steps) args+=("$1" "${2:?--steps needs a number}"); shift 2 ;;
     --ranks) ranks="${2:?--ranks needs a number}"; shift 2 ;;
     -*) echo "demo.sh: unknown option $1" >&2; exit 2 ;;
@@ -35,5 +36,12 @@ echo
 echo "== ckptdb ls $store"
 "$b/ckptdb" ls "$store"
 echo
-echo "== ckptdb ls $store latest"
-"$b/ckptdb" ls "$store" latest
+echo "== ckptdb verify $store --all"
+"$b/ckptdb" verify "$store" --all
+last=$("$b/ckptdb" ls "$store" --json | python3 -c 'import json,sys; s=[r["step"] for r in json.load(sys.stdin)]; print(*s[-2:])')
+set -- $last
+if [ $# -eq 2 ]; then
+  echo
+  echo "== ckptdb diff $store $1 $2"
+  "$b/ckptdb" diff "$store" "$1" "$2"
+fi
