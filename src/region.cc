@@ -79,44 +79,11 @@ void ByteSpan(const Box& outer, const Box& inner, size_t elem_size, uint64_t* be
 
 void CopyRegion(const Box& src_box, const void* src_data, uint64_t src_base, DType src_dtype, const Box& dst_box,
                 void* dst_data, DType dst_dtype, const Box& region) {
-  const size_t n = region.sizes.size();
-  if (BoxNumel(region) == 0) return;
-  const size_t ses = DTypeSize(src_dtype), des = DTypeSize(dst_dtype);
-  const char* src = static_cast<const char*>(src_data);
-  char* dst = static_cast<char*>(dst_data);
-  auto copy_run = [&](uint64_t s, uint64_t t, uint64_t elements) {
-    if (src_dtype == dst_dtype) {
-      std::memcpy(dst + t, src + s, elements * ses);
-    } else {
-      ConvertElements(src_dtype, src + s, dst_dtype, dst + t, elements);
-    }
-  };
-  if (n == 0) {
-    copy_run(0 - src_base, 0, 1);
-    return;
-  }
-  // Trailing dimensions that the region spans fully in both boxes are one
-  // contiguous run; fold them into the innermost copy.
-  size_t inner = n - 1;
-  uint64_t run = static_cast<uint64_t>(region.sizes[n - 1]);
-  while (inner > 0 && region.sizes[inner] == src_box.sizes[inner] && region.sizes[inner] == dst_box.sizes[inner]) {
-    --inner;
-    run *= static_cast<uint64_t>(region.sizes[inner]);
-  }
-  // Iterate over dimensions [0, inner) of the region; dimension `inner` and
-  // everything after it form one run.
-  std::vector<int64_t> idx(region.offsets);
-  while (true) {
-    copy_run(LinearIndex(src_box, idx) * ses - src_base, LinearIndex(dst_box, idx) * des, run);
-    size_t d = inner;
-    while (d > 0) {
-      --d;
-      if (++idx[d] < region.offsets[d] + region.sizes[d]) break;
-      idx[d] = region.offsets[d];
-      if (d == 0) return;
-    }
-    if (inner == 0) return;
-  }
+  uint64_t begin, end;
+  ByteSpan(src_box, region, DTypeSize(src_dtype), &begin, &end);
+  if (begin == end) return;
+  CopyRegionWindow(src_box, static_cast<const char*>(src_data) + (begin - src_base), begin, end - begin, src_dtype,
+                   dst_box, dst_data, dst_dtype, region);
 }
 
 void CopyRegionWindow(const Box& src_box, const void* src_data, uint64_t src_base, uint64_t src_len, DType src_dtype,
@@ -127,8 +94,9 @@ void CopyRegionWindow(const Box& src_box, const void* src_data, uint64_t src_bas
   const uint64_t lo = src_base / ses, hi = (src_base + src_len) / ses;  // element window in src
   const char* src = static_cast<const char*>(src_data);
   char* dst = static_cast<char*>(dst_data);
+  // Copies the run [s_elem, s_elem + elements) of src elements to d_elem on,
+  // clipped to the window.
   auto copy_run = [&](uint64_t s_elem, uint64_t d_elem, uint64_t elements) {
-    // Clip the run [s_elem, s_elem + elements) to the window.
     const uint64_t b = std::max(s_elem, lo), e = std::min(s_elem + elements, hi);
     if (b >= e) return;
     const char* from = src + (b - lo) * ses;
@@ -143,12 +111,16 @@ void CopyRegionWindow(const Box& src_box, const void* src_data, uint64_t src_bas
     copy_run(0, 0, 1);
     return;
   }
+  // Trailing dimensions that the region spans fully in both boxes are one
+  // contiguous run; fold them into the innermost copy.
   size_t inner = n - 1;
   uint64_t run = static_cast<uint64_t>(region.sizes[n - 1]);
   while (inner > 0 && region.sizes[inner] == src_box.sizes[inner] && region.sizes[inner] == dst_box.sizes[inner]) {
     --inner;
     run *= static_cast<uint64_t>(region.sizes[inner]);
   }
+  // Iterate over dimensions [0, inner) of the region; dimension `inner` and
+  // everything after it form one run.
   std::vector<int64_t> idx(region.offsets);
   while (true) {
     const uint64_t s_elem = LinearIndex(src_box, idx);

@@ -60,6 +60,7 @@ class RocksDBStoreReader final : public StoreReader {
       const std::string before = ManifestState();
       rocksdb::DB* db = nullptr;
       rocksdb::Options o = DatabaseOptions();
+      o.allow_mmap_reads = options_.mmap_reads;
       o.create_if_missing = false;
       o.max_open_files = options_.open_all_files ? -1 : std::max(options_.max_open_files, 16);
       rocksdb::Status s = rocksdb::DB::OpenForReadOnly(o, DbDir(path_), &db);

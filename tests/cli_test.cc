@@ -19,20 +19,11 @@
 namespace ckptdb {
 namespace {
 
-struct CliRun {
-  int code;
-  std::string out;  // stdout and stderr, unless asked for stdout alone
-};
+using CliRun = testing::CommandResult;
 
+// stdout and stderr of `ckptdb ARGS`, unless asked for stdout alone.
 CliRun Ckptdb(const std::string& args, bool stdout_only = false) {
-  std::string cmd = std::string(CKPTDB_CLI) + " " + args + (stdout_only ? " 2>/dev/null" : " 2>&1");
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  int rc = pclose(p);
-  return CliRun{WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, out};
+  return testing::RunCommand(std::string(CKPTDB_CLI) + " " + args + (stdout_only ? " 2>/dev/null" : " 2>&1"));
 }
 
 // Commit times vary: replace them by placeholders of the same width.
@@ -265,13 +256,9 @@ TEST_F(CliTest, VerifyDrawsAProgressBarOnlyOnATerminal) {
   EXPECT_EQ(Ckptdb("verify " + store_).out.find('\r'), std::string::npos);
   if (std::system("command -v script >/dev/null 2>&1") != 0) GTEST_SKIP() << "no 'script' to make a terminal";
   // script(1) runs the command with a pseudo-terminal as its stderr.
-  FILE* p = popen(("script -qc '" + std::string(CKPTDB_CLI) + " verify " + store_ + " >/dev/null' /dev/null").c_str(),
-                  "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  EXPECT_EQ(pclose(p), 0) << out;
+  CliRun r = testing::RunCommand("script -qc '" + std::string(CKPTDB_CLI) + " verify " + store_ + " >/dev/null' /dev/null");
+  const std::string& out = r.out;
+  EXPECT_EQ(r.code, 0) << out;
   EXPECT_NE(out.find("\r[##############################] 100%"), std::string::npos) << out;
 }
 
@@ -352,14 +339,9 @@ std::string ReadSafetensorsWithPython(const std::string& path) {
       "assert n%8==0\n"
       "print(json.dumps(meta,sort_keys=True))\n";
   std::ofstream(path + ".py") << script;
-  std::string cmd = "python3 " + path + ".py " + path + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  EXPECT_EQ(pclose(p), 0) << out;
-  return out;
+  CliRun r = testing::RunCommand("python3 " + path + ".py " + path + " 2>&1");
+  EXPECT_EQ(r.code, 0) << r.out;
+  return r.out;
 }
 
 std::string Hex(const void* data, size_t n) {

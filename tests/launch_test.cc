@@ -5,28 +5,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
 #include <chrono>
 #include <cstdio>
 #include <string>
 #include <thread>
 
+#include "test_util.h"
+
 namespace {
 
-struct Launched {
-  int code;
-  std::string out;
-};
+using Launched = ckptdb::testing::CommandResult;
 
 Launched Launch(const std::string& args) {
-  std::string cmd = std::string(CKPTDB_LAUNCH) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  int rc = pclose(p);
-  return Launched{WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, out};
+  return ckptdb::testing::RunCommand(std::string(CKPTDB_LAUNCH) + " " + args + " 2>&1");
 }
 
 TEST(Launch, SetsEachRanksEnvironmentAndPrefixesItsOutput) {

@@ -1,6 +1,7 @@
 #include "test_util.h"
 
 #include <rocksdb/db.h>
+#include <sys/wait.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -106,6 +107,16 @@ uint64_t CountDataKeys(const std::string& store) {
   it.reset();
   delete db;
   return n;
+}
+
+CommandResult RunCommand(const std::string& command_line) {
+  FILE* p = popen(command_line.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  int rc = pclose(p);
+  return CommandResult{WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, out};
 }
 
 StatusOr<uint64_t> FaultyWriter::Prepare(int64_t step) {

@@ -60,6 +60,14 @@ bool FlipByteOf(const std::string& dir, const std::string& suffix, const std::st
 // with RocksDB.
 uint64_t CountDataKeys(const std::string& store);
 
+// Runs a shell command line; returns its exit code (-1 when killed) and what
+// it wrote to stdout (add "2>&1" to the line for stderr too).
+struct CommandResult {
+  int code;
+  std::string out;
+};
+CommandResult RunCommand(const std::string& command_line);
+
 // A StorageWriter that forwards to another and can fail chosen calls.
 class FaultyWriter : public StorageWriter {
  public:
