@@ -22,6 +22,8 @@ def main():
     rows = [("raw write+fsync", ckp["raw write"]), ("raw read", ckp["raw read"]),
             (f"torch {t2['torch']} dcp.save", t2["phases"]["dcp_save"]),
             (f"torch {t2['torch']} dcp.load", t2["phases"]["dcp_load"]),
+            (f"torch {t2['torch']} dcp.async_save blocked", t2["phases"]["dcp_async_blocked"]),
+            (f"torch {t2['torch']} dcp.async_save durable", t2["phases"]["dcp_async_durable"]),
             (f"torch {t2['torch']} torch.save/rank", t2["phases"]["torch_save"]),
             (f"torch {t2['torch']} torch.load/rank", t2["phases"]["torch_load"]),
             (f"torch {t1['torch']} save_state_dict", t1["phases"]["st_save"]),
@@ -38,6 +40,10 @@ def main():
     for ph in ["save", "load", "reshard", "async total", "async blocked"]:
         s = ckp[ph]
         base = save_like if ph in ("save", "async total", "async blocked") else load_like
+        if ph == "async blocked":
+            base = {"dcp.async_save blocked": t2["phases"]["dcp_async_blocked"], **save_like}
+        elif ph == "async total":
+            base = {"dcp.async_save durable": t2["phases"]["dcp_async_durable"], **save_like}
         ratios = "  ".join(f"{b / s:5.2f}x {n}" for n, b in base.items())
         print(f"{ph:14} {s:8.3f} {ck['size'] / s / 1e9:7.3f}   {ratios}")
     print(f"\nstored/logical {stored / ck['size']:.3f}; async blocked / save {ckp['async blocked'] / ckp['save']:.1%}; "

@@ -9,6 +9,8 @@ from a barrier to a barrier (the job's time is the slowest rank's), median of
   torch 2.x:  dcp_save / dcp_load     torch.distributed.checkpoint.save / load with
                                       FileSystemWriter(sync_files=True) / FileSystemReader,
                                       tensors as DTensors (Shard(0)) on a CPU device mesh
+              dcp_async_blocked       how long torch.distributed.checkpoint.async_save blocks
+              dcp_async_durable       ... and until its future completes (data on disk)
               torch_save / torch_load torch.save of each rank's local tensors to its own
                                       file, fsync'd; torch.load back
   torch 1.13: st_save / st_load       torch.distributed._shard.checkpoint.save_state_dict /
@@ -139,6 +141,7 @@ def run_rank(rank, args, port, result_path):
         from torch.distributed.tensor import DTensor, Shard
 
         mesh = init_device_mesh("cpu", (world,))
+        async_pg = dist.new_group(backend="gloo")
 
         def dtensors(zeros):
             sd = {}
@@ -154,6 +157,26 @@ def run_rank(rank, args, port, result_path):
             clean()
             timed("dcp_save", lambda: dcp.save(state, storage_writer=dcp.FileSystemWriter(ckpt, sync_files=True)))
             timed("dcp_load", lambda: dcp.load(target, storage_reader=dcp.FileSystemReader(ckpt)))
+            clean()
+            # async_save: its own process group for the background collectives,
+            # as PyTorch recommends, so they never interleave with training's.
+            box = {}
+
+            def start():
+                box["f"] = dcp.async_save(state, storage_writer=dcp.FileSystemWriter(ckpt, sync_files=True),
+                                          process_group=async_pg)
+
+            dist.barrier()
+            t0 = time.perf_counter()
+            start()
+            blocked = time.perf_counter() - t0
+            f = box["f"]
+            (f.result() if hasattr(f, "result") else f.upload_completion.result())
+            durable = time.perf_counter() - t0
+            for name, mine in (("dcp_async_blocked", blocked), ("dcp_async_durable", durable)):
+                allt = [None] * world
+                dist.all_gather_object(allt, mine)
+                times.setdefault(name, []).append(max(allt))
 
             def tsave():
                 with open(own, "wb") as f:
