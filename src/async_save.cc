@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "ckptdb/checkpoint.h"
+#include "device_staging.h"
 #include "ordered_parallel.h"
 #include "status_macros.h"
 
@@ -81,14 +82,6 @@ size_t StagingBytes(const StateDict& sd) {
   return n;
 }
 
-Status CheckCpu(const std::string& fqn, const Tensor& t) {
-  if (!t.device().is_cpu()) {
-    return Status::InvalidArgument("entry '" + fqn + "' is on " + t.device().ToString() +
-                                   "; this build saves CPU tensors only");
-  }
-  return Status::OK();
-}
-
 // Copies `sd` into `buf`: the copy's tensors are views into it. The bytes
 // are copied by every core at once, in slices: the caller is blocked for
 // this copy only, so it runs at the machine's memory bandwidth.
@@ -104,21 +97,31 @@ StatusOr<StateDict> StageCopy(const StateDict& sd, char* buf) {
   constexpr size_t kSlice = 8 << 20;
   auto copy = [&](const Tensor& t) -> StatusOr<Tensor> {
     char* dst = buf + off;
-    const char* src = static_cast<const char*>(t.data());
-    for (size_t b = 0; b < t.nbytes(); b += kSlice) slices.push_back(Slice{src + b, dst + b, std::min(kSlice, t.nbytes() - b)});
     off += Align(t.nbytes());
+    if (!t.device().is_cpu()) {
+      // Device tensors: through the pinned staging buffers, now.
+      Status st = CopyFromDevice(t.device().index, t.data(), dst, t.nbytes());
+      if (!st.ok()) return st.WithContext(t.device().ToString());
+    } else {
+      const char* src = static_cast<const char*>(t.data());
+      for (size_t b = 0; b < t.nbytes(); b += kSlice) {
+        slices.push_back(Slice{src + b, dst + b, std::min(kSlice, t.nbytes() - b)});
+      }
+    }
     return Tensor::View(t.dtype(), t.shape(), dst, t.nbytes());
   };
   for (const auto& [fqn, e] : sd.entries()) {
     if (const Tensor* t = std::get_if<Tensor>(&e)) {
-      RETURN_IF_ERROR(CheckCpu(fqn, *t));
-      ASSIGN_OR_RETURN(Tensor c, copy(*t));
+      StatusOr<Tensor> staged = copy(*t);
+      if (!staged.ok()) return staged.status().WithContext("entry '" + fqn + "'");
+      Tensor c = std::move(staged).value();
       RETURN_IF_ERROR(out.Add(fqn, std::move(c)));
     } else if (const ShardedTensor* st = std::get_if<ShardedTensor>(&e)) {
       std::vector<Shard> shards;
       for (const Shard& s : st->local_shards()) {
-        RETURN_IF_ERROR(CheckCpu(fqn, s.tensor));
-        ASSIGN_OR_RETURN(Tensor c, copy(s.tensor));
+        StatusOr<Tensor> staged = copy(s.tensor);
+        if (!staged.ok()) return staged.status().WithContext("entry '" + fqn + "'");
+        Tensor c = std::move(staged).value();
         shards.push_back(Shard{s.offsets, std::move(c)});
       }
       ASSIGN_OR_RETURN(ShardedTensor copy_st, ShardedTensor::Create(st->dtype(), st->global_shape(), std::move(shards)));

@@ -3,6 +3,7 @@
 #include <unordered_set>
 
 #include "ckptdb/checkpoint.h"
+#include "device_staging.h"
 #include "guarded_call.h"
 #include "region.h"
 #include "resolve_communicator.h"
@@ -187,7 +188,12 @@ Status Load(StateDict& target, StorageReader& reader, const LoadOptions& options
 
   Status result;
   StatusOr<StepMetadata> md = GuardedCall("read_metadata", [&] { return reader.ReadMetadata(options.step); });
-  if (md.ok()) {
+  if (md.ok() && HasDeviceTensors(target)) {
+    // CUDA targets: load into host tensors, then copy them to the devices.
+    StatusOr<StateDict> proxy = HostProxyFor(target);
+    result = proxy.ok() ? LoadLocal(*proxy, reader, *md, options, stats) : proxy.status();
+    if (result.ok()) result = CopyHostToDeviceTargets(*proxy, target);
+  } else if (md.ok()) {
     result = LoadLocal(target, reader, *md, options, stats);
   } else {
     result = md.status();

@@ -114,7 +114,7 @@ StatusOr<StepMetadata> MergePlans(const std::vector<std::string>& encoded_plans,
       failures[r] = StatusFromProto(plans[r].status());
     }
   }
-  if (!failures.empty()) return Status::CheckpointError("invalid state dict", std::move(failures));
+  if (!failures.empty()) return Status::CheckpointError("failed to plan the save", std::move(failures));
 
   StepMetadata m;
   m.format_version = kFormatVersion;

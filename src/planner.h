@@ -30,8 +30,8 @@ std::string EncodeLocalPlan(const StatusOr<LocalPlan>& plan);
 
 // Merges every rank's encoded plan (indexed by rank) into the step's
 // metadata, without storage fields (chunking, stored sizes) yet. Every rank
-// gets the same result: a checkpoint error "invalid state dict" naming the
-// ranks whose planning failed, or InvalidArgument for plans that disagree
+// gets the same result: a checkpoint error "failed to plan the save" naming
+// the ranks whose planning failed, or InvalidArgument for plans that disagree
 // (different FQNs, kinds, dtypes or shapes; shards that overlap or leave
 // holes).
 StatusOr<StepMetadata> MergePlans(const std::vector<std::string>& encoded_plans, int coordinator_rank);

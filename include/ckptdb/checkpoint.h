@@ -1,9 +1,12 @@
 // Save and Load: the checkpoint protocol (SPMD: every rank calls them).
 //
 // Save (see ../DESIGN.md and proto/FORMAT.md):
-//   1. Every rank plans its local entries; the plans are all-gathered and
-//      every rank builds the same step metadata. An invalid state dict fails
-//      on every rank ("invalid state dict") before storage is touched.
+//   1. Every rank plans its local entries (CUDA tensors are first copied to
+//      host memory through pinned staging buffers); the plans are
+//      all-gathered and every rank builds the same step metadata. An invalid
+//      state dict fails on every rank ("failed to plan the save", or
+//      "invalid state dict" when the ranks' plans disagree) before storage is
+//      touched.
 //   2. The coordinator calls writer.Prepare and broadcasts the outcome; on
 //      failure every rank returns "failed to prepare storage".
 //   3. Every rank writes the pieces it owns (replicated tensors and bytes:
@@ -21,7 +24,8 @@
 // Load: every rank reads the step's metadata, checks its target state dict
 // against it, reads only the chunks that cover its target regions (in any
 // sharding: the saved and target layouts need not match), and copies them
-// into the target memory. Statuses are all-gathered; every rank fails alike.
+// into the target memory (CUDA targets: into host memory, then to the
+// device). Statuses are all-gathered; every rank fails alike.
 #ifndef CKPTDB_CHECKPOINT_H_
 #define CKPTDB_CHECKPOINT_H_
 
