@@ -6,9 +6,10 @@
 
 namespace ckptdb {
 
-// Where a tensor's memory lives. CUDA tensors are representable now so that
-// the API does not change when the CUDA path lands; this build saves and
-// loads CPU tensors and refuses CUDA ones with a clear error.
+// Where a tensor's memory lives. A tensor on CUDA device N is saved and
+// loaded through pinned host staging buffers where ckptdb was built with the
+// CUDA path (CMake CKPTDB_CUDA); elsewhere, or without a usable device, a
+// save or load of a CUDA tensor fails with an error naming the entry.
 struct Device {
   enum class Kind : int { kCPU = 0, kCUDA = 1 };
   Kind kind = Kind::kCPU;
