@@ -16,41 +16,7 @@ T Load(const Tensor& t, int64_t i) {
   return v;
 }
 
-float Bits32ToFloat(uint32_t bits) {
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-double HalfToDouble(uint16_t h) {
-  int sign = (h >> 15) & 1, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
-  double v;
-  if (exp == 0) v = std::ldexp(man, -24);
-  else if (exp == 31) v = man ? NAN : INFINITY;
-  else v = std::ldexp(man + 1024, exp - 25);
-  return sign ? -v : v;
-}
-
-// float8 e4m3fn: bias 7, no infinities, S.1111.111 is NaN.
-double F8E4M3ToDouble(uint8_t b) {
-  int sign = b >> 7, exp = (b >> 3) & 0xf, man = b & 0x7;
-  double v;
-  if (exp == 15 && man == 7) v = NAN;
-  else if (exp == 0) v = std::ldexp(man, -9);
-  else v = std::ldexp(man + 8, exp - 10);
-  return sign ? -v : v;
-}
-
-// float8 e5m2: bias 15, IEEE-like.
-double F8E5M2ToDouble(uint8_t b) {
-  int sign = b >> 7, exp = (b >> 2) & 0x1f, man = b & 0x3;
-  double v;
-  if (exp == 0) v = std::ldexp(man, -16);
-  else if (exp == 31) v = man ? NAN : INFINITY;
-  else v = std::ldexp(man + 4, exp - 17);
-  return sign ? -v : v;
-}
-
+// Enough significant digits to tell values of the dtype apart.
 int FloatDigits(DType d) { return d == DType::kF64 ? 17 : d == DType::kF32 ? 9 : 5; }
 
 std::string FormatElement(const Tensor& t, int64_t i) {
@@ -213,21 +179,7 @@ std::string Base64Encode(const std::string& bytes) {
 }
 
 double ElementAsDouble(const Tensor& t, int64_t i) {
-  switch (t.dtype()) {
-    case DType::kF64: return Load<double>(t, i);
-    case DType::kF32: return Load<float>(t, i);
-    case DType::kF16: return HalfToDouble(Load<uint16_t>(t, i));
-    case DType::kBF16: return Bits32ToFloat(uint32_t{Load<uint16_t>(t, i)} << 16);
-    case DType::kF8E4M3: return F8E4M3ToDouble(Load<uint8_t>(t, i));
-    case DType::kF8E5M2: return F8E5M2ToDouble(Load<uint8_t>(t, i));
-    case DType::kI64: return static_cast<double>(Load<int64_t>(t, i));
-    case DType::kI32: return Load<int32_t>(t, i);
-    case DType::kI16: return Load<int16_t>(t, i);
-    case DType::kI8: return Load<int8_t>(t, i);
-    case DType::kU8: return Load<uint8_t>(t, i);
-    case DType::kBool: return Load<uint8_t>(t, i) ? 1 : 0;
-  }
-  return 0;
+  return ElementToDouble(t.dtype(), static_cast<const char*>(t.data()) + i * static_cast<int64_t>(DTypeSize(t.dtype())));
 }
 
 std::string FormatTensor(const Tensor& t, int64_t threshold, int64_t edge) {
