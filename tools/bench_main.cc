@@ -3,6 +3,7 @@
 //
 //   ckptdb-bench [--size 1GiB] [--world 2] [--data fp32|bf16|adam|bytes|all]
 //                [--compression none|zstd|auto] [--repeat 3] [--dir DIR] [--json]
+//                [--chunk-bytes 4MiB] [--invalidate-page-cache]
 //
 // With --world N it starts N ranks for real (ckptdb-launch, next to this
 // binary) and rank 0 reports. Every rank holds size/N bytes: tensors of
@@ -62,6 +63,8 @@ struct Args {
   int repeat = 3;
   std::string dir;
   bool json = false;
+  uint64_t chunk_bytes = 0;         // 0: StoreOptions' default
+  bool invalidate_page_cache = false;
 };
 
 uint64_t ParseSize(const std::string& s) {
@@ -226,6 +229,8 @@ int Worker(const Args& a) {
 
   StoreOptions so;
   so.compression = a.compression;
+  if (a.chunk_bytes) so.chunk_bytes = a.chunk_bytes;
+  so.sst_invalidate_page_cache = a.invalidate_page_cache;
   auto writer = Must(OpenStoreWriter(store, so), "opening the store");
   for (const std::string& kind : a.data) {
     StateDict state = MakeState(kind, a.size, rank, world, false, false);
@@ -365,14 +370,16 @@ int main(int argc, char** argv) {
     };
     if (s == "-h" || s == "--help") {
       std::cout << "usage: ckptdb-bench [--size 1GiB] [--world 2] [--data fp32|bf16|adam|bytes|all]\n"
-                   "                    [--compression none|zstd|auto] [--repeat 3] [--dir DIR] [--json]\n\n"
+                   "                    [--compression none|zstd|auto] [--repeat 3] [--dir DIR] [--json]\n"
+                   "                    [--chunk-bytes 4MiB] [--invalidate-page-cache]\n\n"
                    "Saves and loads a state dict of --size logical bytes over --world ranks (started\n"
                    "for real through ckptdb-launch) and prints each phase's median job time and\n"
                    "throughput, as ratios to a raw write+fsync and a raw read of the same bytes\n"
                    "measured in the same run. Phases: raw write, raw read, save, load (same\n"
                    "sharding), reshard (load into column shards), async blocked (how long SaveAsync\n"
                    "blocks the caller) and async total. --dir (default: a temporary directory,\n"
-                   "removed at the end) holds the store and the raw files.\n";
+                   "removed at the end) holds the store and the raw files. --chunk-bytes and\n"
+                   "--invalidate-page-cache set the StoreOptions of the same names, to compare.\n";
       return 0;
     } else if (s == "--size") {
       a.size = ParseSize(next());
@@ -390,6 +397,11 @@ int main(int argc, char** argv) {
       else if (a.compression_name == "zstd") a.compression = Compression::kZstd;
       else if (a.compression_name == "auto") a.compression = Compression::kAuto;
       else Die("unknown --compression '" + a.compression_name + "'");
+    } else if (s == "--chunk-bytes") {
+      a.chunk_bytes = ParseSize(next());
+    } else if (s == "--invalidate-page-cache") {
+      a.invalidate_page_cache = true;
+      forward.push_back(s);
     } else if (s == "--repeat") {
       a.repeat = std::max(1, std::atoi(next().c_str()));
     } else if (s == "--dir") {
