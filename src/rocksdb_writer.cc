@@ -159,6 +159,9 @@ class RocksDBStoreWriter final : public StoreWriter {
       ASSIGN_OR_RETURN(History h, ReadHistory());
       h.steps.insert(std::upper_bound(h.steps.begin(), h.steps.end(), ctx.step), ctx.step);
       pruned = StepsToPrune(h.steps, h.TaggedSteps(), options_.retention);
+      // A save never commits a step only to delete it (a step numbered below
+      // the ones kept, saved late): what the caller just saved stays.
+      pruned.erase(std::remove(pruned.begin(), pruned.end(), ctx.step), pruned.end());
       AddStepDeletes(pruned, h, &batch);
     }
     rocksdb::WriteOptions wo;

@@ -245,6 +245,23 @@ TEST(Retention, ASaveAppliesThePolicyInItsCommit) {
   EXPECT_TRUE(std::get<Tensor>(*t.Find("w")).BitwiseEquals(std::get<Tensor>(*Small(3).Find("w"))));
 }
 
+TEST(Retention, AStepSavedBelowTheKeptOnesIsNotDroppedByItsOwnCommit) {
+  TempDir dir;
+  const std::string store = dir.Sub("s");
+  StoreOptions opts;
+  opts.retention.keep_last = 2;
+  auto w = OpenStoreWriter(store, opts);
+  ASSERT_TRUE(w.ok());
+  for (int64_t s : {10, 11, 12}) ASSERT_OK(testing::SaveNoDist(Small(1), **w, s));
+  // Step 5 is older than the two newest, but the save that commits it must
+  // not delete it in the same breath.
+  ASSERT_OK(testing::SaveNoDist(Small(5), **w, 5));
+  EXPECT_TRUE((*w)->PrunedByLastCommit().empty());
+  w->reset();
+  auto r = Reader(store);
+  EXPECT_EQ(Steps(*r), (std::vector<int64_t>{5, 11, 12}));
+}
+
 TEST(Retention, PruneDryRunChangesNothing) {
   TempDir dir;
   const std::string store = dir.Sub("s");

@@ -73,7 +73,9 @@ struct StoreOptions {
   // Applied by every commit (StorageWriter::Finish): the steps the policy
   // drops are deleted in the same synced WriteBatch that commits the new
   // step, and their space is given back right after. Disabled by default.
-  // Costs one scan of the step and tag keys per commit.
+  // Costs one scan of the step and tag keys per commit. The step being
+  // committed is never among the dropped ones, even when it is older than
+  // the steps the policy keeps.
   RetentionPolicy retention;
 };
 
