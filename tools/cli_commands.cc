@@ -7,6 +7,7 @@
 
 #include "ckptdb/checkpoint.h"
 #include "cli_output.h"
+#include "cli_slice.h"
 #include "value_format.h"
 
 namespace ckptdb::cli {
@@ -153,6 +154,13 @@ Status CatEntry(StoreReader& reader, int64_t step, const std::string& fqn, const
       out << fqn << ": bytes, " << data.size() << " bytes\n" << EscapeBytes(data) << "\n";
     }
     return Status::OK();
+  }
+  if (options.raw && options.slice == nullptr) {
+    // Streamed in blocks of rows: memory stays bounded for any tensor.
+    return ForEachRowBlock(reader, *md, *e, 64u << 20, [&](const Tensor& block) {
+      out.write(static_cast<const char*>(block.data()), static_cast<std::streamsize>(block.nbytes()));
+      return out ? Status::OK() : Status::IOError("cannot write the tensor's bytes to the output");
+    });
   }
   Tensor t;
   std::string label = fqn;

@@ -21,6 +21,7 @@
 #include "ckptdb/checkpoint.h"
 #include "cli_commands.h"
 #include "cli_output.h"
+#include "cli_slice.h"
 #include "value_format.h"
 
 namespace ckptdb::cli {
@@ -46,6 +47,7 @@ const char* SafetensorsDType(DType d) {
 }
 
 constexpr char kStepKey[] = "ckptdb.step";
+constexpr uint64_t kExportBlockBytes = 64u << 20;
 constexpr char kBase64Key[] = "ckptdb.base64";
 
 }  // namespace
@@ -108,11 +110,14 @@ Status ExportSafetensors(StoreReader& reader, int64_t step, const std::string& o
     for (int i = 0; i < 8; ++i) len[i] = static_cast<char>((n >> (8 * i)) & 0xff);
     f.write(len, 8);
     f.write(header.data(), static_cast<std::streamsize>(header.size()));
+    // Each tensor streams through in blocks of rows, so memory stays bounded
+    // by the block size, not by the largest tensor.
     for (const EntryMetadata* e : tensors) {
-      auto sd = LoadWhole(reader, step, {e->fqn});
-      if (!sd.ok()) return fail(sd.status());
-      const Tensor& t = std::get<Tensor>(sd->entries().front().second);
-      f.write(static_cast<const char*>(t.data()), static_cast<std::streamsize>(t.nbytes()));
+      Status st = ForEachRowBlock(reader, *md, *e, kExportBlockBytes, [&](const Tensor& block) {
+        f.write(static_cast<const char*>(block.data()), static_cast<std::streamsize>(block.nbytes()));
+        return f ? Status::OK() : Status::IOError("cannot write '" + tmp + "'");
+      });
+      if (!st.ok()) return fail(st);
     }
     f.flush();
     if (!f) return fail(Status::IOError("cannot write '" + tmp + "'"));

@@ -4,6 +4,7 @@
 #define CKPTDB_TOOLS_CLI_SLICE_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -51,6 +52,14 @@ Shape SlicedShape(const std::vector<SliceRange>& ranges);
 // its bounding box are fetched (and verified).
 StatusOr<Tensor> ReadSlice(StorageReader& reader, const StepMetadata& md, const EntryMetadata& e,
                            const std::vector<SliceRange>& ranges);
+
+// Streams tensor entry `e` of step `md` in row-major order, in blocks of
+// whole rows (along dimension 0) of at most about `max_bytes` each, so that
+// memory stays bounded whatever the tensor's size: fn gets each block's
+// bytes in order. 0-d tensors and rows larger than max_bytes come as one
+// block (a row at a time).
+Status ForEachRowBlock(StorageReader& reader, const StepMetadata& md, const EntryMetadata& e, uint64_t max_bytes,
+                       const std::function<Status(const Tensor& block)>& fn);
 
 }  // namespace ckptdb::cli
 
