@@ -2,6 +2,7 @@
 
 #include <zstd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 
@@ -105,6 +106,25 @@ std::string& Scratch() {
   return s;
 }
 
+// Copies n bytes and returns the XXH3-64 of them, a cache-sized block at a
+// time: each block is hashed right after it was copied, while it is still in
+// cache, instead of a separate pass over the whole buffer.
+uint64_t CopyAndChecksum(char* dst, const char* src, size_t n) {
+  constexpr size_t kBlock = 64 << 10;
+  if (n <= kBlock) {
+    std::memcpy(dst, src, n);
+    return XXH3_64bits(dst, n);
+  }
+  XXH3_state_t state;
+  XXH3_64bits_reset(&state);
+  for (size_t off = 0; off < n; off += kBlock) {
+    const size_t len = std::min(kBlock, n - off);
+    std::memcpy(dst + off, src + off, len);
+    XXH3_64bits_update(&state, dst + off, len);
+  }
+  return XXH3_64bits_digest(&state);
+}
+
 // Bytes of a sample that kAuto compresses to decide whether a chunk is worth
 // compressing at all.
 constexpr size_t kAutoSample = 64 << 10;
@@ -115,8 +135,8 @@ uint64_t Checksum(const void* data, size_t n) { return XXH3_64bits(data, n); }
 
 void EncodeChunk(const void* raw, size_t n, Compression compression, int zstd_level, std::string* out,
                  size_t plane_width) {
-  const uint64_t sum = Checksum(raw, n);
   if (compression != Compression::kNone && n > 0) {
+    const uint64_t sum = Checksum(raw, n);
     const char* src = static_cast<const char*>(raw);
     ChunkFilter filter = ChunkFilter::kNone;
     if ((plane_width == 2 || plane_width == 4 || plane_width == 8) && n % plane_width == 0) {
@@ -152,8 +172,8 @@ void EncodeChunk(const void* raw, size_t n, Compression compression, int zstd_le
     }
   }
   out->resize(kChunkHeaderSize + n);
-  WriteHeader(&(*out)[0], ChunkCodec::kRaw, static_cast<uint32_t>(n), sum);
-  if (n) std::memcpy(&(*out)[kChunkHeaderSize], raw, n);
+  const uint64_t copied_sum = CopyAndChecksum(&(*out)[kChunkHeaderSize], static_cast<const char*>(raw), n);
+  WriteHeader(&(*out)[0], ChunkCodec::kRaw, static_cast<uint32_t>(n), copied_sum);
 }
 
 Status DecodeChunk(std::string_view value, uint64_t expected_raw, void* dest) {
@@ -171,7 +191,11 @@ Status DecodeChunk(std::string_view value, uint64_t expected_raw, void* dest) {
       return Status::DataLoss("raw chunk payload is " + std::to_string(payload.size()) + " bytes, header says " +
                               std::to_string(h.raw_len));
     }
-    if (h.raw_len) std::memcpy(dest, payload.data(), h.raw_len);
+    // Copy and verify in one pass over the bytes.
+    if (CopyAndChecksum(static_cast<char*>(dest), payload.data(), h.raw_len) != h.checksum) {
+      return Status::DataLoss("chunk checksum mismatch");
+    }
+    return Status::OK();
   } else {
     const bool planes = h.filter == ChunkFilter::kBytePlanes;
     if (planes && h.raw_len % h.filter_param != 0) {
