@@ -219,6 +219,24 @@ Status DecodeChunk(std::string_view value, uint64_t expected_raw, void* dest) {
   return Status::OK();
 }
 
+Status DecodeChunkView(std::string_view value, uint64_t expected_raw, std::string* scratch, std::string_view* out) {
+  Header h;
+  Status st = ParseHeader(value, &h);
+  if (!st.ok()) return st;
+  if (h.codec == ChunkCodec::kRaw && h.filter == ChunkFilter::kNone && h.raw_len == expected_raw &&
+      value.size() == kChunkHeaderSize + h.raw_len) {
+    std::string_view payload = value.substr(kChunkHeaderSize);
+    if (Checksum(payload.data(), payload.size()) != h.checksum) return Status::DataLoss("chunk checksum mismatch");
+    *out = payload;
+    return Status::OK();
+  }
+  // Everything else (and every malformed raw chunk, for its precise error).
+  scratch->resize(expected_raw);
+  st = DecodeChunk(value, expected_raw, scratch->data());
+  if (st.ok()) *out = std::string_view(scratch->data(), expected_raw);
+  return st;
+}
+
 StatusOr<std::string> DecodeChunkToString(std::string_view value) {
   Header h;
   Status st = ParseHeader(value, &h);

@@ -52,6 +52,11 @@ void EncodeChunk(const void* raw, size_t n, Compression compression, int zstd_le
 // DataLoss describing what is wrong (caller adds which chunk of which FQN).
 Status DecodeChunk(std::string_view value, uint64_t expected_raw, void* dest);
 
+// Like DecodeChunk, but without copying a raw chunk: verifies it where it
+// lies and points *out at its payload (inside `value`); a compressed chunk is
+// decoded into *scratch and *out points there.
+Status DecodeChunkView(std::string_view value, uint64_t expected_raw, std::string* scratch, std::string_view* out);
+
 // Decodes a value whose raw length is not known in advance.
 StatusOr<std::string> DecodeChunkToString(std::string_view value);
 

@@ -55,18 +55,18 @@ StatusOr<ReadStats> ReadChunks(rocksdb::DB* db, const StepMetadata& md, const st
     const uint64_t want_begin = std::max<uint64_t>(cbegin, item.offset);
     const uint64_t want_end = std::min<uint64_t>(cbegin + clen, item.offset + item.length);
     Status st;
-    if (item.sink) {
-      scratch->resize(clen);
-      st = DecodeChunk(value.ToStringView(), clen, scratch->data());
-      if (st.ok()) item.sink(want_begin, scratch->data() + (want_begin - cbegin), want_end - want_begin);
-    } else if (want_begin == cbegin && want_end == cbegin + clen) {
+    if (!item.sink && want_begin == cbegin && want_end == cbegin + clen) {
+      // The whole chunk lands in the destination: decode straight into it.
       st = DecodeChunk(value.ToStringView(), clen, static_cast<char*>(item.dest) + (want_begin - item.offset));
     } else {
-      // A partial chunk: decode it whole (the checksum covers it all), copy part.
-      scratch->resize(clen);
-      st = DecodeChunk(value.ToStringView(), clen, scratch->data());
-      if (st.ok()) {
-        std::memcpy(static_cast<char*>(item.dest) + (want_begin - item.offset), scratch->data() + (want_begin - cbegin),
+      // Part of a chunk, or scattered: verify the chunk whole (the checksum
+      // covers it all) where it lies, then copy the part that is wanted.
+      std::string_view chunk;
+      st = DecodeChunkView(value.ToStringView(), clen, scratch, &chunk);
+      if (st.ok() && item.sink) {
+        item.sink(want_begin, chunk.data() + (want_begin - cbegin), want_end - want_begin);
+      } else if (st.ok()) {
+        std::memcpy(static_cast<char*>(item.dest) + (want_begin - item.offset), chunk.data() + (want_begin - cbegin),
                     want_end - want_begin);
       }
     }

@@ -124,6 +124,28 @@ TEST(ChunkCodec, BytePlanesRoundTripAndShrinkTrainedWeights) {
   EXPECT_EQ(v[2], 0);
 }
 
+TEST(ChunkCodec, DecodeViewVerifiesRawChunksInPlace) {
+  std::string raw = Random(10000, 5), v, scratch;
+  EncodeChunk(raw.data(), raw.size(), Compression::kNone, 1, &v);
+  std::string_view out;
+  ASSERT_TRUE(DecodeChunkView(v, raw.size(), &scratch, &out).ok());
+  EXPECT_EQ(out.data(), v.data() + kChunkHeaderSize);  // no copy
+  EXPECT_EQ(out, raw);
+  v[kChunkHeaderSize + 77] ^= 4;
+  Status st = DecodeChunkView(v, raw.size(), &scratch, &out);
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss);
+  EXPECT_NE(st.message().find("checksum mismatch"), std::string::npos);
+  // Compressed chunks go through the scratch buffer.
+  std::string c = Compressible(50000), cv;
+  EncodeChunk(c.data(), c.size(), Compression::kZstd, 1, &cv);
+  ASSERT_TRUE(DecodeChunkView(cv, c.size(), &scratch, &out).ok());
+  EXPECT_EQ(out, c);
+  EXPECT_EQ(out.data(), scratch.data());
+  // A raw chunk of the wrong length is reported as such.
+  EXPECT_NE(DecodeChunkView(v.substr(0, v.size() - 1), raw.size(), &scratch, &out).message().find("payload"),
+            std::string::npos);
+}
+
 TEST(ChunkCodec, DecodeToStringNeedsNoLength) {
   std::string raw = "metadata bytes", v;
   EncodeChunk(raw.data(), raw.size(), Compression::kNone, 1, &v);
