@@ -77,15 +77,6 @@ void ByteSpan(const Box& outer, const Box& inner, size_t elem_size, uint64_t* be
   *end = (LinearIndex(outer, last) + 1) * elem_size;
 }
 
-void CopyRegion(const Box& src_box, const void* src_data, uint64_t src_base, DType src_dtype, const Box& dst_box,
-                void* dst_data, DType dst_dtype, const Box& region) {
-  uint64_t begin, end;
-  ByteSpan(src_box, region, DTypeSize(src_dtype), &begin, &end);
-  if (begin == end) return;
-  CopyRegionWindow(src_box, static_cast<const char*>(src_data) + (begin - src_base), begin, end - begin, src_dtype,
-                   dst_box, dst_data, dst_dtype, region);
-}
-
 void CopyRegionWindow(const Box& src_box, const void* src_data, uint64_t src_base, uint64_t src_len, DType src_dtype,
                       const Box& dst_box, void* dst_data, DType dst_dtype, const Box& region) {
   const size_t n = region.sizes.size();

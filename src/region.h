@@ -36,18 +36,13 @@ bool Intersect(const Box& a, const Box& b, Box* out);
 // just past its last.
 void ByteSpan(const Box& outer, const Box& inner, size_t elem_size, uint64_t* begin, uint64_t* end);
 
-// Copies the elements of `region` from src (row-major elements of
-// `src_dtype` over box `src_box`, of which src_data holds the bytes starting
-// at byte `src_base`) into dst (row-major elements of `dst_dtype` over box
-// `dst_box`), converting when the dtypes differ (ConvertElements).
-// REQUIRES: region lies within both boxes and src_data covers
-// ByteSpan(src_box, region).
-void CopyRegion(const Box& src_box, const void* src_data, uint64_t src_base, DType src_dtype, const Box& dst_box,
-                void* dst_data, DType dst_dtype, const Box& region);
-
-// As CopyRegion, for the elements of `region` whose bytes in src lie in
-// [src_base, src_base + src_len): src_data holds exactly those bytes. Used to
-// scatter one chunk of a saved piece at a time. REQUIRES: src_base and
+// Copies the elements of `region` whose bytes in src lie in the window
+// [src_base, src_base + src_len) from src (row-major elements of `src_dtype`
+// over box `src_box`; src_data holds exactly the window's bytes) into dst
+// (row-major elements of `dst_dtype` over box `dst_box`), converting when the
+// dtypes differ (ConvertElements). Used to scatter one chunk of a saved piece
+// at a time; windows that together cover ByteSpan(src_box, region) copy the
+// whole region. REQUIRES: region lies within both boxes; src_base and
 // src_len are multiples of the source element size.
 void CopyRegionWindow(const Box& src_box, const void* src_data, uint64_t src_base, uint64_t src_len, DType src_dtype,
                       const Box& dst_box, void* dst_data, DType dst_dtype, const Box& region);

@@ -2,12 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 namespace ckptdb {
 namespace {
 
-// Element-by-element reference for CopyRegion.
+// Element-by-element reference for CopyRegionWindow.
 void NaiveCopy(const Box& src, const std::vector<int32_t>& s, const Box& dst, std::vector<int32_t>* d, const Box& r) {
   const size_t n = r.sizes.size();
   std::vector<int64_t> idx(r.offsets);
@@ -41,7 +42,7 @@ Box RandomBox(std::mt19937& rng, const std::vector<int64_t>& shape) {
   return b;
 }
 
-TEST(Region, CopyRegionMatchesElementwiseCopyOnRandomBoxes) {
+TEST(Region, WindowedCopiesMatchElementwiseCopyOnRandomBoxes) {
   std::mt19937 rng(42);
   for (int iter = 0; iter < 500; ++iter) {
     int dims = 1 + iter % 4;
@@ -54,11 +55,18 @@ TEST(Region, CopyRegionMatchesElementwiseCopyOnRandomBoxes) {
     for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<int32_t>(i * 7 + 1);
     std::vector<int32_t> want(BoxNumel(b), -1), got(BoxNumel(b), -1);
     NaiveCopy(a, src, b, &want, r);
-    // Read only the byte span, as a load does.
+    // Only the byte span is read, cut into windows at random element
+    // boundaries, as a load scatters chunk after chunk.
     uint64_t begin, end;
     ByteSpan(a, r, 4, &begin, &end);
-    std::vector<char> span(reinterpret_cast<char*>(src.data()) + begin, reinterpret_cast<char*>(src.data()) + end);
-    CopyRegion(a, span.data(), begin, DType::kI32, b, got.data(), DType::kI32, r);
+    const char* bytes = reinterpret_cast<const char*>(src.data());
+    for (uint64_t w = begin; w < end;) {
+      uint64_t len = 4 * (1 + rng() % 9);
+      len = std::min(len, end - w);
+      std::vector<char> window(bytes + w, bytes + w + len);
+      CopyRegionWindow(a, window.data(), w, len, DType::kI32, b, got.data(), DType::kI32, r);
+      w += len;
+    }
     ASSERT_EQ(got, want) << "src " << BoxToString(a) << " dst " << BoxToString(b) << " region " << BoxToString(r);
   }
 }
@@ -82,7 +90,7 @@ TEST(Region, ScalarBox) {
   ASSERT_TRUE(Intersect(s, s, &r));
   EXPECT_EQ(BoxNumel(r), 1);
   int32_t v = 5, out = 0;
-  CopyRegion(s, &v, 0, DType::kI32, s, &out, DType::kI32, r);
+  CopyRegionWindow(s, &v, 0, 4, DType::kI32, s, &out, DType::kI32, r);
   EXPECT_EQ(out, 5);
 }
 
