@@ -59,6 +59,17 @@ StatusOr<DeviceStage*> Stage(int device) {
   return raw;
 }
 
+// Runs f(stage) with `device` current and its staging buffers held.
+template <typename F>
+Status WithStage(int device, F&& f) {
+  auto stage = Stage(device);
+  if (!stage.ok()) return stage.status();
+  DeviceStage& s = **stage;
+  std::lock_guard<std::mutex> lock(s.mu);
+  Status st = Cuda(cudaSetDevice(device), "cudaSetDevice", device);
+  return st.ok() ? f(s) : st;
+}
+
 }  // namespace
 
 bool CudaBuilt() { return true; }
@@ -70,54 +81,49 @@ int CudaDeviceCount() {
 
 Status CopyFromDevice(int device, const void* device_src, void* host_dst, size_t n) {
   if (n == 0) return Status::OK();
-  auto stage = Stage(device);
-  if (!stage.ok()) return stage.status();
-  DeviceStage& s = **stage;
-  std::lock_guard<std::mutex> lock(s.mu);
-  Status st = Cuda(cudaSetDevice(device), "cudaSetDevice", device);
-  const char* src = static_cast<const char*>(device_src);
-  char* dst = static_cast<char*>(host_dst);
-  const size_t pieces = (n + kPiece - 1) / kPiece;
-  auto issue = [&](size_t p) -> Status {
-    const size_t off = p * kPiece, len = std::min(kPiece, n - off);
-    Status r = Cuda(cudaMemcpyAsync(s.pinned[p % 2], src + off, len, cudaMemcpyDeviceToHost, s.stream),
-                    "cudaMemcpyAsync", device);
-    return r.ok() ? Cuda(cudaEventRecord(s.done[p % 2], s.stream), "cudaEventRecord", device) : r;
-  };
-  if (st.ok()) st = issue(0);
-  for (size_t p = 0; st.ok() && p < pieces; ++p) {
-    // Piece p+1 copies from the device while piece p is copied out of its
-    // pinned buffer.
-    if (p + 1 < pieces) st = issue(p + 1);
-    if (st.ok()) st = Cuda(cudaEventSynchronize(s.done[p % 2]), "cudaEventSynchronize", device);
-    if (st.ok()) std::memcpy(dst + p * kPiece, s.pinned[p % 2], std::min(kPiece, n - p * kPiece));
-  }
-  if (!st.ok()) cudaStreamSynchronize(s.stream);
-  return st;
+  return WithStage(device, [&](DeviceStage& s) {
+    const char* src = static_cast<const char*>(device_src);
+    char* dst = static_cast<char*>(host_dst);
+    const size_t pieces = (n + kPiece - 1) / kPiece;
+    auto issue = [&](size_t p) -> Status {
+      const size_t off = p * kPiece, len = std::min(kPiece, n - off);
+      Status r = Cuda(cudaMemcpyAsync(s.pinned[p % 2], src + off, len, cudaMemcpyDeviceToHost, s.stream),
+                      "cudaMemcpyAsync", device);
+      return r.ok() ? Cuda(cudaEventRecord(s.done[p % 2], s.stream), "cudaEventRecord", device) : r;
+    };
+    Status st = issue(0);
+    for (size_t p = 0; st.ok() && p < pieces; ++p) {
+      // Piece p+1 copies from the device while piece p is copied out of its
+      // pinned buffer.
+      if (p + 1 < pieces) st = issue(p + 1);
+      if (st.ok()) st = Cuda(cudaEventSynchronize(s.done[p % 2]), "cudaEventSynchronize", device);
+      if (st.ok()) std::memcpy(dst + p * kPiece, s.pinned[p % 2], std::min(kPiece, n - p * kPiece));
+    }
+    if (!st.ok()) cudaStreamSynchronize(s.stream);
+    return st;
+  });
 }
 
 Status CopyToDevice(int device, const void* host_src, void* device_dst, size_t n) {
   if (n == 0) return Status::OK();
-  auto stage = Stage(device);
-  if (!stage.ok()) return stage.status();
-  DeviceStage& s = **stage;
-  std::lock_guard<std::mutex> lock(s.mu);
-  Status st = Cuda(cudaSetDevice(device), "cudaSetDevice", device);
-  const char* src = static_cast<const char*>(host_src);
-  char* dst = static_cast<char*>(device_dst);
-  const size_t pieces = (n + kPiece - 1) / kPiece;
-  for (size_t p = 0; st.ok() && p < pieces; ++p) {
-    const size_t off = p * kPiece, len = std::min(kPiece, n - off);
-    // The buffer is free once its previous copy (piece p-2) has finished.
-    if (p >= 2) st = Cuda(cudaEventSynchronize(s.done[p % 2]), "cudaEventSynchronize", device);
-    if (!st.ok()) break;
-    std::memcpy(s.pinned[p % 2], src + off, len);
-    st = Cuda(cudaMemcpyAsync(dst + off, s.pinned[p % 2], len, cudaMemcpyHostToDevice, s.stream), "cudaMemcpyAsync",
-              device);
-    if (st.ok()) st = Cuda(cudaEventRecord(s.done[p % 2], s.stream), "cudaEventRecord", device);
-  }
-  Status sync = Cuda(cudaStreamSynchronize(s.stream), "cudaStreamSynchronize", device);
-  return st.ok() ? sync : st;
+  return WithStage(device, [&](DeviceStage& s) {
+    const char* src = static_cast<const char*>(host_src);
+    char* dst = static_cast<char*>(device_dst);
+    const size_t pieces = (n + kPiece - 1) / kPiece;
+    Status st;
+    for (size_t p = 0; st.ok() && p < pieces; ++p) {
+      const size_t off = p * kPiece, len = std::min(kPiece, n - off);
+      // The buffer is free once its previous copy (piece p-2) has finished.
+      if (p >= 2) st = Cuda(cudaEventSynchronize(s.done[p % 2]), "cudaEventSynchronize", device);
+      if (!st.ok()) break;
+      std::memcpy(s.pinned[p % 2], src + off, len);
+      st = Cuda(cudaMemcpyAsync(dst + off, s.pinned[p % 2], len, cudaMemcpyHostToDevice, s.stream),
+                "cudaMemcpyAsync", device);
+      if (st.ok()) st = Cuda(cudaEventRecord(s.done[p % 2], s.stream), "cudaEventRecord", device);
+    }
+    Status sync = Cuda(cudaStreamSynchronize(s.stream), "cudaStreamSynchronize", device);
+    return st.ok() ? sync : st;
+  });
 }
 
 }  // namespace ckptdb

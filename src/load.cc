@@ -1,5 +1,6 @@
 // The load protocol and resharding reads (include/ckptdb/checkpoint.h).
 #include <memory>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "ckptdb/checkpoint.h"
@@ -121,12 +122,20 @@ Status PlanLoad(StateDict& target, const StepMetadata& md, const LoadOptions& op
       return Status::InvalidArgument("LoadOptions::keys names '" + k + "', which is not an entry of the target");
     }
   }
-  // Bytes entries are resized only once everything checked out.
-  std::vector<std::pair<Bytes*, uint64_t>> resize;
+  // One index of the step's entries: a lookup per target entry, not a scan.
+  std::unordered_map<std::string, const EntryMetadata*> saved_by_fqn;
+  for (const EntryMetadata& e : md.entries) saved_by_fqn.emplace(e.fqn, &e);
+  // Bytes entries are resized (and read) only once everything checked out.
+  struct BytesTarget {
+    const std::string* fqn;
+    Bytes* bytes;
+    const StoredPiece* piece;
+  };
+  std::vector<BytesTarget> bytes_targets;
   for (auto& [fqn, entry] : target.mutable_entries()) {
     if (!only.empty() && only.count(fqn) == 0) continue;
-    const EntryMetadata* saved = md.Find(fqn);
-    if (saved == nullptr) {
+    auto found = saved_by_fqn.find(fqn);
+    if (found == saved_by_fqn.end()) {
       if (options.allow_missing) {
         missing->push_back(fqn);
         continue;
@@ -134,30 +143,23 @@ Status PlanLoad(StateDict& target, const StepMetadata& md, const LoadOptions& op
       return Status::NotFound("entry '" + fqn + "' is not in step " + std::to_string(md.step) +
                               " (LoadOptions::allow_missing skips such entries)");
     }
+    const EntryMetadata* saved = found->second;
     const bool target_is_bytes = std::holds_alternative<Bytes>(entry);
     if (target_is_bytes != (saved->kind == EntryKind::kBytes)) {
       return Status::InvalidArgument("entry '" + fqn + "': kind mismatch: the target is " + EntryKindName(entry) +
                                      ", the step holds " + EntryKindName(saved->kind));
     }
     if (target_is_bytes) {
-      resize.emplace_back(&std::get<Bytes>(entry), saved->pieces.at(0).nbytes);
+      bytes_targets.push_back(BytesTarget{&fqn, &std::get<Bytes>(entry), &saved->pieces.at(0)});
       continue;
     }
     if (!IsTensorKind(saved->kind)) return Status::Internal("unexpected entry kind for '" + fqn + "'");
     RETURN_IF_ERROR(PlanTensorReads(fqn, entry, *saved, options.convert_dtype, plan));
   }
-  for (auto& [bytes, n] : resize) {
-    bytes->data.assign(n, '\0');
-  }
-  // Second pass for the bytes reads, now that their buffers exist.
-  for (auto& [fqn, entry] : target.mutable_entries()) {
-    Bytes* b = std::get_if<Bytes>(&entry);
-    if (b == nullptr || (!only.empty() && only.count(fqn) == 0)) continue;
-    const EntryMetadata* saved = md.Find(fqn);
-    if (saved == nullptr) continue;
-    const StoredPiece& piece = saved->pieces.at(0);
-    plan->reads.push_back(ReadItem{fqn, piece, 0, piece.nbytes, b->data.data(), {}});
-    plan->bytes_copied += piece.nbytes;
+  for (const BytesTarget& b : bytes_targets) {
+    b.bytes->data.assign(b.piece->nbytes, '\0');
+    plan->reads.push_back(ReadItem{*b.fqn, *b.piece, 0, b.piece->nbytes, b.bytes->data.data(), {}});
+    plan->bytes_copied += b.piece->nbytes;
   }
   return Status::OK();
 }
