@@ -37,6 +37,14 @@ struct Gate {
   }
 };
 
+// A writer whose saves wait at the gate (in Prepare) until it opens.
+struct GatedWriter : testing::FaultyWriter {
+  explicit GatedWriter(StorageWriter* inner) : testing::FaultyWriter(inner) {
+    on_prepare = [this] { return gate.Wait(); };
+  }
+  Gate gate;
+};
+
 Tensor LoadTensor(const std::string& store, int64_t step, const std::string& fqn) {
   auto r = OpenStoreReader(store);
   EXPECT_TRUE(r.ok()) << r.status();
@@ -50,9 +58,8 @@ TEST(AsyncSave, SavesTheValuesAtTheTimeOfTheCall) {
   const std::string store = dir.Sub("s");
   auto w = OpenStoreWriter(store);
   ASSERT_TRUE(w.ok());
-  Gate gate;
-  testing::FaultyWriter gated(w->get());
-  gated.on_prepare = [&] { return gate.Wait(); };
+  GatedWriter gated(w->get());
+  Gate& gate = gated.gate;
   Tensor weights = PatternTensor(DType::kF32, {1000}, 1);
   Tensor original = testing::ZerosLike(weights);
   std::memcpy(original.data(), weights.data(), weights.nbytes());
@@ -153,9 +160,8 @@ TEST(AsyncSave, DestructionFinishesTheSaveInFlight) {
   const std::string store = dir.Sub("s");
   auto w = OpenStoreWriter(store);
   ASSERT_TRUE(w.ok());
-  Gate gate;
-  testing::FaultyWriter gated(w->get());
-  gated.on_prepare = [&] { return gate.Wait(); };
+  GatedWriter gated(w->get());
+  Gate& gate = gated.gate;
   StateDict sd;
   ASSERT_OK(sd.Add("w", PatternTensor(DType::kBF16, {64, 64}, 5)));
   std::shared_ptr<SaveHandle> handle;
@@ -185,9 +191,8 @@ TEST(AsyncSave, WaitForTimesOutWhileRunning) {
   TempDir dir;
   auto w = OpenStoreWriter(dir.Sub("s"));
   ASSERT_TRUE(w.ok());
-  Gate gate;
-  testing::FaultyWriter gated(w->get());
-  gated.on_prepare = [&] { return gate.Wait(); };
+  GatedWriter gated(w->get());
+  Gate& gate = gated.gate;
   AsyncSaveOptions o;
   o.no_dist = true;
   AsyncSaver saver(gated, o);
