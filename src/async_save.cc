@@ -61,11 +61,15 @@ class Handle final : public SaveHandle {
   double blocked_s_ = 0;
 };
 
-// One slot of staging memory, reused across saves.
+// One slot of staging memory, reused across saves: pinned once a state dict
+// with CUDA tensors passes through it (device-to-host copies at the bus's
+// full speed), ordinary memory otherwise.
 struct Slot {
   std::unique_ptr<char[]> buffer;
+  PinnedBuffer pinned;
   size_t capacity = 0;
   bool busy = false;
+  char* data() const { return pinned ? pinned.get() : buffer.get(); }
 };
 
 size_t Align(size_t n) { return (n + 63) & ~size_t{63}; }
@@ -99,7 +103,7 @@ StatusOr<StateDict> StageCopy(const StateDict& sd, char* buf) {
     char* dst = buf + off;
     off += Align(t.nbytes());
     if (!t.device().is_cpu()) {
-      // Device tensors: through the pinned staging buffers, now.
+      // Device tensors: straight into the slot, now.
       Status st = CopyFromDevice(t.device().index, t.data(), dst, t.nbytes());
       if (!st.ok()) return st.WithContext(t.device().ToString());
     } else {
@@ -214,6 +218,13 @@ StatusOr<std::shared_ptr<SaveHandle>> AsyncSaver::SaveAsync(const StateDict& sta
   if (!o.no_dist && o.communicator == nullptr) {
     return Status::InvalidArgument("AsyncSaveOptions: no communicator for the background saves; pass one, or set no_dist");
   }
+  // Devices this process cannot use are argument errors, before any wait.
+  for (const auto& [fqn, e] : state_dict.entries()) {
+    if (const Tensor* t = std::get_if<Tensor>(&e)) RETURN_IF_ERROR(CheckTensorDevice(fqn, *t));
+    if (const ShardedTensor* st = std::get_if<ShardedTensor>(&e)) {
+      for (const Shard& sh : st->local_shards()) RETURN_IF_ERROR(CheckTensorDevice(fqn, sh.tensor));
+    }
+  }
   // Wait for a free slot of staging memory.
   size_t slot = 0;
   {
@@ -230,11 +241,6 @@ StatusOr<std::shared_ptr<SaveHandle>> AsyncSaver::SaveAsync(const StateDict& sta
     impl_->slots[slot].busy = true;
   }
   Slot& s = impl_->slots[slot];
-  const size_t need = StagingBytes(state_dict);
-  if (need > s.capacity) {
-    s.buffer.reset(new (std::nothrow) char[need]);
-    s.capacity = s.buffer ? need : 0;
-  }
   auto release = [&](Status st) {
     {
       std::lock_guard<std::mutex> lock(impl_->mu);
@@ -243,10 +249,26 @@ StatusOr<std::shared_ptr<SaveHandle>> AsyncSaver::SaveAsync(const StateDict& sta
     impl_->cv.notify_all();
     return st;
   };
-  if (need > 0 && !s.buffer) {
-    return release(Status::Unavailable("cannot allocate " + std::to_string(need) + " bytes of staging memory"));
+  const size_t need = StagingBytes(state_dict);
+  const bool device = HasDeviceTensors(state_dict);
+  if (need > s.capacity || (device && !s.pinned)) {
+    s.buffer.reset();
+    s.pinned.reset();
+    s.capacity = 0;
+    if (device) {
+      StatusOr<PinnedBuffer> p = AllocPinnedHost(std::max<size_t>(need, 1));
+      if (!p.ok()) return release(p.status().WithContext("AsyncSaver: allocating a staging slot"));
+      s.pinned = std::move(p).value();
+    } else {
+      s.buffer.reset(new (std::nothrow) char[std::max<size_t>(need, 1)]);
+      if (!s.buffer) {
+        return release(Status::Unavailable("AsyncSaver: cannot allocate " + std::to_string(need) +
+                                           " bytes of staging memory"));
+      }
+    }
+    s.capacity = need;
   }
-  StatusOr<StateDict> copy = StageCopy(state_dict, s.buffer.get());
+  StatusOr<StateDict> copy = StageCopy(state_dict, s.data());
   if (!copy.ok()) return release(copy.status());
   auto handle = std::make_shared<Handle>(step);
   handle->set_blocked_seconds(std::chrono::duration<double>(Clock::now() - t0).count());

@@ -64,7 +64,9 @@ StatusOr<ReadStats> ReadChunks(rocksdb::DB* db, const StepMetadata& md, const st
       std::string_view chunk;
       st = DecodeChunkView(value.ToStringView(), clen, scratch, &chunk);
       if (st.ok() && item.sink) {
-        item.sink(want_begin, chunk.data() + (want_begin - cbegin), want_end - want_begin);
+        // Not DataLoss: the chunk was verified; the sink's own error stands.
+        Status sunk = item.sink(want_begin, chunk.data() + (want_begin - cbegin), want_end - want_begin);
+        if (!sunk.ok()) return sunk.WithContext(where());
       } else if (st.ok()) {
         std::memcpy(static_cast<char*>(item.dest) + (want_begin - item.offset), chunk.data() + (want_begin - cbegin),
                     want_end - want_begin);

@@ -1,109 +1,78 @@
-// The device-independent half of device staging: walking state dicts and
-// routing each CUDA tensor through CopyFromDevice / CopyToDevice.
+// Device staging on top of the active backend and the pinned pool
+// (src/device_staging.h).
 #include "device_staging.h"
 
+#include <algorithm>
+#include <cstring>
+
+#include "device_backend.h"
+#include "pinned_pool.h"
 #include "status_macros.h"
 
 namespace ckptdb {
 
-namespace {
+int CudaDeviceCount() { return ActiveDeviceBackend().DeviceCount(); }
 
-template <typename F>
-Status ForEachTensor(const Entry& e, F&& f) {
-  if (const Tensor* t = std::get_if<Tensor>(&e)) return f(*t);
-  if (const ShardedTensor* st = std::get_if<ShardedTensor>(&e)) {
-    for (const Shard& s : st->local_shards()) RETURN_IF_ERROR(f(s.tensor));
-  }
-  return Status::OK();
+Status CheckTensorDevice(const std::string& fqn, const Tensor& t) {
+  if (t.device().is_cpu()) return Status::OK();
+  Status st = ActiveDeviceBackend().CheckDevice(t.device().index);
+  return st.ok() ? st : st.WithContext("entry '" + fqn + "' on " + t.device().ToString());
 }
-
-StatusOr<Tensor> ToHost(const std::string& fqn, const Tensor& t) {
-  if (t.device().is_cpu()) return t;
-  ASSIGN_OR_RETURN(Tensor host, Tensor::Zeros(t.dtype(), t.shape()));
-  Status st = CopyFromDevice(t.device().index, t.data(), host.data(), t.nbytes());
-  if (!st.ok()) return st.WithContext("entry '" + fqn + "' on " + t.device().ToString());
-  return host;
-}
-
-StatusOr<Tensor> ProxyOf(const Tensor& t) {
-  if (t.device().is_cpu()) return t;
-  return Tensor::Zeros(t.dtype(), t.shape());
-}
-
-}  // namespace
 
 bool HasDeviceTensors(const StateDict& sd) {
-  bool any = false;
-  for (const auto& [fqn, e] : sd.entries()) {
-    (void)ForEachTensor(e, [&](const Tensor& t) {
-      any = any || !t.device().is_cpu();
-      return Status::OK();
-    });
-  }
-  return any;
-}
-
-StatusOr<StateDict> CopyDeviceTensorsToHost(const StateDict& sd) {
-  StateDict out;
   for (const auto& [fqn, e] : sd.entries()) {
     if (const Tensor* t = std::get_if<Tensor>(&e)) {
-      ASSIGN_OR_RETURN(Tensor h, ToHost(fqn, *t));
-      RETURN_IF_ERROR(out.Add(fqn, std::move(h)));
+      if (!t->device().is_cpu()) return true;
     } else if (const ShardedTensor* st = std::get_if<ShardedTensor>(&e)) {
-      std::vector<Shard> shards;
       for (const Shard& s : st->local_shards()) {
-        ASSIGN_OR_RETURN(Tensor h, ToHost(fqn, s.tensor));
-        shards.push_back(Shard{s.offsets, std::move(h)});
+        if (!s.tensor.device().is_cpu()) return true;
       }
-      ASSIGN_OR_RETURN(ShardedTensor hs, ShardedTensor::Create(st->dtype(), st->global_shape(), std::move(shards)));
-      RETURN_IF_ERROR(out.Add(fqn, std::move(hs)));
-    } else {
-      RETURN_IF_ERROR(out.AddEntry(fqn, e));
     }
   }
-  return out;
+  return false;
 }
 
-StatusOr<StateDict> HostProxyFor(const StateDict& target) {
-  StateDict out;
-  for (const auto& [fqn, e] : target.entries()) {
-    if (const Tensor* t = std::get_if<Tensor>(&e)) {
-      ASSIGN_OR_RETURN(Tensor p, ProxyOf(*t));
-      RETURN_IF_ERROR(out.Add(fqn, std::move(p)));
-    } else if (const ShardedTensor* st = std::get_if<ShardedTensor>(&e)) {
-      std::vector<Shard> shards;
-      for (const Shard& s : st->local_shards()) {
-        ASSIGN_OR_RETURN(Tensor p, ProxyOf(s.tensor));
-        shards.push_back(Shard{s.offsets, std::move(p)});
-      }
-      ASSIGN_OR_RETURN(ShardedTensor ps, ShardedTensor::Create(st->dtype(), st->global_shape(), std::move(shards)));
-      RETURN_IF_ERROR(out.Add(fqn, std::move(ps)));
-    } else {
-      RETURN_IF_ERROR(out.AddEntry(fqn, e));
-    }
+Status WithBytesFromDevice(int device, const void* device_src, size_t n, const std::function<void(const char*)>& use) {
+  if (n == 0) {
+    use(nullptr);
+    return Status::OK();
   }
-  return out;
+  StatusOr<PinnedLease> buf = LeasePinned(n);
+  if (!buf.ok()) return buf.status();
+  Status st = ActiveDeviceBackend().CopyToHost(device, device_src, buf->data(), n);
+  if (!st.ok()) return st;
+  CountStagedBytes(n, 0);
+  use(buf->data());
+  return Status::OK();
 }
 
-Status CopyHostToDeviceTargets(const StateDict& host, StateDict& target) {
-  for (auto& [fqn, e] : target.mutable_entries()) {
-    const Entry* h = host.Find(fqn);
-    if (h == nullptr) continue;
-    auto copy = [&](const Tensor& dst, const Tensor& src) -> Status {
-      if (dst.device().is_cpu()) return Status::OK();  // loaded in place
-      Status st = CopyToDevice(dst.device().index, src.data(), dst.data(), dst.nbytes());
-      return st.ok() ? st : st.WithContext("entry '" + fqn + "' on " + dst.device().ToString());
-    };
-    if (Tensor* t = std::get_if<Tensor>(&e)) {
-      RETURN_IF_ERROR(copy(*t, std::get<Tensor>(*h)));
-    } else if (ShardedTensor* st = std::get_if<ShardedTensor>(&e)) {
-      const auto& hs = std::get<ShardedTensor>(*h).local_shards();
-      for (size_t i = 0; i < st->local_shards().size(); ++i) RETURN_IF_ERROR(copy(st->local_shards()[i].tensor, hs[i].tensor));
-    } else {
-      std::get<Bytes>(e) = std::get<Bytes>(*h);
-    }
+Status StageToDevice(int device, const char* host_src, size_t n, void* device_dst) {
+  // In pieces, so that a whole tensor (a load's fallback) needs no more
+  // staging memory than a chunk does.
+  constexpr size_t kPiece = size_t{16} << 20;
+  for (size_t off = 0; off < n; off += kPiece) {
+    const size_t len = std::min(kPiece, n - off);
+    StatusOr<PinnedLease> buf = LeasePinned(len);
+    if (!buf.ok()) return buf.status();
+    std::memcpy(buf->data(), host_src + off, len);
+    RETURN_IF_ERROR(ActiveDeviceBackend().CopyToDevice(device, buf->data(), static_cast<char*>(device_dst) + off, len));
+    CountStagedBytes(0, len);
   }
   return Status::OK();
+}
+
+Status CopyFromDevice(int device, const void* device_src, void* host_dst, size_t n) {
+  if (n == 0) return Status::OK();
+  Status st = ActiveDeviceBackend().CopyToHost(device, device_src, host_dst, n);
+  if (st.ok()) CountStagedBytes(n, 0);
+  return st;
+}
+
+StatusOr<PinnedBuffer> AllocPinnedHost(size_t n) {
+  DeviceBackend* backend = &ActiveDeviceBackend();
+  StatusOr<void*> p = backend->AllocPinned(n);
+  if (!p.ok()) return p.status();
+  return PinnedBuffer(static_cast<char*>(*p), [backend](char* q) { backend->FreePinned(q); });
 }
 
 }  // namespace ckptdb

@@ -1,50 +1,49 @@
-// Moving tensor bytes between device (CUDA) memory and host memory, for the
-// save and load paths. Built from src/cuda_staging.cc where the CUDA toolkit
-// was found (CMake option CKPTDB_CUDA), from src/cuda_staging_none.cc
-// otherwise; callers do not need to know which.
+// Moving tensor bytes between device (CUDA) memory and host memory for the
+// save, load and async-save paths, on top of the active DeviceBackend
+// (device_backend.h) and the pinned pool (pinned_pool.h). Errors are Status
+// values naming the call and the device; callers add the entry.
 //
-// Copies go through pinned host staging buffers, two per device, with
-// asynchronous copies on the library's own stream overlapped with the host
-// side of the previous piece. Any CUDA error becomes a Status naming the call
-// and the device.
-//
-// Thread safety: calls may come from several threads; each device's staging
-// buffers are used by one copy at a time.
+// Thread safety: every function may be called from several threads at once.
 #ifndef CKPTDB_SRC_DEVICE_STAGING_H_
 #define CKPTDB_SRC_DEVICE_STAGING_H_
 
 #include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
 
 #include "ckptdb/state_dict.h"
 #include "ckptdb/status.h"
 
 namespace ckptdb {
 
-// True when this build has the CUDA path.
-bool CudaBuilt();
 // CUDA devices this process can use (0 without the CUDA path, a driver or a
 // device).
 int CudaDeviceCount();
 
-// Copies n bytes from device memory on CUDA device `device` to host memory.
-Status CopyFromDevice(int device, const void* device_src, void* host_dst, size_t n);
-// Copies n bytes from host memory to device memory on CUDA device `device`.
-Status CopyToDevice(int device, const void* host_src, void* device_dst, size_t n);
+// OK for a CPU tensor, or one whose device can be used; else the backend's
+// error with "entry '<fqn>' on cuda:N" in front.
+Status CheckTensorDevice(const std::string& fqn, const Tensor& t);
 
 // True when any tensor or shard of `sd` lives on a CUDA device.
 bool HasDeviceTensors(const StateDict& sd);
 
-// A copy of `sd` whose CUDA tensors and shards are replaced by CPU tensors
-// holding their bytes (CPU entries are shared, not copied). Errors name the
-// entry.
-StatusOr<StateDict> CopyDeviceTensorsToHost(const StateDict& sd);
+// Copies n bytes of device memory into a buffer leased from the pinned pool
+// and calls use() with it; the buffer goes back to the pool afterwards.
+Status WithBytesFromDevice(int device, const void* device_src, size_t n, const std::function<void(const char*)>& use);
 
-// For a load into CUDA targets: a state dict like `target` whose CUDA
-// tensors and shards are replaced by zero-filled CPU tensors of the same
-// dtype and shape; after loading into it, CopyHostToDeviceTargets writes
-// them to the device.
-StatusOr<StateDict> HostProxyFor(const StateDict& target);
-Status CopyHostToDeviceTargets(const StateDict& host, StateDict& target);
+// Copies n host bytes to device memory through buffers leased from the
+// pinned pool, 16 MiB at a time.
+Status StageToDevice(int device, const char* host_src, size_t n, void* device_dst);
+
+// Copies n bytes of device memory straight into host memory the caller
+// owns (best pinned: see AllocPinnedHost).
+Status CopyFromDevice(int device, const void* device_src, void* host_dst, size_t n);
+
+// Pinned host memory outside the pool (AsyncSaver's slots); freed by the
+// backend that allocated it when the pointer is destroyed.
+using PinnedBuffer = std::unique_ptr<char, std::function<void(char*)>>;
+StatusOr<PinnedBuffer> AllocPinnedHost(size_t n);
 
 }  // namespace ckptdb
 

@@ -15,8 +15,18 @@ namespace ckptdb {
 
 namespace {
 
+// A target on a device that cannot take chunks as they come (strided or
+// converted): loaded into a host tensor first, copied over at the end.
+struct DeviceCopy {
+  std::string fqn;
+  Tensor host;
+  int device;
+  void* dst;
+};
+
 struct LoadPlan {
   std::vector<ReadItem> reads;
+  std::vector<DeviceCopy> device_copies;
   uint64_t bytes_copied = 0;
 };
 
@@ -24,6 +34,7 @@ struct TargetRegion {
   Box box;
   void* data;
   DType dtype;
+  Device device;
 };
 
 bool IsTensorKind(EntryKind k) { return k == EntryKind::kTensor || k == EntryKind::kShardedTensor; }
@@ -57,19 +68,34 @@ Status TargetRegions(const std::string& fqn, const Entry& target, const EntryMet
   }
   for (size_t i = 0; i < parts.size(); ++i) {
     const auto& [box, tensor] = parts[i];
-    if (!tensor->device().is_cpu()) {
-      return Status::InvalidArgument(where + " targets " + tensor->device().ToString() +
-                                     "; this build loads into CPU tensors only");
-    }
+    RETURN_IF_ERROR(CheckTensorDevice(fqn, *tensor));
     if (tensor->dtype() != dtype) {
       return Status::InvalidArgument(where + ": target shard " + std::to_string(i) + " has dtype " +
                                      DTypeName(tensor->dtype()) + ", the tensor " + DTypeName(dtype));
     }
     Status st = CheckBoxWithin(box, shape);
     if (!st.ok()) return st.WithContext(where + " target shard " + std::to_string(i));
-    out->push_back(TargetRegion{box, tensor->data(), dtype});
+    out->push_back(TargetRegion{box, tensor->data(), dtype, tensor->device()});
   }
   return Status::OK();
+}
+
+// True when every saved piece that overlaps `t` lands in it contiguously
+// and without conversion, so each chunk can be copied to where it belongs.
+bool ReadsStraightIn(const TargetRegion& t, const EntryMetadata& saved) {
+  if (t.dtype != saved.dtype) return false;
+  const size_t es = DTypeSize(saved.dtype);
+  for (const StoredPiece& piece : saved.pieces) {
+    Box src{piece.offsets, piece.sizes};
+    Box ov;
+    if (!Intersect(src, t.box, &ov)) continue;
+    const uint64_t n = static_cast<uint64_t>(BoxNumel(ov));
+    uint64_t sb, se, db, de;
+    ByteSpan(src, ov, es, &sb, &se);
+    ByteSpan(t.box, ov, es, &db, &de);
+    if (se - sb != n * es || de - db != n * es) return false;
+  }
+  return true;
 }
 
 Status PlanTensorReads(const std::string& fqn, const Entry& target, const EntryMetadata& saved, bool convert_dtype,
@@ -77,7 +103,16 @@ Status PlanTensorReads(const std::string& fqn, const Entry& target, const EntryM
   std::vector<TargetRegion> regions;
   RETURN_IF_ERROR(TargetRegions(fqn, target, saved, convert_dtype, &regions));
   const size_t es = DTypeSize(saved.dtype);
-  for (const TargetRegion& t : regions) {
+  for (TargetRegion t : regions) {
+    // A device target takes each verified chunk as it is read (through a
+    // pinned buffer) when it can; otherwise a host tensor stands in for it.
+    const bool to_device = !t.device.is_cpu();
+    const bool chunkwise = to_device && ReadsStraightIn(t, saved);
+    if (to_device && !chunkwise) {
+      ASSIGN_OR_RETURN(Tensor host, Tensor::Zeros(t.dtype, t.box.sizes));
+      plan->device_copies.push_back(DeviceCopy{fqn, host, t.device.index, t.data});
+      t.data = host.data();
+    }
     int64_t covered = 0;
     for (const StoredPiece& piece : saved.pieces) {
       Box src{piece.offsets, piece.sizes};
@@ -90,6 +125,15 @@ Status PlanTensorReads(const std::string& fqn, const Entry& target, const EntryM
       ByteSpan(src, ov, es, &sb, &se);
       ByteSpan(t.box, ov, tes, &db, &de);
       plan->bytes_copied += n * tes;
+      if (chunkwise) {
+        ReadItem item{fqn, piece, sb, se - sb, nullptr, {}};
+        item.sink = [device = t.device.index, dst = static_cast<char*>(t.data) + db, sb](
+                        uint64_t begin, const char* data, uint64_t len) {
+          return StageToDevice(device, data, len, dst + (begin - sb));
+        };
+        plan->reads.push_back(std::move(item));
+        continue;
+      }
       if (t.dtype == saved.dtype && se - sb == n * es && de - db == n * es) {
         // Contiguous on both sides: read straight into the target.
         plan->reads.push_back(ReadItem{fqn, piece, sb, se - sb, static_cast<char*>(t.data) + db, {}});
@@ -101,6 +145,7 @@ Status PlanTensorReads(const std::string& fqn, const Entry& target, const EntryM
       item.sink = [src, dst_box = t.box, dst = t.data, sdt = saved.dtype, ddt = t.dtype, ov](
                       uint64_t begin, const char* data, uint64_t len) {
         CopyRegionWindow(src, data, begin, len, sdt, dst_box, dst, ddt, ov);
+        return Status::OK();
       };
       plan->reads.push_back(std::move(item));
     }
@@ -171,6 +216,10 @@ Status LoadLocal(StateDict& target, StorageReader& reader, const StepMetadata& m
   RETURN_IF_ERROR(PlanLoad(target, md, options, &plan, &missing));
   StatusOr<ReadStats> rs = GuardedCall("read", [&] { return reader.Read(md, plan.reads); });
   if (!rs.ok()) return rs.status();
+  for (const DeviceCopy& c : plan.device_copies) {
+    Status st = StageToDevice(c.device, static_cast<const char*>(c.host.data()), c.host.nbytes(), c.dst);
+    if (!st.ok()) return st.WithContext("entry '" + c.fqn + "' on " + Device::CUDA(c.device).ToString());
+  }
   if (stats) {
     stats->chunks_read += rs->chunks_read;
     stats->stored_bytes_read += rs->stored_bytes_read;
@@ -190,12 +239,7 @@ Status Load(StateDict& target, StorageReader& reader, const LoadOptions& options
 
   Status result;
   StatusOr<StepMetadata> md = GuardedCall("read_metadata", [&] { return reader.ReadMetadata(options.step); });
-  if (md.ok() && HasDeviceTensors(target)) {
-    // CUDA targets: load into host tensors, then copy them to the devices.
-    StatusOr<StateDict> proxy = HostProxyFor(target);
-    result = proxy.ok() ? LoadLocal(*proxy, reader, *md, options, stats) : proxy.status();
-    if (result.ok()) result = CopyHostToDeviceTargets(*proxy, target);
-  } else if (md.ok()) {
+  if (md.ok()) {
     result = LoadLocal(target, reader, *md, options, stats);
   } else {
     result = md.status();

@@ -5,6 +5,7 @@
 
 #include "ckptdb.pb.h"
 #include "metadata_codec.h"
+#include "device_staging.h"
 #include "region.h"
 #include "status_codec.h"
 
@@ -12,12 +13,14 @@ namespace ckptdb {
 
 namespace {
 
-Status CheckOnCpu(const std::string& fqn, const Tensor& t) {
-  if (!t.device().is_cpu()) {
-    return Status::InvalidArgument("entry '" + fqn + "' is on " + t.device().ToString() +
-                                   "; this build saves and loads CPU tensors only");
-  }
-  return Status::OK();
+// For a tensor on a device: its bytes are copied off the device chunk by
+// chunk while the store writes (device_staging.h).
+void SetDeviceSource(const Tensor& t, WriteItem* item) {
+  if (t.device().is_cpu()) return;
+  item->source = [device = t.device().index, base = static_cast<const char*>(t.data())](
+                     uint64_t begin, uint64_t n, const std::function<void(const char*)>& use) {
+    return WithBytesFromDevice(device, base + begin, n, use);
+  };
 }
 
 StoredPiece WholePiece(const Shape& shape, StorageKey key, uint64_t nbytes) {
@@ -37,20 +40,21 @@ StatusOr<LocalPlan> PlanLocal(const StateDict& state_dict, int rank, int coordin
   uint32_t next_item = 0;
   auto add_item = [&](const std::string& fqn, EntryKind kind, DType dtype, const void* data, uint64_t nbytes) {
     StorageKey key{static_cast<uint32_t>(rank), next_item++};
-    plan.items.push_back(WriteItem{fqn, kind, dtype, key, data, nbytes});
+    plan.items.push_back(WriteItem{fqn, kind, dtype, key, data, nbytes, {}});
     return key;
   };
   for (const auto& [fqn, entry] : state_dict.entries()) {
     EntryMetadata e;
     e.fqn = fqn;
     if (const Tensor* t = std::get_if<Tensor>(&entry)) {
-      Status st = CheckOnCpu(fqn, *t);
+      Status st = CheckTensorDevice(fqn, *t);
       if (!st.ok()) return st;
       e.kind = EntryKind::kTensor;
       e.dtype = t->dtype();
       e.shape = t->shape();
       if (writes_replicated) {
         StorageKey key = add_item(fqn, e.kind, e.dtype, t->data(), t->nbytes());
+        SetDeviceSource(*t, &plan.items.back());
         e.pieces.push_back(WholePiece(t->shape(), key, t->nbytes()));
       }
     } else if (const ShardedTensor* st = std::get_if<ShardedTensor>(&entry)) {
@@ -59,7 +63,7 @@ StatusOr<LocalPlan> PlanLocal(const StateDict& state_dict, int rank, int coordin
       e.shape = st->global_shape();
       for (size_t i = 0; i < st->local_shards().size(); ++i) {
         const Shard& s = st->local_shards()[i];
-        Status c = CheckOnCpu(fqn, s.tensor);
+        Status c = CheckTensorDevice(fqn, s.tensor);
         if (!c.ok()) return c;
         // ShardedTensor::Create checked these; a default-constructed or
         // hand-built value may not have been.
@@ -71,6 +75,7 @@ StatusOr<LocalPlan> PlanLocal(const StateDict& state_dict, int rank, int coordin
                                          DTypeName(s.tensor.dtype()) + ", the tensor " + DTypeName(e.dtype));
         }
         StorageKey key = add_item(fqn, e.kind, e.dtype, s.tensor.data(), s.tensor.nbytes());
+        SetDeviceSource(s.tensor, &plan.items.back());
         StoredPiece p;
         p.offsets = s.offsets;
         p.sizes = s.tensor.shape();

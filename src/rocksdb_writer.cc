@@ -103,7 +103,7 @@ class RocksDBStoreWriter final : public StoreWriter {
         return Status::Internal("item of '" + it.fqn + "' has rank " + std::to_string(it.key.rank) +
                                 " in its key, but this is rank " + std::to_string(ctx.rank));
       }
-      if (it.nbytes > 0 && it.data == nullptr) {
+      if (it.nbytes > 0 && it.data == nullptr && !it.source) {
         return Status::InvalidArgument("entry '" + it.fqn + "' has no data");
       }
     }

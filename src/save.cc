@@ -5,7 +5,6 @@
 
 #include "ckptdb.pb.h"
 #include "ckptdb/checkpoint.h"
-#include "device_staging.h"
 #include "guarded_call.h"
 #include "planner.h"
 #include "resolve_communicator.h"
@@ -84,17 +83,10 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
   const bool is_coordinator = rank == coordinator;
 
   // 1. Plan; every rank merges the same metadata or fails alike. CUDA
-  // tensors are first copied to host memory (a failure there is this rank's
-  // planning error, so every rank learns of it).
-  StatusOr<StateDict> on_host = Status::Internal("no CUDA tensors");  // outlives the writes
-  StatusOr<LocalPlan> plan = Status::Internal("not planned");
-  if (!HasDeviceTensors(state_dict)) {
-    plan = PlanLocal(state_dict, rank, coordinator);
-  } else if ((on_host = CopyDeviceTensorsToHost(state_dict)).ok()) {
-    plan = PlanLocal(*on_host, rank, coordinator);
-  } else {
-    plan = on_host.status();
-  }
+  // tensors stay where they are: the store's workers copy them off the
+  // device chunk by chunk while it writes (a device this process cannot use
+  // is this rank's planning error, so every rank learns of it).
+  StatusOr<LocalPlan> plan = PlanLocal(state_dict, rank, coordinator);
   std::vector<std::string> plans;
   RETURN_IF_ERROR(comm->AllGather(EncodeLocalPlan(plan), &plans).WithContext("save: exchanging plans"));
   StatusOr<StepMetadata> merged = MergePlans(plans, coordinator);

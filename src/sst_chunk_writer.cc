@@ -55,8 +55,16 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
     const uint64_t begin = uint64_t{jobs[j].chunk} * o.chunk_bytes;
     const uint64_t len = std::min<uint64_t>(o.chunk_bytes, it->nbytes - begin);
     const size_t planes = IsFloatingPoint(it->dtype) ? DTypeSize(it->dtype) : 0;
-    EncodeChunk(static_cast<const char*>(it->data) + begin, len, o.compression, o.zstd_level, value, planes);
-    return Status::OK();
+    if (!it->source) {
+      EncodeChunk(static_cast<const char*>(it->data) + begin, len, o.compression, o.zstd_level, value, planes);
+      return Status::OK();
+    }
+    // Off the device into a staging buffer, encoded while it is held; other
+    // workers copy and encode the next chunks meanwhile.
+    Status st = it->source(begin, len, [&](const char* bytes) {
+      EncodeChunk(bytes, len, o.compression, o.zstd_level, value, planes);
+    });
+    return st.ok() ? st : st.WithContext("chunk " + std::to_string(jobs[j].chunk) + " of '" + it->fqn + "'");
   };
   auto consume = [&](size_t j, std::string& value) -> Status {
     const WriteItem* it = sorted[jobs[j].item];

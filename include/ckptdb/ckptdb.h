@@ -12,6 +12,7 @@
 #include "ckptdb/metadata.h"       // IWYU pragma: export
 #include "ckptdb/rocksdb_store.h"  // IWYU pragma: export
 #include "ckptdb/sharded_tensor.h" // IWYU pragma: export
+#include "ckptdb/staging.h"        // IWYU pragma: export
 #include "ckptdb/state_dict.h"     // IWYU pragma: export
 #include "ckptdb/status.h"         // IWYU pragma: export
 #include "ckptdb/storage.h"        // IWYU pragma: export

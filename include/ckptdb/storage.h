@@ -36,7 +36,8 @@ struct SaveContext {
   int coordinator_rank = 0;
 };
 
-// One piece this rank writes: its bytes are read from `data` during Write.
+// One piece this rank writes: its bytes are read from `data` during Write,
+// or, when `source` is set, through it.
 struct WriteItem {
   std::string fqn;  // for error messages
   EntryKind kind = EntryKind::kTensor;
@@ -44,6 +45,11 @@ struct WriteItem {
   StorageKey key;
   const void* data = nullptr;
   uint64_t nbytes = 0;
+  // When set, `data` is not host memory (a CUDA tensor): the writer calls
+  // source(begin, n, use) for each range it needs, and source calls use()
+  // with the range's bytes, valid only during that call. May be called from
+  // several threads at once, for different ranges.
+  std::function<Status(uint64_t begin, uint64_t n, const std::function<void(const char*)>& use)> source;
 };
 
 // What Write did with one item; it completes the item's StoredPiece.
@@ -103,9 +109,10 @@ struct ReadItem {
   void* dest = nullptr;
   // When set, called instead of copying to dest, once per chunk, with the
   // verified bytes [begin, begin + n) of the piece (clipped to the range):
-  // for scattering a chunk into a strided target without a staging copy.
-  // May be called from several threads at once, for different chunks.
-  std::function<void(uint64_t begin, const char* data, uint64_t n)> sink;
+  // for scattering a chunk into a strided target without a staging copy, or
+  // copying it onto a device. May be called from several threads at once,
+  // for different chunks; an error it returns fails the read.
+  std::function<Status(uint64_t begin, const char* data, uint64_t n)> sink;
 };
 
 // What a read fetched from storage.
