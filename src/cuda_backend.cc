@@ -29,7 +29,17 @@ class CudaBackend final : public DeviceBackend {
     return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
   }
 
-  Status CheckDevice(int device) override { return Cuda(cudaSetDevice(device), "cudaSetDevice", device); }
+  // Without touching the calling thread's current device.
+  Status CheckDevice(int device) override {
+    int n = 0;
+    Status st = Cuda(cudaGetDeviceCount(&n), "cudaGetDeviceCount", -1);
+    if (!st.ok()) return st;
+    if (device < 0 || device >= n) {
+      return Status::InvalidArgument("no CUDA device " + std::to_string(device) + ": this process sees " +
+                                     std::to_string(n));
+    }
+    return Status::OK();
+  }
 
   StatusOr<void*> AllocPinned(size_t n) override {
     void* p = nullptr;
@@ -50,17 +60,23 @@ class CudaBackend final : public DeviceBackend {
   }
 
  private:
+  // The calling thread's current device is set back afterwards: the caller
+  // may be the application's own thread (AsyncSaver::SaveAsync).
   Status Copy(int device, void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
     if (n == 0) return Status::OK();
+    int previous = -1;
+    if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
     Status st = Cuda(cudaSetDevice(device), "cudaSetDevice", device);
-    if (!st.ok()) return st;
     cudaStream_t stream = nullptr;
-    st = TakeStream(device, &stream);
-    if (!st.ok()) return st;
-    st = Cuda(cudaMemcpyAsync(dst, src, n, kind, stream), "cudaMemcpyAsync", device);
-    Status sync = Cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize", device);
-    GiveStream(device, stream);
-    return st.ok() ? sync : st;
+    if (st.ok()) st = TakeStream(device, &stream);
+    if (st.ok()) {
+      st = Cuda(cudaMemcpyAsync(dst, src, n, kind, stream), "cudaMemcpyAsync", device);
+      Status sync = Cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize", device);
+      if (st.ok()) st = sync;
+      GiveStream(device, stream);
+    }
+    if (previous >= 0 && previous != device) cudaSetDevice(previous);
+    return st;
   }
 
   // A free stream of `device` (current on this thread), created on demand:

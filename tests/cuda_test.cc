@@ -4,6 +4,7 @@
 // was. tools/gpu-check.sh runs these on a GPU machine.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 
@@ -103,7 +104,8 @@ TEST(Cuda, CpuSavedLoadsIntoGpuAndBack) {
   if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
   TempDir dir;
   auto w = OpenStoreWriter(dir.Sub("s"));
-  // 42 MB: more than one 32 MiB staging piece each way.
+  // 42 MB: ten 4 MiB chunks each way, through a pool of 8 MiB.
+  ASSERT_OK(SetDeviceStagingLimit(8 << 20));
   Tensor host = PatternTensor(DType::kBF16, {5000, 4200}, 3);
   StateDict cpu;
   ASSERT_OK(cpu.Add("w", host));
@@ -122,6 +124,39 @@ TEST(Cuda, CpuSavedLoadsIntoGpuAndBack) {
   auto back = LoadWhole(**r, 2);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_TRUE(std::get<Tensor>(*back->Find("w")).BitwiseEquals(host));
+  EXPECT_LE(GetDeviceStagingStats().pinned_bytes, 8u << 20);
+  ASSERT_OK(SetDeviceStagingLimit(kDefaultDeviceStagingBytes));
+}
+
+TEST(Cuda, ReshardedLoadIntoGpuShards) {
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  TempDir dir;
+  StoreOptions so;
+  so.chunk_bytes = 1 << 20;
+  auto w = OpenStoreWriter(dir.Sub("s"), so);
+  Tensor full = PatternTensor(DType::kF32, {2048, 1000}, 9);  // 8 MB in 1 MiB chunks
+  StateDict sd;
+  ASSERT_OK(sd.Add("w", full));
+  ASSERT_OK(testing::SaveNoDist(sd, **w, 1));
+  auto r = OpenStoreReader(dir.Sub("s"));
+  // Rows (chunk by chunk onto the device) and columns (strided: through a
+  // host tensor), on two devices when there are two.
+  const int d1 = CudaDeviceCount() > 1 ? 1 : 0;
+  DeviceTensor top(Tensor::Zeros(DType::kF32, {1000, 1000}).value(), 0);
+  DeviceTensor bottom(Tensor::Zeros(DType::kF32, {1048, 1000}).value(), d1);
+  DeviceTensor left(Tensor::Zeros(DType::kF32, {2048, 400}).value(), d1);
+  StateDict rows, cols;
+  ASSERT_OK(rows.Add("w", ShardedTensor::Create(DType::kF32, {2048, 1000}, {{{0, 0}, top.view}, {{1000, 0}, bottom.view}})
+                              .value()));
+  ASSERT_OK(cols.Add("w", ShardedTensor::Create(DType::kF32, {2048, 1000}, {{{0, 0}, left.view}}).value()));
+  ASSERT_OK(testing::LoadNoDist(rows, **r, 1));
+  ASSERT_OK(testing::LoadNoDist(cols, **r, 1));
+  Tensor t = top.ToHost(), b = bottom.ToHost(), l = left.ToHost();
+  EXPECT_EQ(0, std::memcmp(t.data(), full.data(), t.nbytes()));
+  EXPECT_EQ(0, std::memcmp(b.data(), full.data_as<float>() + 1000 * 1000, b.nbytes()));
+  for (int64_t i = 0; i < 2048; ++i) {
+    ASSERT_EQ(0, std::memcmp(l.data_as<float>() + i * 400, full.data_as<float>() + i * 1000, 400 * 4)) << "row " << i;
+  }
 }
 
 TEST(Cuda, ShardedGpuTensorsAcrossRanksAndAsyncSave) {
