@@ -15,8 +15,11 @@
 //
 // Staging memory: each of options.max_in_flight slots holds one copy of a
 // state dict; a slot's buffer is allocated on first use and reused by later
-// saves (grown only when a state dict needs more). SaveAsync waits while all
-// slots are busy.
+// saves (grown only when a state dict needs more), so the bound is
+// max_in_flight copies of the state. A state dict with CUDA tensors gets a
+// pinned slot (cudaHostAlloc, once), and its device tensors are copied
+// straight into it at the bus's speed; host tensors are copied by every core
+// at once. SaveAsync waits while all slots are busy.
 //
 // Shutdown: the destructor waits for every save in flight to finish (each
 // either commits whole or fails whole; a crash at any moment leaves no half

@@ -1,17 +1,19 @@
 // Save and Load: the checkpoint protocol (SPMD: every rank calls them).
 //
 // Save (see ../DESIGN.md and proto/FORMAT.md):
-//   1. Every rank plans its local entries (CUDA tensors are first copied to
-//      host memory through pinned staging buffers); the plans are
-//      all-gathered and every rank builds the same step metadata. An invalid
+//   1. Every rank plans its local entries (a CUDA device this process cannot
+//      use is its planning error); the plans are all-gathered and every rank builds the same step metadata. An invalid
 //      state dict fails on every rank ("failed to plan the save", or
 //      "invalid state dict" when the ranks' plans disagree) before storage is
 //      touched.
 //   2. The coordinator calls writer.Prepare and broadcasts the outcome; on
 //      failure every rank returns "failed to prepare storage".
 //   3. Every rank writes the pieces it owns (replicated tensors and bytes:
-//      the coordinator; shards: the rank that holds them). Statuses are
-//      gathered to the coordinator.
+//      the coordinator; shards: the rank that holds them). CUDA tensors are
+//      copied off the device chunk by chunk, into pinned buffers (staging.h),
+//      by the workers that checksum and compress them, while earlier chunks
+//      are appended to the SST file. Statuses are gathered to the
+//      coordinator.
 //   4. The coordinator fails the save ("Failed to write data") when any rank
 //      failed, else calls writer.Finish ("Failed to finish checkpoint" on
 //      error). On any failure it calls writer.Abort.
@@ -24,8 +26,9 @@
 // Load: every rank reads the step's metadata, checks its target state dict
 // against it, reads only the chunks that cover its target regions (in any
 // sharding: the saved and target layouts need not match), and copies them
-// into the target memory (CUDA targets: into host memory, then to the
-// device). Statuses are all-gathered; every rank fails alike.
+// into the target memory (CUDA targets: each verified chunk through a pinned
+// buffer onto the device as it is read; a strided or converted CUDA target
+// is filled in host memory first, then copied over). Statuses are all-gathered; every rank fails alike.
 #ifndef CKPTDB_CHECKPOINT_H_
 #define CKPTDB_CHECKPOINT_H_
 

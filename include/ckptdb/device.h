@@ -7,9 +7,12 @@
 namespace ckptdb {
 
 // Where a tensor's memory lives. A tensor on CUDA device N is saved and
-// loaded through pinned host staging buffers where ckptdb was built with the
-// CUDA path (CMake CKPTDB_CUDA); elsewhere, or without a usable device, a
-// save or load of a CUDA tensor fails with an error naming the entry.
+// loaded through pinned host staging buffers (staging.h) where ckptdb was
+// built with the CUDA path (CMake CKPTDB_CUDA); elsewhere, or without a
+// usable device, a save or load of a CUDA tensor fails before anything is
+// written, with an error naming the entry. The memory of a CUDA tensor is
+// plain device memory (cudaMalloc); ckptdb copies it on streams of its own
+// and never changes the calling thread's current device.
 struct Device {
   enum class Kind : int { kCPU = 0, kCUDA = 1 };
   Kind kind = Kind::kCPU;
