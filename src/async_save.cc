@@ -218,13 +218,10 @@ StatusOr<std::shared_ptr<SaveHandle>> AsyncSaver::SaveAsync(const StateDict& sta
   if (!o.no_dist && o.communicator == nullptr) {
     return Status::InvalidArgument("AsyncSaveOptions: no communicator for the background saves; pass one, or set no_dist");
   }
-  // Devices this process cannot use are argument errors, before any wait.
-  for (const auto& [fqn, e] : state_dict.entries()) {
-    if (const Tensor* t = std::get_if<Tensor>(&e)) RETURN_IF_ERROR(CheckTensorDevice(fqn, *t));
-    if (const ShardedTensor* st = std::get_if<ShardedTensor>(&e)) {
-      for (const Shard& sh : st->local_shards()) RETURN_IF_ERROR(CheckTensorDevice(fqn, sh.tensor));
-    }
-  }
+  // Devices this process cannot use are argument errors, before any wait;
+  // then the work queued on the devices finishes, so that the copy below
+  // takes the tensors as the application's kernels left them.
+  RETURN_IF_ERROR(CheckAndSynchronizeDevices(state_dict));
   // Wait for a free slot of staging memory.
   size_t slot = 0;
   {

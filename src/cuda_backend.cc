@@ -41,6 +41,15 @@ class CudaBackend final : public DeviceBackend {
     return Status::OK();
   }
 
+  Status Synchronize(int device) override {
+    int previous = -1;
+    if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
+    Status st = Cuda(cudaSetDevice(device), "cudaSetDevice", device);
+    if (st.ok()) st = Cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize", device);
+    if (previous >= 0 && previous != device) cudaSetDevice(previous);
+    return st;
+  }
+
   StatusOr<void*> AllocPinned(size_t n) override {
     void* p = nullptr;
     // Portable: usable for copies with every device of the process.

@@ -16,6 +16,7 @@ class NoCudaBackend final : public DeviceBackend {
  public:
   int DeviceCount() override { return 0; }
   Status CheckDevice(int) override { return NotBuilt(); }
+  Status Synchronize(int) override { return NotBuilt(); }
   StatusOr<void*> AllocPinned(size_t) override { return NotBuilt(); }
   void FreePinned(void*) override {}
   Status CopyToHost(int, const void*, void*, size_t) override { return NotBuilt(); }

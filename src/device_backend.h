@@ -33,6 +33,10 @@ class DeviceBackend {
   // OK when `device` can be used; otherwise an error naming the call that
   // failed (FailedPrecondition in a build without the CUDA path).
   virtual Status CheckDevice(int device) = 0;
+  // Waits until all work queued on `device` (by any stream of the process)
+  // has finished: a save must not copy a tensor that a kernel is still
+  // writing, nor a load write one that a kernel is still reading.
+  virtual Status Synchronize(int device) = 0;
   // Page-locked host memory, for copies at the bus's full speed.
   virtual StatusOr<void*> AllocPinned(size_t n) = 0;
   virtual void FreePinned(void* p) = 0;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 
 #include "device_backend.h"
 #include "pinned_pool.h"
@@ -19,17 +20,43 @@ Status CheckTensorDevice(const std::string& fqn, const Tensor& t) {
   return st.ok() ? st : st.WithContext("entry '" + fqn + "' on " + t.device().ToString());
 }
 
-bool HasDeviceTensors(const StateDict& sd) {
+namespace {
+
+// Calls f(fqn, tensor) for every tensor and local shard of `sd`.
+template <typename F>
+Status ForEachTensor(const StateDict& sd, F&& f) {
   for (const auto& [fqn, e] : sd.entries()) {
     if (const Tensor* t = std::get_if<Tensor>(&e)) {
-      if (!t->device().is_cpu()) return true;
+      RETURN_IF_ERROR(f(fqn, *t));
     } else if (const ShardedTensor* st = std::get_if<ShardedTensor>(&e)) {
-      for (const Shard& s : st->local_shards()) {
-        if (!s.tensor.device().is_cpu()) return true;
-      }
+      for (const Shard& s : st->local_shards()) RETURN_IF_ERROR(f(fqn, s.tensor));
     }
   }
-  return false;
+  return Status::OK();
+}
+
+}  // namespace
+
+bool HasDeviceTensors(const StateDict& sd) {
+  bool any = false;
+  (void)ForEachTensor(sd, [&](const std::string&, const Tensor& t) {
+    any = any || !t.device().is_cpu();
+    return Status::OK();
+  });
+  return any;
+}
+
+Status CheckAndSynchronizeDevices(const StateDict& sd) {
+  std::set<int> devices;
+  RETURN_IF_ERROR(ForEachTensor(sd, [&](const std::string& fqn, const Tensor& t) {
+    if (!t.device().is_cpu()) devices.insert(t.device().index);
+    return CheckTensorDevice(fqn, t);
+  }));
+  for (int d : devices) {
+    Status st = ActiveDeviceBackend().Synchronize(d);
+    if (!st.ok()) return st.WithContext("waiting for the work queued on " + Device::CUDA(d).ToString());
+  }
+  return Status::OK();
 }
 
 Status WithBytesFromDevice(int device, const void* device_src, size_t n, const std::function<void(const char*)>& use) {

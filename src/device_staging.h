@@ -28,6 +28,11 @@ Status CheckTensorDevice(const std::string& fqn, const Tensor& t);
 // True when any tensor or shard of `sd` lives on a CUDA device.
 bool HasDeviceTensors(const StateDict& sd);
 
+// Checks every tensor's device (as CheckTensorDevice) and then waits, once
+// per device `sd` uses, for the work queued on it: what a save copies, or a
+// load overwrites, is the memory as the application's kernels left it.
+Status CheckAndSynchronizeDevices(const StateDict& sd);
+
 // Copies n bytes of device memory into a buffer leased from the pinned pool
 // and calls use() with it; the buffer goes back to the pool afterwards.
 Status WithBytesFromDevice(int device, const void* device_src, size_t n, const std::function<void(const char*)>& use);

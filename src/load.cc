@@ -240,7 +240,9 @@ Status Load(StateDict& target, StorageReader& reader, const LoadOptions& options
   Status result;
   StatusOr<StepMetadata> md = GuardedCall("read_metadata", [&] { return reader.ReadMetadata(options.step); });
   if (md.ok()) {
-    result = LoadLocal(target, reader, *md, options, stats);
+    // CUDA targets: the application's kernels are done with them first.
+    result = CheckAndSynchronizeDevices(target);
+    if (result.ok()) result = LoadLocal(target, reader, *md, options, stats);
   } else {
     result = md.status();
   }

@@ -5,6 +5,7 @@
 
 #include "ckptdb.pb.h"
 #include "ckptdb/checkpoint.h"
+#include "device_staging.h"
 #include "guarded_call.h"
 #include "planner.h"
 #include "resolve_communicator.h"
@@ -84,9 +85,15 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
 
   // 1. Plan; every rank merges the same metadata or fails alike. CUDA
   // tensors stay where they are: the store's workers copy them off the
-  // device chunk by chunk while it writes (a device this process cannot use
-  // is this rank's planning error, so every rank learns of it).
-  StatusOr<LocalPlan> plan = PlanLocal(state_dict, rank, coordinator);
+  // device chunk by chunk while it writes, once the work queued on their
+  // devices has finished (a device this process cannot use is this rank's
+  // planning error, so every rank learns of it).
+  StatusOr<LocalPlan> plan = Status::Internal("not planned");
+  if (Status devices = CheckAndSynchronizeDevices(state_dict); devices.ok()) {
+    plan = PlanLocal(state_dict, rank, coordinator);
+  } else {
+    plan = devices;
+  }
   std::vector<std::string> plans;
   RETURN_IF_ERROR(comm->AllGather(EncodeLocalPlan(plan), &plans).WithContext("save: exchanging plans"));
   StatusOr<StepMetadata> merged = MergePlans(plans, coordinator);

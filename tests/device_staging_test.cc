@@ -68,7 +68,12 @@ TEST_F(DeviceStagingTest, SaveStreamsDeviceTensorsChunkByChunkThroughABoundedPoo
 
   auto writer = Writer();
   const DeviceStagingStats before = GetDeviceStagingStats();
+  fake_.QueueKernels(0);
+  fake_.QueueKernels(1);
   ASSERT_OK(testing::SaveNoDist(sd, *writer, 1));
+  // The save waited for the kernels queued on both devices before copying.
+  EXPECT_EQ(fake_.copies_racing_kernels(), 0u);
+  EXPECT_EQ(fake_.synchronizes(), 2u);
   const DeviceStagingStats after = GetDeviceStagingStats();
   EXPECT_EQ(after.bytes_to_host - before.bytes_to_host, device_bytes);
   // Never the whole state in pinned memory: at most the limit, ever.
@@ -121,7 +126,9 @@ TEST_F(DeviceStagingTest, LoadIntoDeviceTargetsSameShardingReshardedAndConverted
                                    .value()));
   ASSERT_OK(target.Add("plain", fake_.DeviceZeros(DType::kF32, {1024, 768}, 0)));
   const DeviceStagingStats before = GetDeviceStagingStats();
+  fake_.QueueKernels(1);
   ASSERT_OK(testing::LoadNoDist(target, *reader, 3));
+  EXPECT_EQ(fake_.copies_racing_kernels(), 0u);
   EXPECT_EQ(GetDeviceStagingStats().bytes_to_device - before.bytes_to_device, 2 * full.nbytes());
   const auto& shards = std::get<ShardedTensor>(*target.Find("rows")).local_shards();
   Tensor r0 = FakeDeviceBackend::ReadBack(shards[0].tensor), r1 = FakeDeviceBackend::ReadBack(shards[1].tensor);
@@ -254,6 +261,7 @@ TEST_F(DeviceStagingTest, AsyncSaveStagesDeviceStateIntoPinnedSlotsAllocatedOnce
   ASSERT_OK(sd.Add("cpu", PatternTensor(DType::kF32, {100}, 4)));
   std::vector<Tensor> expected;
   for (int i = 0; i < 4; ++i) {
+    fake_.QueueKernels(1);
     auto h = saver.SaveAsync(sd, 10 + i);
     ASSERT_TRUE(h.ok()) << h.status();
     expected.push_back(FakeDeviceBackend::ReadBack(dev));
@@ -266,6 +274,7 @@ TEST_F(DeviceStagingTest, AsyncSaveStagesDeviceStateIntoPinnedSlotsAllocatedOnce
   // device copies went straight into it.
   EXPECT_EQ(fake_.pinned_allocations(), 1u);
   EXPECT_EQ(fake_.copies_with_pageable_host_memory(), 0u);
+  EXPECT_EQ(fake_.copies_racing_kernels(), 0u);
   auto reader = Reader();
   for (int i = 0; i < 4; ++i) {
     auto got = LoadWhole(*reader, 10 + i, {"w"});

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "status_macros.h"
+
 namespace ckptdb::testing {
 
 FakeDeviceBackend::~FakeDeviceBackend() {
@@ -40,6 +42,19 @@ Status FakeDeviceBackend::CheckDevice(int device) {
     return Status::Unavailable("fake device backend: no device " + std::to_string(device) + " (it has " +
                                std::to_string(devices_) + ")");
   }
+  return Status::OK();
+}
+
+void FakeDeviceBackend::QueueKernels(int device) {
+  std::lock_guard<std::mutex> lock(mu_);
+  kernels_queued_.at(static_cast<size_t>(device)) = true;
+}
+
+Status FakeDeviceBackend::Synchronize(int device) {
+  RETURN_IF_ERROR(CheckDevice(device));
+  std::lock_guard<std::mutex> lock(mu_);
+  kernels_queued_[static_cast<size_t>(device)] = false;
+  ++synchronizes_;
   return Status::OK();
 }
 
@@ -88,7 +103,7 @@ bool FakeDeviceBackend::IsDeviceMemory(int device, const void* p, size_t n) cons
 
 Status FakeDeviceBackend::Copy(int device, const void* dev, size_t n, const void* host, bool to_host, void* dst,
                                const void* src) {
-  if (Status st = CheckDevice(device); !st.ok()) return st;
+  RETURN_IF_ERROR(CheckDevice(device));
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!IsDeviceMemory(device, dev, n)) {
@@ -100,6 +115,7 @@ Status FakeDeviceBackend::Copy(int device, const void* dev, size_t n, const void
       if (d < b + len && b < d + n) return Status::Unavailable("fake device backend: injected copy failure");
     }
     if (!IsPinned(host, n)) ++pageable_copies_;
+    if (kernels_queued_[static_cast<size_t>(device)]) ++racing_copies_;
   }
   const int now = ++concurrent_;
   int seen = max_concurrent_.load();

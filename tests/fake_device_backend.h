@@ -38,11 +38,18 @@ class FakeDeviceBackend final : public DeviceBackend {
   // Copies touching [begin, begin + n) of device memory fail from now on.
   void FailCopiesTouching(const void* begin, size_t n);
 
+  // Pretends the application queued kernels on `device`: until the next
+  // Synchronize(device), every copy touching it counts as a race.
+  void QueueKernels(int device);
+  uint64_t copies_racing_kernels() const { return racing_copies_; }
+  uint64_t synchronizes() const { return synchronizes_; }
+
   // Every copy sleeps this long first, so that overlap can be observed.
   void set_copy_delay_us(int us) { copy_delay_us_ = us; }
 
   int DeviceCount() override { return devices_; }
   Status CheckDevice(int device) override;
+  Status Synchronize(int device) override;
   StatusOr<void*> AllocPinned(size_t n) override;
   void FreePinned(void* p) override;
   Status CopyToHost(int device, const void* device_src, void* host_dst, size_t n) override;
@@ -74,6 +81,8 @@ class FakeDeviceBackend final : public DeviceBackend {
   std::atomic<int> copy_delay_us_{0};
   std::atomic<int> concurrent_{0}, max_concurrent_{0};
   std::atomic<uint64_t> copies_to_host_{0}, pageable_copies_{0};
+  std::vector<bool> kernels_queued_ = std::vector<bool>(static_cast<size_t>(devices_), false);
+  std::atomic<uint64_t> racing_copies_{0}, synchronizes_{0};
 };
 
 }  // namespace ckptdb::testing

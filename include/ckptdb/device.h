@@ -12,7 +12,10 @@ namespace ckptdb {
 // usable device, a save or load of a CUDA tensor fails before anything is
 // written, with an error naming the entry. The memory of a CUDA tensor is
 // plain device memory (cudaMalloc); ckptdb copies it on streams of its own
-// and never changes the calling thread's current device.
+// and never changes the calling thread's current device. Save, SaveAsync and
+// Load first wait for all work queued on each device they touch
+// (cudaDeviceSynchronize), so they see tensors as the application's kernels
+// left them, on any of its streams.
 struct Device {
   enum class Kind : int { kCPU = 0, kCUDA = 1 };
   Kind kind = Kind::kCPU;
