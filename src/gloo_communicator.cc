@@ -13,7 +13,9 @@
 #include <gloo/transport/tcp/device.h>
 
 #include <chrono>
+#include <csignal>
 #include <filesystem>
+#include <mutex>
 #include <thread>
 
 #include "ckptdb/distributed.h"
@@ -210,10 +212,24 @@ Status AwaitArrivals(gloo::rendezvous::Store& store, const DistributedConfig& c)
                                   " never arrived (job '" + c.job_id + "', " + c.rendezvous + ")");
 }
 
+// gloo writes to its sockets with writev: once a peer has died, a write to
+// it raises SIGPIPE, whose default action kills this (surviving) rank
+// before the write's error can become a Status. So a process that left
+// SIGPIPE at its default ignores it from here on; one that installed its
+// own handler or ignores it already is left alone.
+void IgnoreSigpipeUnlessHandled() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction current;
+    if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
+  });
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<Communicator>> ConnectGloo(const DistributedConfig& config) {
   RETURN_IF_ERROR(config.Validate());
+  IgnoreSigpipeUnlessHandled();
   ASSIGN_OR_RETURN(std::unique_ptr<gloo::rendezvous::Store> base, OpenStore(config.rendezvous));
   auto store = std::make_unique<gloo::rendezvous::PrefixStore>(config.job_id, *base);
   RETURN_IF_ERROR(AwaitArrivals(*store, config));

@@ -50,6 +50,10 @@ struct DistributedConfig {
 // Connects this rank to every other rank over TCP (gloo), after all ranks
 // arrived at the rendezvous. DeadlineExceeded naming the missing ranks when
 // some never arrive within config.timeout.
+// SIGPIPE: where the process left it at its default action, the first call
+// sets it to ignored, so that a peer that dies turns into an error on every
+// survivor instead of killing them (a handler the process installed, or
+// SIG_IGN, is left alone).
 StatusOr<std::unique_ptr<Communicator>> ConnectGloo(const DistributedConfig& config);
 
 }  // namespace ckptdb
