@@ -1,8 +1,15 @@
 #include <gtest/gtest.h>
 
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
 #include <cstdlib>
 
 #include "ckptdb/ckptdb.h"
+#include "test_util.h"
 
 namespace ckptdb {
 namespace {
@@ -87,6 +94,48 @@ TEST(Distributed, SaveAndLoadRejectAMissingCommunicator) {
   o.coordinator_rank = 3;
   st = Save(sd, w, o);
   EXPECT_NE(st.message().find("coordinator rank 3 is not in the world of size 1"), std::string::npos) << st;
+}
+
+// In a child process that starts with SIGPIPE at `disposition`: connects a
+// one-rank job, then writes to a socket whose peer is gone, as gloo does
+// when a rank dies. Returns the child's wait status.
+int WriteToADeadPeerAfterConnecting(void (*disposition)(int), const std::string& rendezvous) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    signal(SIGPIPE, disposition);
+    DistributedConfig c;
+    c.rank = 0;
+    c.world_size = 1;
+    c.rendezvous = "file://" + rendezvous;
+    c.timeout = std::chrono::milliseconds(5000);
+    auto comm = ConnectGloo(c);
+    if (!comm.ok()) _exit(2);
+    struct sigaction now;
+    sigaction(SIGPIPE, nullptr, &now);
+    if (disposition != SIG_DFL && now.sa_handler != disposition) _exit(5);  // the application's own: kept
+    int fds[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) _exit(3);
+    close(fds[1]);
+    const ssize_t n = write(fds[0], "x", 1);
+    _exit(n < 0 && errno == EPIPE ? 0 : 4);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return status;
+}
+
+void CountingHandler(int) {}
+
+TEST(Distributed, ADeadPeerIsAnErrorNotASigpipeThatKillsTheSurvivor) {
+  testing::TempDir dir;
+  // Default action: ConnectGloo makes it ignored, so the write fails with EPIPE.
+  int status = WriteToADeadPeerAfterConnecting(SIG_DFL, dir.Sub("a"));
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  // A handler of the application's own stays installed (and gets the signal).
+  status = WriteToADeadPeerAfterConnecting(CountingHandler, dir.Sub("b"));
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 }  // namespace
