@@ -62,12 +62,15 @@ class Handle final : public SaveHandle {
 };
 
 // One slot of staging memory, reused across saves: pinned once a state dict
-// with CUDA tensors passes through it (device-to-host copies at the bus's
-// full speed), ordinary memory otherwise.
+// with CUDA tensors passes through it (device-to-host copies straight into
+// it, at the bus's full speed), ordinary memory otherwise, or when that much
+// memory cannot be pinned (then device tensors come through the pinned pool
+// in pieces).
 struct Slot {
   std::unique_ptr<char[]> buffer;
   PinnedBuffer pinned;
   size_t capacity = 0;
+  bool pinning_failed = false;  // at this capacity: not tried again until it grows
   bool busy = false;
   char* data() const { return pinned ? pinned.get() : buffer.get(); }
 };
@@ -89,7 +92,7 @@ size_t StagingBytes(const StateDict& sd) {
 // Copies `sd` into `buf`: the copy's tensors are views into it. The bytes
 // are copied by every core at once, in slices: the caller is blocked for
 // this copy only, so it runs at the machine's memory bandwidth.
-StatusOr<StateDict> StageCopy(const StateDict& sd, char* buf) {
+StatusOr<StateDict> StageCopy(const StateDict& sd, char* buf, bool pinned) {
   StateDict out;
   size_t off = 0;
   struct Slice {
@@ -103,8 +106,10 @@ StatusOr<StateDict> StageCopy(const StateDict& sd, char* buf) {
     char* dst = buf + off;
     off += Align(t.nbytes());
     if (!t.device().is_cpu()) {
-      // Device tensors: straight into the slot, now.
-      Status st = CopyFromDevice(t.device().index, t.data(), dst, t.nbytes());
+      // Device tensors: straight into a pinned slot, now; through the pinned
+      // pool into an ordinary one.
+      const int d = t.device().index;
+      Status st = pinned ? CopyFromDevice(d, t.data(), dst, t.nbytes()) : StageFromDevice(d, t.data(), dst, t.nbytes());
       if (!st.ok()) return st.WithContext(t.device().ToString());
     } else {
       const char* src = static_cast<const char*>(t.data());
@@ -247,16 +252,21 @@ StatusOr<std::shared_ptr<SaveHandle>> AsyncSaver::SaveAsync(const StateDict& sta
     return st;
   };
   const size_t need = StagingBytes(state_dict);
-  const bool device = HasDeviceTensors(state_dict);
-  if (need > s.capacity || (device && !s.pinned)) {
+  const int device = FirstDeviceOf(state_dict);
+  if (need > s.capacity || (device >= 0 && !s.pinned && !s.pinning_failed)) {
     s.buffer.reset();
     s.pinned.reset();
     s.capacity = 0;
-    if (device) {
-      StatusOr<PinnedBuffer> p = AllocPinnedHost(std::max<size_t>(need, 1));
-      if (!p.ok()) return release(p.status().WithContext("AsyncSaver: allocating a staging slot"));
-      s.pinned = std::move(p).value();
-    } else {
+    s.pinning_failed = false;
+    if (device >= 0) {
+      StatusOr<PinnedBuffer> p = AllocPinnedHost(std::max<size_t>(need, 1), device);
+      if (p.ok()) {
+        s.pinned = std::move(p).value();
+      } else {
+        s.pinning_failed = true;  // an ordinary slot below; device copies go through the pool
+      }
+    }
+    if (!s.pinned) {
       s.buffer.reset(new (std::nothrow) char[std::max<size_t>(need, 1)]);
       if (!s.buffer) {
         return release(Status::Unavailable("AsyncSaver: cannot allocate " + std::to_string(need) +
@@ -265,7 +275,7 @@ StatusOr<std::shared_ptr<SaveHandle>> AsyncSaver::SaveAsync(const StateDict& sta
     }
     s.capacity = need;
   }
-  StatusOr<StateDict> copy = StageCopy(state_dict, s.data());
+  StatusOr<StateDict> copy = StageCopy(state_dict, s.data(), s.pinned != nullptr);
   if (!copy.ok()) return release(copy.status());
   auto handle = std::make_shared<Handle>(step);
   handle->set_blocked_seconds(std::chrono::duration<double>(Clock::now() - t0).count());

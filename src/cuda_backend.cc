@@ -3,6 +3,17 @@
 // per-device pool for the duration of the copy, so copies issued by several
 // worker threads overlap each other and the host work of other threads, and
 // never wait on (or for) the application's streams.
+//
+// Current device: every call makes its device current for its duration and
+// then puts the thread's previous device back, so the application's thread
+// keeps its device. The previous device is put back only where its primary
+// context exists: on a thread that never chose a device (a worker thread)
+// the runtime reports device 0, and setting device 0 would create a context
+// on a GPU this process may not use (with CUDA 12 and later, cudaSetDevice
+// creates it), costing that GPU memory in every rank of a multi-GPU host.
+// For the same reason pinned memory is allocated and freed with the device
+// it is for current, never on whatever device happens to be current.
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <map>
@@ -21,6 +32,57 @@ Status Cuda(cudaError_t e, const char* call, int device) {
   if (device >= 0) msg += " (device " + std::to_string(device) + ")";
   return Status::Unavailable(msg + ": " + cudaGetErrorString(e));
 }
+
+// Whether the primary context of `device` exists in this process; true when
+// the driver cannot tell (then the previous device is put back, as the
+// application would expect).
+bool PrimaryContextActive(int device) {
+  using GetState = CUresult(CUDAAPI*)(CUdevice, unsigned int*, int*);
+  using GetDevice = CUresult(CUDAAPI*)(CUdevice*, int);
+  static GetState get_state = nullptr;
+  static GetDevice get_device = nullptr;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found;
+    if (cudaGetDriverEntryPointByVersion("cuDevicePrimaryCtxGetState", &fn, 7000, cudaEnableDefault, &found) ==
+            cudaSuccess &&
+        found == cudaDriverEntryPointSuccess) {
+      get_state = reinterpret_cast<GetState>(fn);
+    }
+    if (cudaGetDriverEntryPointByVersion("cuDeviceGet", &fn, 2000, cudaEnableDefault, &found) == cudaSuccess &&
+        found == cudaDriverEntryPointSuccess) {
+      get_device = reinterpret_cast<GetDevice>(fn);
+    }
+  });
+  if (get_state == nullptr || get_device == nullptr) return true;
+  CUdevice dev;
+  unsigned int flags = 0;
+  int active = 0;
+  if (get_device(&dev, device) != CUDA_SUCCESS || get_state(dev, &flags, &active) != CUDA_SUCCESS) return true;
+  return active != 0;
+}
+
+// Makes `device` current on this thread for the guard's lifetime (see the
+// file comment for what is put back).
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) : device_(device) {
+    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
+    if (previous_ != device_) status_ = Cuda(cudaSetDevice(device_), "cudaSetDevice", device_);
+  }
+  ~DeviceGuard() {
+    if (previous_ >= 0 && previous_ != device_ && PrimaryContextActive(previous_)) cudaSetDevice(previous_);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+  const Status& status() const { return status_; }
+
+ private:
+  const int device_;
+  int previous_ = -1;
+  Status status_;
+};
 
 class CudaBackend final : public DeviceBackend {
  public:
@@ -42,23 +104,25 @@ class CudaBackend final : public DeviceBackend {
   }
 
   Status Synchronize(int device) override {
-    int previous = -1;
-    if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
-    Status st = Cuda(cudaSetDevice(device), "cudaSetDevice", device);
-    if (st.ok()) st = Cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize", device);
-    if (previous >= 0 && previous != device) cudaSetDevice(previous);
-    return st;
+    DeviceGuard guard(device);
+    if (!guard.status().ok()) return guard.status();
+    return Cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize", device);
   }
 
-  StatusOr<void*> AllocPinned(size_t n) override {
+  StatusOr<void*> AllocPinned(size_t n, int device) override {
+    DeviceGuard guard(device);
+    if (!guard.status().ok()) return guard.status();
     void* p = nullptr;
     // Portable: usable for copies with every device of the process.
-    Status st = Cuda(cudaHostAlloc(&p, n == 0 ? 1 : n, cudaHostAllocPortable), "cudaHostAlloc", -1);
+    Status st = Cuda(cudaHostAlloc(&p, n == 0 ? 1 : n, cudaHostAllocPortable), "cudaHostAlloc", device);
     if (!st.ok()) return st.WithContext("allocating " + std::to_string(n) + " bytes of pinned host memory");
     return p;
   }
 
-  void FreePinned(void* p) override { cudaFreeHost(p); }
+  void FreePinned(void* p, int device) override {
+    DeviceGuard guard(device);
+    cudaFreeHost(p);
+  }
 
   Status CopyToHost(int device, const void* device_src, void* host_dst, size_t n) override {
     return Copy(device, host_dst, device_src, n, cudaMemcpyDeviceToHost);
@@ -69,23 +133,17 @@ class CudaBackend final : public DeviceBackend {
   }
 
  private:
-  // The calling thread's current device is set back afterwards: the caller
-  // may be the application's own thread (AsyncSaver::SaveAsync).
   Status Copy(int device, void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
     if (n == 0) return Status::OK();
-    int previous = -1;
-    if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
-    Status st = Cuda(cudaSetDevice(device), "cudaSetDevice", device);
+    DeviceGuard guard(device);
+    if (!guard.status().ok()) return guard.status();
     cudaStream_t stream = nullptr;
-    if (st.ok()) st = TakeStream(device, &stream);
-    if (st.ok()) {
-      st = Cuda(cudaMemcpyAsync(dst, src, n, kind, stream), "cudaMemcpyAsync", device);
-      Status sync = Cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize", device);
-      if (st.ok()) st = sync;
-      GiveStream(device, stream);
-    }
-    if (previous >= 0 && previous != device) cudaSetDevice(previous);
-    return st;
+    Status st = TakeStream(device, &stream);
+    if (!st.ok()) return st;
+    st = Cuda(cudaMemcpyAsync(dst, src, n, kind, stream), "cudaMemcpyAsync", device);
+    Status sync = Cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize", device);
+    GiveStream(device, stream);
+    return st.ok() ? sync : st;
   }
 
   // A free stream of `device` (current on this thread), created on demand:

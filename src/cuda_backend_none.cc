@@ -17,8 +17,8 @@ class NoCudaBackend final : public DeviceBackend {
   int DeviceCount() override { return 0; }
   Status CheckDevice(int) override { return NotBuilt(); }
   Status Synchronize(int) override { return NotBuilt(); }
-  StatusOr<void*> AllocPinned(size_t) override { return NotBuilt(); }
-  void FreePinned(void*) override {}
+  StatusOr<void*> AllocPinned(size_t, int) override { return NotBuilt(); }
+  void FreePinned(void*, int) override {}
   Status CopyToHost(int, const void*, void*, size_t) override { return NotBuilt(); }
   Status CopyToDevice(int, const void*, void*, size_t) override { return NotBuilt(); }
 };

@@ -37,9 +37,11 @@ class DeviceBackend {
   // has finished: a save must not copy a tensor that a kernel is still
   // writing, nor a load write one that a kernel is still reading.
   virtual Status Synchronize(int device) = 0;
-  // Page-locked host memory, for copies at the bus's full speed.
-  virtual StatusOr<void*> AllocPinned(size_t n) = 0;
-  virtual void FreePinned(void* p) = 0;
+  // Page-locked host memory, for copies at the bus's full speed with any
+  // device; allocated (and freed) with `device` current, so that no other
+  // device's context is created for it.
+  virtual StatusOr<void*> AllocPinned(size_t n, int device) = 0;
+  virtual void FreePinned(void* p, int device) = 0;
   // Copies n bytes from device memory on `device` to host memory (pinned or
   // not) and returns when they have arrived.
   virtual Status CopyToHost(int device, const void* device_src, void* host_dst, size_t n) = 0;

@@ -37,18 +37,20 @@ Status ForEachTensor(const StateDict& sd, F&& f) {
 
 }  // namespace
 
-bool HasDeviceTensors(const StateDict& sd) {
-  bool any = false;
+int FirstDeviceOf(const StateDict& sd) {
+  int first = -1;
   (void)ForEachTensor(sd, [&](const std::string&, const Tensor& t) {
-    any = any || !t.device().is_cpu();
+    if (first < 0 && !t.device().is_cpu()) first = t.device().index;
     return Status::OK();
   });
-  return any;
+  return first;
 }
 
-Status CheckAndSynchronizeDevices(const StateDict& sd) {
+Status CheckAndSynchronizeDevices(const StateDict& sd, const std::vector<std::string>& only) {
+  const std::set<std::string> wanted(only.begin(), only.end());
   std::set<int> devices;
   RETURN_IF_ERROR(ForEachTensor(sd, [&](const std::string& fqn, const Tensor& t) {
+    if (!wanted.empty() && wanted.count(fqn) == 0) return Status::OK();
     if (!t.device().is_cpu()) devices.insert(t.device().index);
     return CheckTensorDevice(fqn, t);
   }));
@@ -64,7 +66,7 @@ Status WithBytesFromDevice(int device, const void* device_src, size_t n, const s
     use(nullptr);
     return Status::OK();
   }
-  StatusOr<PinnedLease> buf = LeasePinned(n);
+  StatusOr<PinnedLease> buf = LeasePinned(n, device);
   if (!buf.ok()) return buf.status();
   Status st = ActiveDeviceBackend().CopyToHost(device, device_src, buf->data(), n);
   if (!st.ok()) return st;
@@ -73,17 +75,30 @@ Status WithBytesFromDevice(int device, const void* device_src, size_t n, const s
   return Status::OK();
 }
 
+// Whole tensors go through the pool in pieces, so that they need no more
+// staging memory than a chunk does (and never more than the limit).
+size_t PieceBytes() { return static_cast<size_t>(std::min<uint64_t>(uint64_t{16} << 20, PinnedPoolLimit())); }
+
 Status StageToDevice(int device, const char* host_src, size_t n, void* device_dst) {
-  // In pieces, so that a whole tensor (a load's fallback) needs no more
-  // staging memory than a chunk does.
-  constexpr size_t kPiece = size_t{16} << 20;
-  for (size_t off = 0; off < n; off += kPiece) {
-    const size_t len = std::min(kPiece, n - off);
-    StatusOr<PinnedLease> buf = LeasePinned(len);
+  const size_t piece = PieceBytes();
+  for (size_t off = 0; off < n; off += piece) {
+    const size_t len = std::min(piece, n - off);
+    StatusOr<PinnedLease> buf = LeasePinned(len, device);
     if (!buf.ok()) return buf.status();
     std::memcpy(buf->data(), host_src + off, len);
     RETURN_IF_ERROR(ActiveDeviceBackend().CopyToDevice(device, buf->data(), static_cast<char*>(device_dst) + off, len));
     CountStagedBytes(0, len);
+  }
+  return Status::OK();
+}
+
+Status StageFromDevice(int device, const void* device_src, void* host_dst, size_t n) {
+  const size_t piece = PieceBytes();
+  for (size_t off = 0; off < n; off += piece) {
+    const size_t len = std::min(piece, n - off);
+    RETURN_IF_ERROR(WithBytesFromDevice(device, static_cast<const char*>(device_src) + off, len, [&](const char* p) {
+      std::memcpy(static_cast<char*>(host_dst) + off, p, len);
+    }));
   }
   return Status::OK();
 }
@@ -95,11 +110,11 @@ Status CopyFromDevice(int device, const void* device_src, void* host_dst, size_t
   return st;
 }
 
-StatusOr<PinnedBuffer> AllocPinnedHost(size_t n) {
+StatusOr<PinnedBuffer> AllocPinnedHost(size_t n, int device) {
   DeviceBackend* backend = &ActiveDeviceBackend();
-  StatusOr<void*> p = backend->AllocPinned(n);
+  StatusOr<void*> p = backend->AllocPinned(n, device);
   if (!p.ok()) return p.status();
-  return PinnedBuffer(static_cast<char*>(*p), [backend](char* q) { backend->FreePinned(q); });
+  return PinnedBuffer(static_cast<char*>(*p), [backend, device](char* q) { backend->FreePinned(q, device); });
 }
 
 }  // namespace ckptdb

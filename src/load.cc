@@ -109,9 +109,10 @@ Status PlanTensorReads(const std::string& fqn, const Entry& target, const EntryM
     const bool to_device = !t.device.is_cpu();
     const bool chunkwise = to_device && ReadsStraightIn(t, saved);
     if (to_device && !chunkwise) {
-      ASSIGN_OR_RETURN(Tensor host, Tensor::Zeros(t.dtype, t.box.sizes));
-      plan->device_copies.push_back(DeviceCopy{fqn, host, t.device.index, t.data});
-      t.data = host.data();
+      StatusOr<Tensor> host = Tensor::Zeros(t.dtype, t.box.sizes);
+      if (!host.ok()) return host.status().WithContext("entry '" + fqn + "': a host tensor to load into");
+      plan->device_copies.push_back(DeviceCopy{fqn, *host, t.device.index, t.data});
+      t.data = host->data();
     }
     int64_t covered = 0;
     for (const StoredPiece& piece : saved.pieces) {
@@ -241,7 +242,7 @@ Status Load(StateDict& target, StorageReader& reader, const LoadOptions& options
   StatusOr<StepMetadata> md = GuardedCall("read_metadata", [&] { return reader.ReadMetadata(options.step); });
   if (md.ok()) {
     // CUDA targets: the application's kernels are done with them first.
-    result = CheckAndSynchronizeDevices(target);
+    result = CheckAndSynchronizeDevices(target, options.keys);
     if (result.ok()) result = LoadLocal(target, reader, *md, options, stats);
   } else {
     result = md.status();

@@ -11,14 +11,17 @@ namespace ckptdb {
 
 namespace {
 
-struct FreeBuffer {
+struct Buffer {
   char* data;
   size_t size;
   DeviceBackend* backend;  // the one that allocated it, and must free it
+  int device;              // current while it was allocated
 };
 
 // Sizes are rounded up to a power of two (at least 64 KiB) so that the last,
-// shorter chunk of a tensor reuses a buffer instead of allocating one.
+// shorter chunk of a tensor reuses a buffer instead of allocating one. A
+// free buffer is reused only for its own size class: a big one lent for a
+// small request would take a big share of the limit and serialise copies.
 size_t SizeClass(size_t n, uint64_t limit) {
   size_t c = size_t{64} << 10;
   while (c < n) c <<= 1;
@@ -27,43 +30,31 @@ size_t SizeClass(size_t n, uint64_t limit) {
 
 class Pool {
  public:
-  Status Lease(size_t n, char** data, size_t* size, DeviceBackend** backend) {
+  Status Lease(size_t n, int device, Buffer* out) {
     std::unique_lock<std::mutex> lock(mu_);
-    if (n > limit_) {
-      return Status::InvalidArgument("a staging buffer of " + std::to_string(n) +
-                                       " bytes is over the device staging limit of " + std::to_string(limit_) +
-                                       " bytes (SetDeviceStagingLimit; or a smaller chunk size)");
+    size_t want = 0;
+    // The limit may change while waiting: checked again on every wake-up.
+    while (true) {
+      if (n > limit_) return TooBig(n);
+      want = SizeClass(n, limit_);
+      if (in_use_ + want <= limit_) break;
+      cv_.wait(lock);
     }
-    const size_t want = SizeClass(n, limit_);
-    cv_.wait(lock, [&] { return in_use_ + want <= limit_; });
     DeviceBackend* active = &ActiveDeviceBackend();
-    // The smallest free buffer that fits.
-    size_t best = free_.size();
     for (size_t i = 0; i < free_.size(); ++i) {
-      if (free_[i].backend == active && free_[i].size >= n && (best == free_.size() || free_[i].size < free_[best].size)) {
-        best = i;
+      if (free_[i].backend == active && free_[i].size == want) {
+        *out = free_[i];
+        free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(i));
+        Lent(want);
+        return Status::OK();
       }
     }
-    if (best < free_.size() && in_use_ + free_[best].size <= limit_) {
-      FreeBuffer b = free_[best];
-      free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(best));
-      Lent(b.size);
-      *data = b.data;
-      *size = b.size;
-      *backend = b.backend;
-      return Status::OK();
-    }
     // A new buffer: first give back free ones until it fits under the limit.
-    while (!free_.empty() && pinned_ + want > limit_) {
-      FreeBuffer b = free_.back();
-      free_.pop_back();
-      b.backend->FreePinned(b.data);
-      pinned_ -= b.size;
-    }
+    EvictLocked(want);
     pinned_ += want;  // reserved while allocating unlocked
     Lent(want);
     lock.unlock();
-    StatusOr<void*> p = active->AllocPinned(want);
+    StatusOr<void*> p = active->AllocPinned(want, device);
     lock.lock();
     if (!p.ok()) {
       pinned_ -= want;
@@ -72,31 +63,28 @@ class Pool {
       return p.status();
     }
     ++allocations_;
-    *data = static_cast<char*>(*p);
-    *size = want;
-    *backend = active;
+    *out = Buffer{static_cast<char*>(*p), want, active, device};
     return Status::OK();
   }
 
-  void Return(char* data, size_t size, DeviceBackend* backend) {
+  // Buffers are freed under the lock, so that the pinned bytes never pass
+  // the limit even for a moment; that is rare (a new size class, a lower
+  // limit), and a buffer that is reused is never freed.
+  void Return(const Buffer& b) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      in_use_ -= size;
-      if (pinned_ > limit_) {
-        backend->FreePinned(data);
-        pinned_ -= size;
-      } else {
-        free_.push_back(FreeBuffer{data, size, backend});
-      }
+      in_use_ -= b.size;
+      free_.push_back(b);
+      EvictLocked(0);
     }
     cv_.notify_all();
   }
 
   void Trim() {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const FreeBuffer& b : free_) {
-      b.backend->FreePinned(b.data);
+    for (const Buffer& b : free_) {
       pinned_ -= b.size;
+      b.backend->FreePinned(b.data, b.device);
     }
     free_.clear();
   }
@@ -106,15 +94,15 @@ class Pool {
     {
       std::lock_guard<std::mutex> lock(mu_);
       limit_ = bytes;
-      while (!free_.empty() && pinned_ > limit_) {
-        FreeBuffer b = free_.back();
-        free_.pop_back();
-        b.backend->FreePinned(b.data);
-        pinned_ -= b.size;
-      }
+      EvictLocked(0);
     }
     cv_.notify_all();
     return Status::OK();
+  }
+
+  uint64_t Limit() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return limit_;
   }
 
   void Count(uint64_t to_host, uint64_t to_device) {
@@ -136,6 +124,23 @@ class Pool {
   }
 
  private:
+  Status TooBig(size_t n) const {
+    return Status::InvalidArgument("a staging buffer of " + std::to_string(n) +
+                                   " bytes is over the device staging limit of " + std::to_string(limit_) +
+                                   " bytes (SetDeviceStagingLimit; or a smaller chunk size)");
+  }
+
+  // Free buffers go (oldest first) until `more` bytes fit under the limit
+  // beside what is allocated.
+  void EvictLocked(size_t more) {
+    while (!free_.empty() && pinned_ + more > limit_) {
+      const Buffer& b = free_.front();
+      b.backend->FreePinned(b.data, b.device);
+      pinned_ -= b.size;
+      free_.erase(free_.begin());
+    }
+  }
+
   void Lent(size_t size) {
     in_use_ += size;
     if (in_use_ > peak_) peak_ = in_use_;
@@ -149,7 +154,7 @@ class Pool {
   uint64_t peak_ = 0;
   uint64_t allocations_ = 0;
   uint64_t to_host_ = 0, to_device_ = 0;
-  std::vector<FreeBuffer> free_;
+  std::vector<Buffer> free_;
 };
 
 Pool& ThePool() {
@@ -161,21 +166,27 @@ Pool& ThePool() {
 
 class PinnedPoolAccess {
  public:
-  static StatusOr<PinnedLease> Lease(size_t n) {
-    PinnedLease lease;
-    Status st = ThePool().Lease(n, &lease.data_, &lease.size_, &lease.backend_);
+  static StatusOr<PinnedLease> Lease(size_t n, int device) {
+    Buffer b{};
+    Status st = ThePool().Lease(n, device, &b);
     if (!st.ok()) return st;
+    PinnedLease lease;
+    lease.data_ = b.data;
+    lease.size_ = b.size;
+    lease.backend_ = b.backend;
+    lease.device_ = b.device;
     return lease;
   }
   static void Return(PinnedLease& l) {
-    if (l.data_ != nullptr) ThePool().Return(l.data_, l.size_, l.backend_);
+    if (l.data_ != nullptr) ThePool().Return(Buffer{l.data_, l.size_, l.backend_, l.device_});
     l.data_ = nullptr;
     l.size_ = 0;
     l.backend_ = nullptr;
   }
 };
 
-PinnedLease::PinnedLease(PinnedLease&& o) noexcept : data_(o.data_), size_(o.size_), backend_(o.backend_) {
+PinnedLease::PinnedLease(PinnedLease&& o) noexcept
+    : data_(o.data_), size_(o.size_), backend_(o.backend_), device_(o.device_) {
   o.data_ = nullptr;
   o.size_ = 0;
   o.backend_ = nullptr;
@@ -187,13 +198,16 @@ PinnedLease& PinnedLease::operator=(PinnedLease&& o) noexcept {
     std::swap(data_, o.data_);
     std::swap(size_, o.size_);
     std::swap(backend_, o.backend_);
+    std::swap(device_, o.device_);
   }
   return *this;
 }
 
 PinnedLease::~PinnedLease() { PinnedPoolAccess::Return(*this); }
 
-StatusOr<PinnedLease> LeasePinned(size_t n) { return PinnedPoolAccess::Lease(n); }
+StatusOr<PinnedLease> LeasePinned(size_t n, int device) { return PinnedPoolAccess::Lease(n, device); }
+
+uint64_t PinnedPoolLimit() { return ThePool().Limit(); }
 
 void TrimPinnedPool() { ThePool().Trim(); }
 

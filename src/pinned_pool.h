@@ -16,7 +16,9 @@ namespace ckptdb {
 
 class DeviceBackend;
 
-// A buffer lent by the pool; gives it back when destroyed.
+// A buffer lent by the pool; gives it back when destroyed. Buffers are
+// pinned for every device (portable); `device` only says which device is
+// current while one is allocated or freed.
 class PinnedLease {
  public:
   PinnedLease() = default;
@@ -31,12 +33,17 @@ class PinnedLease {
   char* data_ = nullptr;
   size_t size_ = 0;
   DeviceBackend* backend_ = nullptr;
+  int device_ = 0;
 };
 
-// A buffer of at least n bytes (n > 0), waiting while lending it would pass
-// the limit. InvalidArgument when n alone is over the limit; the backend's
-// error when pinned memory cannot be allocated.
-StatusOr<PinnedLease> LeasePinned(size_t n);
+// A buffer of at least n bytes (n > 0), for copies with `device`, waiting
+// while lending it would pass the limit. InvalidArgument when n alone is
+// over the limit (also when the limit is lowered below n while waiting); the
+// backend's error when pinned memory cannot be allocated.
+StatusOr<PinnedLease> LeasePinned(size_t n, int device);
+
+// The pool's limit now (SetDeviceStagingLimit).
+uint64_t PinnedPoolLimit();
 
 // Frees every buffer that is not lent out (tests swap backends around it).
 void TrimPinnedPool();

@@ -17,6 +17,7 @@ namespace {
 // chunk while the store writes (device_staging.h).
 void SetDeviceSource(const Tensor& t, WriteItem* item) {
   if (t.device().is_cpu()) return;
+  item->data = nullptr;  // not host memory: a writer must go through source
   item->source = [device = t.device().index, base = static_cast<const char*>(t.data())](
                      uint64_t begin, uint64_t n, const std::function<void(const char*)>& use) {
     return WithBytesFromDevice(device, base + begin, n, use);

@@ -8,7 +8,9 @@
 
 #include <cstring>
 #include <filesystem>
+#include <chrono>
 #include <mutex>
+#include <thread>
 
 #include "ckptdb/ckptdb.h"
 #include "device_backend.h"
@@ -154,7 +156,9 @@ TEST_F(DeviceStagingTest, LoadIntoDeviceTargetsSameShardingReshardedAndConverted
     }
   }
 
-  // Converted on the way in: f32 saved, bf16 on the device.
+  // Converted on the way in: f32 saved, bf16 on the device (a 1.5 MiB host
+  // stand-in, copied over in pieces that fit a 1 MiB limit).
+  ASSERT_OK(SetDeviceStagingLimit(1 << 20));
   StateDict conv;
   ASSERT_OK(conv.Add("plain", fake_.DeviceZeros(DType::kBF16, {1024, 768}, 0)));
   LoadOptions lo;
@@ -166,6 +170,41 @@ TEST_F(DeviceStagingTest, LoadIntoDeviceTargetsSameShardingReshardedAndConverted
   ConvertElements(DType::kF32, full.data(), DType::kBF16, expect.data(), full.numel());
   EXPECT_TRUE(FakeDeviceBackend::ReadBack(std::get<Tensor>(*conv.Find("plain"))).BitwiseEquals(expect));
   EXPECT_LE(fake_.peak_live_pinned_bytes(), 4u << 20);
+}
+
+TEST_F(DeviceStagingTest, PoolBuffersAreReusedOnlyForTheirOwnSize) {
+  // Big chunks first: their buffers stay in the pool. Small chunks next must
+  // not each take a big buffer (that would allow one copy at a time).
+  ASSERT_OK(SetDeviceStagingLimit(8 << 20));
+  fake_.set_copy_delay_us(3000);
+  StateDict sd;
+  ASSERT_OK(sd.Add("w", fake_.ToDevice(PatternTensor(DType::kF32, {2 << 20}, 1), 0)));  // 8 MiB
+  auto big = Writer(4 << 20);
+  ASSERT_OK(testing::SaveNoDist(sd, *big, 1));
+  big.reset();
+  auto small = Writer(256 << 10, 4);
+  fake_.reset_max_concurrent_copies();
+  ASSERT_OK(testing::SaveNoDist(sd, *small, 2));
+  EXPECT_GE(fake_.max_concurrent_copies(), 3);
+  EXPECT_LE(fake_.peak_live_pinned_bytes(), 8u << 20);
+}
+
+TEST_F(DeviceStagingTest, LoweringTheLimitUnderAWaitingCopyFailsTheSaveInsteadOfHanging) {
+  ASSERT_OK(SetDeviceStagingLimit(2 << 20));
+  fake_.set_copy_delay_us(50000);  // 24 chunks, 2 at a time: over half a second
+  StateDict sd;
+  ASSERT_OK(sd.Add("w", fake_.ToDevice(PatternTensor(DType::kF32, {6 << 20}, 1), 0)));
+  auto writer = Writer(1 << 20, 4);
+  Status st;
+  std::thread save([&] { st = testing::SaveNoDist(sd, *writer, 1); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(120));
+  ASSERT_OK(SetDeviceStagingLimit(512 << 10));
+  save.join();
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.ToString().find("over the device staging limit of 524288 bytes"), std::string::npos) << st;
+  auto steps = Reader()->ListSteps();
+  ASSERT_TRUE(steps.ok());
+  EXPECT_TRUE(steps->empty());
 }
 
 TEST_F(DeviceStagingTest, AFailedDeviceCopyReachesEveryRankAndCommitsNothing) {
@@ -247,6 +286,21 @@ TEST_F(DeviceStagingTest, BadDevicesAndLimitsAreClearErrorsThatWriteNothing) {
   EXPECT_TRUE(steps->empty());
   // Then a good save goes through.
   ASSERT_OK(testing::SaveNoDist(sd, *writer, 3));
+  // A load of some keys does not touch (or refuse) the other entries'
+  // devices.
+  StateDict target;
+  ASSERT_OK(target.Add("w", fake_.DeviceZeros(DType::kF32, {1 << 20}, 1)));
+  ASSERT_OK(target.Add("far", std::get<Tensor>(*far.Find("far"))));
+  LoadOptions lo;
+  lo.step = 3;
+  lo.no_dist = true;
+  lo.keys = {"w"};
+  ASSERT_OK(Load(target, *Reader(), lo));
+  EXPECT_TRUE(FakeDeviceBackend::ReadBack(std::get<Tensor>(*target.Find("w")))
+                  .BitwiseEquals(FakeDeviceBackend::ReadBack(std::get<Tensor>(*sd.Find("w")))));
+  lo.keys = {};
+  st = Load(target, *Reader(), lo);
+  EXPECT_NE(st.ToString().find("entry 'far' on cuda:5"), std::string::npos) << st;
 }
 
 TEST_F(DeviceStagingTest, AsyncSaveStagesDeviceStateIntoPinnedSlotsAllocatedOnce) {
@@ -281,6 +335,29 @@ TEST_F(DeviceStagingTest, AsyncSaveStagesDeviceStateIntoPinnedSlotsAllocatedOnce
     ASSERT_TRUE(got.ok()) << got.status();
     EXPECT_TRUE(std::get<Tensor>(*got->Find("w")).BitwiseEquals(expected[i])) << "step " << 10 + i;
   }
+}
+
+TEST_F(DeviceStagingTest, AsyncSaveFallsBackToAnOrdinarySlotWhenPinningFails) {
+  ASSERT_OK(SetDeviceStagingLimit(1 << 20));
+  fake_.FailPinnedAllocationsOver(1 << 20);  // the 4 MiB slot cannot be pinned
+  auto writer = Writer();
+  AsyncSaveOptions ao;
+  ao.no_dist = true;
+  AsyncSaver saver(*writer, ao);
+  const Tensor host = PatternTensor(DType::kF32, {1 << 20}, 8);
+  StateDict sd;
+  ASSERT_OK(sd.Add("w", fake_.ToDevice(host, 0)));
+  for (int i = 0; i < 2; ++i) {
+    auto h = saver.SaveAsync(sd, 20 + i);
+    ASSERT_TRUE(h.ok()) << h.status();
+    ASSERT_OK((*h)->Wait());
+  }
+  // Through the pool's pinned pieces, never straight into pageable memory.
+  EXPECT_EQ(fake_.copies_with_pageable_host_memory(), 0u);
+  EXPECT_LE(fake_.peak_live_pinned_bytes(), 1u << 20);
+  auto got = LoadWhole(*Reader(), 21, {"w"});
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE(std::get<Tensor>(*got->Find("w")).BitwiseEquals(host));
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "status_macros.h"
+#include "test_util.h"
 
 namespace ckptdb::testing {
 
@@ -58,7 +59,11 @@ Status FakeDeviceBackend::Synchronize(int device) {
   return Status::OK();
 }
 
-StatusOr<void*> FakeDeviceBackend::AllocPinned(size_t n) {
+StatusOr<void*> FakeDeviceBackend::AllocPinned(size_t n, int device) {
+  RETURN_IF_ERROR(CheckDevice(device));
+  if (n > max_pinned_allocation_) {
+    return Status::Unavailable("fake device backend: cannot pin " + std::to_string(n) + " bytes");
+  }
   char* p = new char[n == 0 ? 1 : n];
   std::lock_guard<std::mutex> lock(mu_);
   pinned_[p] = n;
@@ -68,7 +73,8 @@ StatusOr<void*> FakeDeviceBackend::AllocPinned(size_t n) {
   return static_cast<void*>(p);
 }
 
-void FakeDeviceBackend::FreePinned(void* p) {
+void FakeDeviceBackend::FreePinned(void* p, int device) {
+  EXPECT_OK(CheckDevice(device));
   std::lock_guard<std::mutex> lock(mu_);
   auto it = pinned_.find(static_cast<const char*>(p));
   if (it == pinned_.end()) {

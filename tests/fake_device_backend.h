@@ -50,8 +50,10 @@ class FakeDeviceBackend final : public DeviceBackend {
   int DeviceCount() override { return devices_; }
   Status CheckDevice(int device) override;
   Status Synchronize(int device) override;
-  StatusOr<void*> AllocPinned(size_t n) override;
-  void FreePinned(void* p) override;
+  StatusOr<void*> AllocPinned(size_t n, int device) override;
+  void FreePinned(void* p, int device) override;
+  // Pinned allocations of more than this many bytes fail from now on.
+  void FailPinnedAllocationsOver(size_t n) { max_pinned_allocation_ = n; }
   Status CopyToHost(int device, const void* device_src, void* host_dst, size_t n) override;
   Status CopyToDevice(int device, const void* host_src, void* device_dst, size_t n) override;
 
@@ -59,6 +61,7 @@ class FakeDeviceBackend final : public DeviceBackend {
   uint64_t live_pinned_bytes() const;
   uint64_t pinned_allocations() const { return pinned_allocations_; }
   int max_concurrent_copies() const { return max_concurrent_; }
+  void reset_max_concurrent_copies() { max_concurrent_ = 0; }
   uint64_t copies_to_host() const { return copies_to_host_; }
   uint64_t copies_with_pageable_host_memory() const { return pageable_copies_; }
 
@@ -79,6 +82,7 @@ class FakeDeviceBackend final : public DeviceBackend {
   std::vector<DeviceBlock> device_blocks_;
   std::vector<std::pair<const char*, size_t>> failing_;
   std::atomic<int> copy_delay_us_{0};
+  std::atomic<size_t> max_pinned_allocation_{SIZE_MAX};
   std::atomic<int> concurrent_{0}, max_concurrent_{0};
   std::atomic<uint64_t> copies_to_host_{0}, pageable_copies_{0};
   std::vector<bool> kernels_queued_ = std::vector<bool>(static_cast<size_t>(devices_), false);

@@ -44,11 +44,17 @@ check() {
   echo "== CUDA tests"
   local out
   out=$("${tests[@]}" --gtest_filter='Cuda.*:DeviceStaging*' 2>&1) || { echo "$out"; exit 1; }
-  echo "$out" | grep -E '^\[ +(OK|SKIPPED|FAILED) +\]|PASSED|FAILED'
-  if echo "$out" | grep -q 'SKIPPED.*Cuda\.\(Every\|Cpu\|Sharded\|Resharded\)'; then
-    echo "gpu-check: the device tests were skipped: no usable CUDA device" >&2
-    exit 1
-  fi
+  grep -E '^\[ +(OK|SKIPPED|FAILED) +\]|PASSED|FAILED' <<<"$out"
+  # The device tests must have run and passed, not skipped (nor be missing,
+  # as in a build without CKPTDB_TEST_CUDA).
+  local t
+  for t in EveryDTypeRoundTripsOnTheDevice CpuSavedLoadsIntoGpuAndBack ReshardedLoadIntoGpuShards \
+           ShardedGpuTensorsAcrossRanksAndAsyncSave; do
+    if ! grep -q "^\[       OK \] Cuda\.$t " <<<"$out"; then
+      echo "gpu-check: Cuda.$t did not run and pass (no usable CUDA device?)" >&2
+      exit 1
+    fi
+  done
   echo "== staging throughput"
   "${bench[@]}"
 }
@@ -61,13 +67,24 @@ case "${1:-}" in
     mkdir -p "$dir/bin" "$dir/lib"
     for p in "${programs[@]}"; do
       cp "$root/build-cuda/$p" "$dir/bin/"
-      # Every library the dynamic loader resolves, and the loader itself.
-      ldd "$root/build-cuda/$p" | awk '/=> \//{print $3} /^\t\/.*ld-linux/{print $1}' | while read -r lib; do
-        cp -L "$lib" "$dir/lib/"
-      done
+      if ldd "$root/build-cuda/$p" | grep -q 'not found'; then
+        ldd "$root/build-cuda/$p" | grep 'not found' >&2
+        echo "gpu-check: $p needs libraries this machine lacks" >&2
+        exit 1
+      fi
+      # Every library the dynamic loader resolves.
+      ldd "$root/build-cuda/$p" | awk '/=> \//{print $3}' | while read -r lib; do cp -L "$lib" "$dir/lib/"; done
+    done
+    # All of this machine's C library beside libc.so.6, since the driver's
+    # libcuda (loaded at run time) needs libdl and librt, which must come
+    # from the same glibc as the bundled libc and loader.
+    libc_dir="$(dirname "$(ldd "$root/build-cuda/ckptdb-gpu-bench" | awk '/libc\.so\.6 => /{print $3}')")"
+    for l in libdl.so.2 librt.so.1 libpthread.so.0 libresolv.so.2 libutil.so.1 libm.so.6; do
+      if [ -e "$libc_dir/$l" ]; then cp -L "$libc_dir/$l" "$dir/lib/"; fi
     done
     cp -L "$(ldd "$root/build-cuda/ckptdb-gpu-bench" | awk '/ld-linux/{print ($3 ~ /^\//) ? $3 : $1}' | head -1)" \
       "$dir/lib/ld-linux-x86-64.so.2"
+    chmod +x "$dir/lib/ld-linux-x86-64.so.2" "$dir/bin/"*
     echo "gpu-check: bundle in $dir ($(du -sh "$dir" | cut -f1)); on the GPU machine: tools/gpu-check.sh --from-bundle $dir"
     ;;
   --from-bundle)
@@ -75,7 +92,7 @@ case "${1:-}" in
     shift 2
     # The bundle's libraries first; then where the driver's libcuda may be
     # (the system's ld.so.cache is searched after these).
-    libpath="$dir/lib:${LD_LIBRARY_PATH:-}:/usr/local/nvidia/lib64:/usr/local/nvidia/lib:/usr/lib/x86_64-linux-gnu"
+    libpath="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}:/usr/local/nvidia/lib64:/usr/local/nvidia/lib:/usr/lib/x86_64-linux-gnu"
     run() { "$dir/lib/ld-linux-x86-64.so.2" --library-path "$libpath" "$dir/bin/$1" "${@:2}"; }
     check run ckptdb_tests -- run ckptdb-gpu-bench "$@"
     ;;

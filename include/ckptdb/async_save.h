@@ -18,8 +18,10 @@
 // saves (grown only when a state dict needs more), so the bound is
 // max_in_flight copies of the state. A state dict with CUDA tensors gets a
 // pinned slot (cudaHostAlloc, once), and its device tensors are copied
-// straight into it at the bus's speed; host tensors are copied by every core
-// at once. SaveAsync waits while all slots are busy.
+// straight into it at the bus's speed; where that much memory cannot be
+// pinned, an ordinary slot, and device tensors come through the pinned pool
+// of staging.h in pieces (slower, but the save goes on). Host tensors are
+// copied by every core at once. SaveAsync waits while all slots are busy.
 //
 // Shutdown: the destructor waits for every save in flight to finish (each
 // either commits whole or fails whole; a crash at any moment leaves no half

@@ -45,10 +45,11 @@ struct WriteItem {
   StorageKey key;
   const void* data = nullptr;
   uint64_t nbytes = 0;
-  // When set, `data` is not host memory (a CUDA tensor): the writer calls
-  // source(begin, n, use) for each range it needs, and source calls use()
-  // with the range's bytes, valid only during that call. May be called from
-  // several threads at once, for different ranges.
+  // Set for a CUDA tensor, whose bytes are not in host memory (`data` is
+  // then null): a writer calls source(begin, n, use) for each range it
+  // needs, and source calls use() with the range's bytes, valid only during
+  // that call. May be called from several threads at once, for different
+  // ranges. A StorageWriter must handle it (or refuse such items).
   std::function<Status(uint64_t begin, uint64_t n, const std::function<void(const char*)>& use)> source;
 };
 
