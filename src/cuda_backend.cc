@@ -43,17 +43,22 @@ bool PrimaryContextActive(int device) {
   static GetDevice get_device = nullptr;
   static std::once_flag once;
   std::call_once(once, [] {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found;
-    if (cudaGetDriverEntryPointByVersion("cuDevicePrimaryCtxGetState", &fn, 7000, cudaEnableDefault, &found) ==
-            cudaSuccess &&
-        found == cudaDriverEntryPointSuccess) {
-      get_state = reinterpret_cast<GetState>(fn);
-    }
-    if (cudaGetDriverEntryPointByVersion("cuDeviceGet", &fn, 2000, cudaEnableDefault, &found) == cudaSuccess &&
-        found == cudaDriverEntryPointSuccess) {
-      get_device = reinterpret_cast<GetDevice>(fn);
-    }
+    auto entry = [](const char* symbol, unsigned int version) -> void* {
+      void* fn = nullptr;
+#if CUDART_VERSION >= 12050
+      cudaDriverEntryPointQueryResult found;
+      if (cudaGetDriverEntryPointByVersion(symbol, &fn, version, cudaEnableDefault, &found) != cudaSuccess ||
+          found != cudaDriverEntryPointSuccess) {
+        return nullptr;
+      }
+#else
+      (void)version;
+      if (cudaGetDriverEntryPoint(symbol, &fn, cudaEnableDefault) != cudaSuccess) return nullptr;
+#endif
+      return fn;
+    };
+    get_state = reinterpret_cast<GetState>(entry("cuDevicePrimaryCtxGetState", 7000));
+    get_device = reinterpret_cast<GetDevice>(entry("cuDeviceGet", 2000));
   });
   if (get_state == nullptr || get_device == nullptr) return true;
   CUdevice dev;
