@@ -5,14 +5,13 @@
 // never wait on (or for) the application's streams.
 //
 // Current device: every call makes its device current for its duration and
-// then puts the thread's previous device back, so the application's thread
-// keeps its device. The previous device is put back only where its primary
-// context exists: on a thread that never chose a device (a worker thread)
-// the runtime reports device 0, and setting device 0 would create a context
-// on a GPU this process may not use (with CUDA 12 and later, cudaSetDevice
-// creates it), costing that GPU memory in every rank of a multi-GPU host.
-// For the same reason pinned memory is allocated and freed with the device
-// it is for current, never on whatever device happens to be current.
+// then puts the thread's previous context back (DeviceGuard), so the
+// application's thread keeps its device, and a worker thread, which had
+// none, is not left with one: restoring "device 0" there would create a
+// context on a GPU this process may not use (cudaSetDevice creates it since
+// CUDA 12), costing that GPU memory in every rank of a multi-GPU host. For
+// the same reason pinned memory is allocated and freed with the device it is
+// for current, never on whatever device happens to be current.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -33,14 +32,16 @@ Status Cuda(cudaError_t e, const char* call, int device) {
   return Status::Unavailable(msg + ": " + cudaGetErrorString(e));
 }
 
-// Whether the primary context of `device` exists in this process; true when
-// the driver cannot tell (then the previous device is put back, as the
-// application would expect).
-bool PrimaryContextActive(int device) {
-  using GetState = CUresult(CUDAAPI*)(CUdevice, unsigned int*, int*);
-  using GetDevice = CUresult(CUDAAPI*)(CUdevice*, int);
-  static GetState get_state = nullptr;
-  static GetDevice get_device = nullptr;
+// The driver calls the guard below needs, looked up once through the
+// runtime (no link against libcuda, which machines without a GPU lack).
+struct DriverCalls {
+  CUresult(CUDAAPI* ctx_get_current)(CUcontext*) = nullptr;
+  CUresult(CUDAAPI* ctx_set_current)(CUcontext) = nullptr;
+  bool ok() const { return ctx_get_current != nullptr && ctx_set_current != nullptr; }
+};
+
+const DriverCalls& Driver() {
+  static DriverCalls calls;
   static std::once_flag once;
   std::call_once(once, [] {
     auto entry = [](const char* symbol, unsigned int version) -> void* {
@@ -57,27 +58,34 @@ bool PrimaryContextActive(int device) {
 #endif
       return fn;
     };
-    get_state = reinterpret_cast<GetState>(entry("cuDevicePrimaryCtxGetState", 7000));
-    get_device = reinterpret_cast<GetDevice>(entry("cuDeviceGet", 2000));
+    calls.ctx_get_current = reinterpret_cast<decltype(calls.ctx_get_current)>(entry("cuCtxGetCurrent", 4000));
+    calls.ctx_set_current = reinterpret_cast<decltype(calls.ctx_set_current)>(entry("cuCtxSetCurrent", 4000));
   });
-  if (get_state == nullptr || get_device == nullptr) return true;
-  CUdevice dev;
-  unsigned int flags = 0;
-  int active = 0;
-  if (get_device(&dev, device) != CUDA_SUCCESS || get_state(dev, &flags, &active) != CUDA_SUCCESS) return true;
-  return active != 0;
+  return calls;
 }
 
-// Makes `device` current on this thread for the guard's lifetime (see the
-// file comment for what is put back).
+// Makes `device` current on this thread for the guard's lifetime, then puts
+// back exactly the context that was current before: the application's own
+// (primary or not) on its threads, none on a worker thread, so no context
+// is ever created on a device the process does not use. Where the driver
+// calls cannot be found, the previous runtime device is put back instead.
 class DeviceGuard {
  public:
   explicit DeviceGuard(int device) : device_(device) {
-    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
-    if (previous_ != device_) status_ = Cuda(cudaSetDevice(device_), "cudaSetDevice", device_);
+    const DriverCalls& d = Driver();
+    if (d.ok() && d.ctx_get_current(&saved_) == CUDA_SUCCESS) {
+      use_context_ = true;
+    } else if (cudaGetDevice(&previous_) != cudaSuccess) {
+      previous_ = -1;
+    }
+    status_ = Cuda(cudaSetDevice(device_), "cudaSetDevice", device_);
   }
   ~DeviceGuard() {
-    if (previous_ >= 0 && previous_ != device_ && PrimaryContextActive(previous_)) cudaSetDevice(previous_);
+    if (use_context_) {
+      Driver().ctx_set_current(saved_);
+    } else if (previous_ >= 0 && previous_ != device_) {
+      cudaSetDevice(previous_);
+    }
   }
   DeviceGuard(const DeviceGuard&) = delete;
   DeviceGuard& operator=(const DeviceGuard&) = delete;
@@ -85,6 +93,8 @@ class DeviceGuard {
 
  private:
   const int device_;
+  bool use_context_ = false;
+  CUcontext saved_ = nullptr;
   int previous_ = -1;
   Status status_;
 };

@@ -15,6 +15,7 @@
 #include "ckptdb/ckptdb.h"
 #include "device_backend.h"
 #include "fake_device_backend.h"
+#include "pinned_pool.h"
 #include "test_util.h"
 #include "thread_communicator.h"
 
@@ -173,17 +174,19 @@ TEST_F(DeviceStagingTest, LoadIntoDeviceTargetsSameShardingReshardedAndConverted
 }
 
 TEST_F(DeviceStagingTest, PoolBuffersAreReusedOnlyForTheirOwnSize) {
-  // Big chunks first: their buffers stay in the pool. Small chunks next must
-  // not each take a big buffer (that would allow one copy at a time).
+  // Two big buffers in the pool (as a save with big chunks leaves them).
+  // Small chunks next must not each take a big one (that would allow two
+  // copies at a time under this limit).
   ASSERT_OK(SetDeviceStagingLimit(8 << 20));
+  {
+    auto a = LeasePinned(4 << 20, 0), b = LeasePinned(4 << 20, 0);
+    ASSERT_TRUE(a.ok() && b.ok());
+  }
+  ASSERT_EQ(fake_.live_pinned_bytes(), 8u << 20);
   fake_.set_copy_delay_us(3000);
   StateDict sd;
   ASSERT_OK(sd.Add("w", fake_.ToDevice(PatternTensor(DType::kF32, {2 << 20}, 1), 0)));  // 8 MiB
-  auto big = Writer(4 << 20);
-  ASSERT_OK(testing::SaveNoDist(sd, *big, 1));
-  big.reset();
   auto small = Writer(256 << 10, 4);
-  fake_.reset_max_concurrent_copies();
   ASSERT_OK(testing::SaveNoDist(sd, *small, 2));
   EXPECT_GE(fake_.max_concurrent_copies(), 3);
   EXPECT_LE(fake_.peak_live_pinned_bytes(), 8u << 20);
@@ -198,7 +201,7 @@ TEST_F(DeviceStagingTest, LoweringTheLimitUnderAWaitingCopyFailsTheSaveInsteadOf
   Status st;
   std::thread save([&] { st = testing::SaveNoDist(sd, *writer, 1); });
   std::this_thread::sleep_for(std::chrono::milliseconds(120));
-  ASSERT_OK(SetDeviceStagingLimit(512 << 10));
+  EXPECT_OK(SetDeviceStagingLimit(512 << 10));  // not ASSERT: the thread must be joined
   save.join();
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.ToString().find("over the device staging limit of 524288 bytes"), std::string::npos) << st;
@@ -352,8 +355,10 @@ TEST_F(DeviceStagingTest, AsyncSaveFallsBackToAnOrdinarySlotWhenPinningFails) {
     ASSERT_TRUE(h.ok()) << h.status();
     ASSERT_OK((*h)->Wait());
   }
-  // Through the pool's pinned pieces, never straight into pageable memory.
+  // Through the pool's pinned pieces, never straight into pageable memory;
+  // the slot was not pinned again for the second save.
   EXPECT_EQ(fake_.copies_with_pageable_host_memory(), 0u);
+  EXPECT_EQ(fake_.failed_pinned_allocations(), 1u);
   EXPECT_LE(fake_.peak_live_pinned_bytes(), 1u << 20);
   auto got = LoadWhole(*Reader(), 21, {"w"});
   ASSERT_TRUE(got.ok()) << got.status();

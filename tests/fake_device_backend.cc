@@ -62,6 +62,7 @@ Status FakeDeviceBackend::Synchronize(int device) {
 StatusOr<void*> FakeDeviceBackend::AllocPinned(size_t n, int device) {
   RETURN_IF_ERROR(CheckDevice(device));
   if (n > max_pinned_allocation_) {
+    ++failed_pinned_allocations_;
     return Status::Unavailable("fake device backend: cannot pin " + std::to_string(n) + " bytes");
   }
   char* p = new char[n == 0 ? 1 : n];

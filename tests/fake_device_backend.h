@@ -60,6 +60,7 @@ class FakeDeviceBackend final : public DeviceBackend {
   uint64_t peak_live_pinned_bytes() const { return peak_pinned_; }
   uint64_t live_pinned_bytes() const;
   uint64_t pinned_allocations() const { return pinned_allocations_; }
+  uint64_t failed_pinned_allocations() const { return failed_pinned_allocations_; }
   int max_concurrent_copies() const { return max_concurrent_; }
   void reset_max_concurrent_copies() { max_concurrent_ = 0; }
   uint64_t copies_to_host() const { return copies_to_host_; }
@@ -83,6 +84,7 @@ class FakeDeviceBackend final : public DeviceBackend {
   std::vector<std::pair<const char*, size_t>> failing_;
   std::atomic<int> copy_delay_us_{0};
   std::atomic<size_t> max_pinned_allocation_{SIZE_MAX};
+  std::atomic<uint64_t> failed_pinned_allocations_{0};
   std::atomic<int> concurrent_{0}, max_concurrent_{0};
   std::atomic<uint64_t> copies_to_host_{0}, pageable_copies_{0};
   std::vector<bool> kernels_queued_ = std::vector<bool>(static_cast<size_t>(devices_), false);
