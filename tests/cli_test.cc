@@ -314,6 +314,35 @@ TEST_F(CliTest, DiffShowsAddedRemovedAndChanged) {
             "step 12 -> step 12: 0 added, 0 removed, 0 changed, 8 unchanged\n");
 }
 
+TEST_F(CliTest, DiffComparesBigTensorsBlockByBlockAcrossShardings) {
+  // 48 MiB, rows of 16 MiB: read in blocks of rows, the same block of both
+  // steps at a time; step 1 holds it as two shards, step 2 whole.
+  const int64_t cols = 4 << 20;
+  Tensor full = testing::PatternTensor(DType::kF32, {3, cols}, 5);
+  Tensor changed = Tensor::Copy(DType::kF32, {3, cols}, full.data(), full.nbytes()).value();
+  changed.data_as<float>()[0] += 0.25f;             // first block
+  changed.data_as<float>()[3 * cols - 1] += 2.0f;   // last block, last element
+  const std::string big = dir_.Sub("big");
+  auto w = OpenStoreWriter(big);
+  ASSERT_TRUE(w.ok());
+  StateDict a, b;
+  ASSERT_OK(a.Add("w", ShardedTensor::Create(
+                           DType::kF32, {3, cols},
+                           {{{0, 0}, Tensor::Copy(DType::kF32, {2, cols}, full.data(), 2 * cols * 4).value()},
+                            {{2, 0}, Tensor::Copy(DType::kF32, {1, cols}, full.data_as<float>() + 2 * cols, cols * 4)
+                                         .value()}})
+                           .value()));
+  ASSERT_OK(b.Add("w", changed));
+  ASSERT_OK(testing::SaveNoDist(a, **w, 1));
+  ASSERT_OK(testing::SaveNoDist(b, **w, 2));
+  w->reset();
+  CliRun r = Ckptdb("diff " + big + " 1 2");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out,
+            "step 1 -> step 2: 0 added, 0 removed, 1 changed, 0 unchanged\n"
+            "~  w  2 of 12582912 elements differ, max abs diff 2\n");
+}
+
 // Reads a safetensors file with Python's standard library only (an
 // independent reader): prints one line per tensor, "name dtype shape hex",
 // then the metadata as JSON.

@@ -6,6 +6,7 @@
 #include "ckptdb/checkpoint.h"
 #include "cli_commands.h"
 #include "cli_output.h"
+#include "cli_slice.h"
 #include "value_format.h"
 
 namespace ckptdb::cli {
@@ -40,41 +41,46 @@ std::string FormatDouble(double v) {
 }
 
 // Compares the values of an entry whose kind, dtype and shape are equal in
-// both steps. Reads one entry of each step at a time.
-Status CompareValues(StoreReader& reader, int64_t a, int64_t b, Change* c) {
-  auto sa = LoadWhole(reader, a, {c->fqn});
-  if (!sa.ok()) return sa.status();
-  auto sb = LoadWhole(reader, b, {c->fqn});
-  if (!sb.ok()) return sb.status();
-  const Entry& ea = sa->entries().front().second;
-  const Entry& eb = sb->entries().front().second;
-  if (const Bytes* ba = std::get_if<Bytes>(&ea)) {
-    const Bytes& bb = std::get<Bytes>(eb);
+// both steps. Tensors are read in blocks of rows, the same block of both
+// steps at a time, so memory stays bounded whatever their size.
+Status CompareValues(StoreReader& reader, const StepMetadata& ma, const StepMetadata& mb, Change* c) {
+  if (c->a->kind == EntryKind::kBytes) {
+    auto sa = LoadWhole(reader, ma.step, {c->fqn});
+    if (!sa.ok()) return sa.status();
+    auto sb = LoadWhole(reader, mb.step, {c->fqn});
+    if (!sb.ok()) return sb.status();
+    const Bytes& ba = std::get<Bytes>(sa->entries().front().second);
+    const Bytes& bb = std::get<Bytes>(sb->entries().front().second);
     c->what = "bytes";
-    c->total = std::max(ba->data.size(), bb.data.size());
+    c->total = std::max(ba.data.size(), bb.data.size());
     for (size_t i = 0; i < c->total; ++i) {
-      if (i >= ba->data.size() || i >= bb.data.size() || ba->data[i] != bb.data[i]) c->differing++;
+      if (i >= ba.data.size() || i >= bb.data.size() || ba.data[i] != bb.data[i]) c->differing++;
     }
     return Status::OK();
   }
-  const Tensor& ta = std::get<Tensor>(ea);
-  const Tensor& tb = std::get<Tensor>(eb);
   c->what = "values";
-  c->total = static_cast<uint64_t>(ta.numel());
-  const size_t es = DTypeSize(ta.dtype());
-  const char* pa = static_cast<const char*>(ta.data());
-  const char* pb = static_cast<const char*>(tb.data());
-  for (int64_t i = 0; i < ta.numel(); ++i) {
-    if (std::memcmp(pa + i * static_cast<int64_t>(es), pb + i * static_cast<int64_t>(es), es) == 0) continue;
-    c->differing++;
-    const double d = std::fabs(ElementAsDouble(ta, i) - ElementAsDouble(tb, i));
-    if (std::isnan(d)) {
-      c->has_nan_diff = true;
-    } else if (d > c->max_abs_diff) {
-      c->max_abs_diff = d;
+  c->total = static_cast<uint64_t>(NumElements(c->a->shape).value());
+  constexpr uint64_t kBlockBytes = uint64_t{32} << 20;  // of each step
+  return ForEachRowRange(*c->a, kBlockBytes, [&](const std::vector<SliceRange>& ranges) -> Status {
+    auto ta = ReadSlice(reader, ma, *c->a, ranges);
+    if (!ta.ok()) return ta.status();
+    auto tb = ReadSlice(reader, mb, *c->b, ranges);
+    if (!tb.ok()) return tb.status();
+    const size_t es = DTypeSize(ta->dtype());
+    const char* pa = static_cast<const char*>(ta->data());
+    const char* pb = static_cast<const char*>(tb->data());
+    for (int64_t i = 0; i < ta->numel(); ++i) {
+      if (std::memcmp(pa + i * static_cast<int64_t>(es), pb + i * static_cast<int64_t>(es), es) == 0) continue;
+      c->differing++;
+      const double d = std::fabs(ElementAsDouble(*ta, i) - ElementAsDouble(*tb, i));
+      if (std::isnan(d)) {
+        c->has_nan_diff = true;
+      } else if (d > c->max_abs_diff) {
+        c->max_abs_diff = d;
+      }
     }
-  }
-  return Status::OK();
+    return Status::OK();
+  });
 }
 
 }  // namespace
@@ -109,7 +115,7 @@ Status Diff(StoreReader& reader, int64_t a, int64_t b, bool json, std::ostream& 
                                                                : "shape";
       if (a_bytes) c.what = "bytes";  // a bytes entry's shape is its length
     } else {
-      Status st = CompareValues(reader, a, b, &c);
+      Status st = CompareValues(reader, *ma, *mb, &c);
       if (!st.ok()) return st;
       if (c.differing == 0) {
         unchanged++;

@@ -187,25 +187,28 @@ StatusOr<Tensor> ReadSlice(StorageReader& reader, const StepMetadata& md, const 
   return result;
 }
 
-Status ForEachRowBlock(StorageReader& reader, const StepMetadata& md, const EntryMetadata& e, uint64_t max_bytes,
-                       const std::function<Status(const Tensor& block)>& fn) {
+Status ForEachRowRange(const EntryMetadata& e, uint64_t max_bytes,
+                       const std::function<Status(const std::vector<SliceRange>& ranges)>& fn) {
   std::vector<SliceRange> ranges;
   for (int64_t d : e.shape) ranges.push_back(SliceRange{0, d, 1, false});
-  if (e.shape.empty() || e.logical_bytes() == 0) {
-    auto t = ReadSlice(reader, md, e, ranges);
-    if (!t.ok()) return t.status();
-    return fn(*t);
-  }
+  if (e.shape.empty() || e.logical_bytes() == 0) return fn(ranges);
   const uint64_t row_bytes = e.logical_bytes() / static_cast<uint64_t>(e.shape[0]);
   const int64_t rows = std::max<int64_t>(1, static_cast<int64_t>(max_bytes / std::max<uint64_t>(row_bytes, 1)));
   for (int64_t r = 0; r < e.shape[0]; r += rows) {
     ranges[0] = SliceRange{r, std::min(rows, e.shape[0] - r), 1, false};
-    auto t = ReadSlice(reader, md, e, ranges);
-    if (!t.ok()) return t.status();
-    Status st = fn(*t);
+    Status st = fn(ranges);
     if (!st.ok()) return st;
   }
   return Status::OK();
+}
+
+Status ForEachRowBlock(StorageReader& reader, const StepMetadata& md, const EntryMetadata& e, uint64_t max_bytes,
+                       const std::function<Status(const Tensor& block)>& fn) {
+  return ForEachRowRange(e, max_bytes, [&](const std::vector<SliceRange>& ranges) {
+    auto t = ReadSlice(reader, md, e, ranges);
+    if (!t.ok()) return t.status();
+    return fn(*t);
+  });
 }
 
 }  // namespace ckptdb::cli

@@ -53,6 +53,13 @@ Shape SlicedShape(const std::vector<SliceRange>& ranges);
 StatusOr<Tensor> ReadSlice(StorageReader& reader, const StepMetadata& md, const EntryMetadata& e,
                            const std::vector<SliceRange>& ranges);
 
+// Cuts tensor entry `e` along dimension 0 into blocks of whole rows of at
+// most about `max_bytes` each and calls fn with each block's ranges (all of
+// every other dimension), in order; a 0-d or empty tensor is one block, and
+// a row larger than max_bytes is a block of its own.
+Status ForEachRowRange(const EntryMetadata& e, uint64_t max_bytes,
+                       const std::function<Status(const std::vector<SliceRange>& ranges)>& fn);
+
 // Streams tensor entry `e` of step `md` in row-major order, in blocks of
 // whole rows (along dimension 0) of at most about `max_bytes` each, so that
 // memory stays bounded whatever the tensor's size: fn gets each block's
