@@ -33,13 +33,24 @@ class Pool {
   Status Lease(size_t n, int device, Buffer* out) {
     std::unique_lock<std::mutex> lock(mu_);
     size_t want = 0;
-    // The limit may change while waiting: checked again on every wake-up.
+    // First come, first served: a request waits for those before it, so a
+    // big one is not starved by a stream of small ones. The limit may change
+    // while waiting: checked again on every wake-up.
+    const uint64_t ticket = next_ticket_++;
     while (true) {
-      if (n > limit_) return TooBig(n);
-      want = SizeClass(n, limit_);
-      if (in_use_ + want <= limit_) break;
+      if (ticket == serving_) {
+        if (n > limit_) {
+          ++serving_;
+          cv_.notify_all();
+          return TooBig(n);
+        }
+        want = SizeClass(n, limit_);
+        if (in_use_ + want <= limit_) break;
+      }
       cv_.wait(lock);
     }
+    ++serving_;
+    cv_.notify_all();
     DeviceBackend* active = &ActiveDeviceBackend();
     for (size_t i = 0; i < free_.size(); ++i) {
       if (free_[i].backend == active && free_[i].size == want) {
@@ -154,6 +165,7 @@ class Pool {
   uint64_t peak_ = 0;
   uint64_t allocations_ = 0;
   uint64_t to_host_ = 0, to_device_ = 0;
+  uint64_t next_ticket_ = 0, serving_ = 0;  // the order requests are served in
   std::vector<Buffer> free_;
 };
 

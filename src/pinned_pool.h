@@ -37,7 +37,8 @@ class PinnedLease {
 };
 
 // A buffer of at least n bytes (n > 0), for copies with `device`, waiting
-// while lending it would pass the limit. InvalidArgument when n alone is
+// while lending it would pass the limit; requests are served in the order
+// they arrive. InvalidArgument when n alone is
 // over the limit (also when the limit is lowered below n while waiting); the
 // backend's error when pinned memory cannot be allocated.
 StatusOr<PinnedLease> LeasePinned(size_t n, int device);

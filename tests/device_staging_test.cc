@@ -192,6 +192,39 @@ TEST_F(DeviceStagingTest, PoolBuffersAreReusedOnlyForTheirOwnSize) {
   EXPECT_LE(fake_.peak_live_pinned_bytes(), 8u << 20);
 }
 
+TEST_F(DeviceStagingTest, PoolServesRequestsInTheOrderTheyArrive) {
+  // A big request waiting for room is not overtaken by small ones that
+  // would fit: otherwise a stream of chunks could starve it.
+  ASSERT_OK(SetDeviceStagingLimit(8 << 20));
+  auto first = LeasePinned(4 << 20, 0);
+  ASSERT_TRUE(first.ok()) << first.status();
+  PinnedLease held = std::move(first).value();
+  std::mutex mu;
+  std::vector<std::string> order;
+  std::thread big([&] {
+    auto l = LeasePinned(8 << 20, 0);
+    EXPECT_TRUE(l.ok()) << l.status();
+    std::lock_guard<std::mutex> lock(mu);
+    order.push_back("big");
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // big is waiting
+  std::thread small([&] {
+    auto l = LeasePinned(64 << 10, 0);  // would fit beside `held` at once
+    EXPECT_TRUE(l.ok()) << l.status();
+    std::lock_guard<std::mutex> lock(mu);
+    order.push_back("small");
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_TRUE(order.empty()) << order.front();
+  }
+  held = PinnedLease();  // gives the 4 MiB back
+  big.join();
+  small.join();
+  EXPECT_EQ(order, (std::vector<std::string>{"big", "small"}));
+}
+
 TEST_F(DeviceStagingTest, LoweringTheLimitUnderAWaitingCopyFailsTheSaveInsteadOfHanging) {
   ASSERT_OK(SetDeviceStagingLimit(2 << 20));
   fake_.set_copy_delay_us(50000);  // 24 chunks, 2 at a time: over half a second
