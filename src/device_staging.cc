@@ -14,13 +14,13 @@ namespace ckptdb {
 
 int CudaDeviceCount() { return ActiveDeviceBackend().DeviceCount(); }
 
+namespace {
+
 Status CheckTensorDevice(const std::string& fqn, const Tensor& t) {
   if (t.device().is_cpu()) return Status::OK();
   Status st = ActiveDeviceBackend().CheckDevice(t.device().index);
   return st.ok() ? st : st.WithContext("entry '" + fqn + "' on " + t.device().ToString());
 }
-
-namespace {
 
 // Calls f(fqn, tensor) for every tensor and local shard of `sd`.
 template <typename F>

@@ -22,14 +22,11 @@ namespace ckptdb {
 // device).
 int CudaDeviceCount();
 
-// OK for a CPU tensor, or one whose device can be used; else the backend's
-// error with "entry '<fqn>' on cuda:N" in front.
-Status CheckTensorDevice(const std::string& fqn, const Tensor& t);
-
 // The CUDA device of the first tensor or shard of `sd` on one, or -1.
 int FirstDeviceOf(const StateDict& sd);
 
-// Checks every tensor's device (as CheckTensorDevice) and then waits, once
+// Checks that every tensor's device can be used (else the backend's error
+// with "entry '<fqn>' on cuda:N" in front) and then waits, once
 // per device `sd` uses, for the work queued on it: what a save copies, or a
 // load overwrites, is the memory as the application's kernels left it.
 // `only`, when not empty, limits both to those entries.

@@ -1,4 +1,5 @@
 // The load protocol and resharding reads (include/ckptdb/checkpoint.h).
+#include <algorithm>
 #include <memory>
 #include <unordered_map>
 #include <unordered_set>
@@ -68,7 +69,6 @@ Status TargetRegions(const std::string& fqn, const Entry& target, const EntryMet
   }
   for (size_t i = 0; i < parts.size(); ++i) {
     const auto& [box, tensor] = parts[i];
-    RETURN_IF_ERROR(CheckTensorDevice(fqn, *tensor));
     if (tensor->dtype() != dtype) {
       return Status::InvalidArgument(where + ": target shard " + std::to_string(i) + " has dtype " +
                                      DTypeName(tensor->dtype()) + ", the tensor " + DTypeName(dtype));
@@ -80,34 +80,43 @@ Status TargetRegions(const std::string& fqn, const Entry& target, const EntryMet
   return Status::OK();
 }
 
-// True when every saved piece that overlaps `t` lands in it contiguously
-// and without conversion, so each chunk can be copied to where it belongs.
-bool ReadsStraightIn(const TargetRegion& t, const EntryMetadata& saved) {
-  if (t.dtype != saved.dtype) return false;
-  const size_t es = DTypeSize(saved.dtype);
+// Where one saved piece meets one target region: the overlapping box, its
+// byte span in the piece (sb, se) and in the target (db, de), and whether
+// both spans are plain runs of the same dtype (no strides, no conversion).
+struct Overlap {
+  const StoredPiece* piece;
+  Box src, ov;
+  uint64_t n, sb, se, db, de;
+  bool contiguous;
+};
+
+std::vector<Overlap> Overlaps(const TargetRegion& t, const EntryMetadata& saved) {
+  std::vector<Overlap> out;
+  const size_t es = DTypeSize(saved.dtype), tes = DTypeSize(t.dtype);
   for (const StoredPiece& piece : saved.pieces) {
-    Box src{piece.offsets, piece.sizes};
-    Box ov;
-    if (!Intersect(src, t.box, &ov)) continue;
-    const uint64_t n = static_cast<uint64_t>(BoxNumel(ov));
-    uint64_t sb, se, db, de;
-    ByteSpan(src, ov, es, &sb, &se);
-    ByteSpan(t.box, ov, es, &db, &de);
-    if (se - sb != n * es || de - db != n * es) return false;
+    Overlap o{&piece, Box{piece.offsets, piece.sizes}, {}, 0, 0, 0, 0, 0, false};
+    if (!Intersect(o.src, t.box, &o.ov)) continue;
+    o.n = static_cast<uint64_t>(BoxNumel(o.ov));
+    ByteSpan(o.src, o.ov, es, &o.sb, &o.se);
+    ByteSpan(t.box, o.ov, tes, &o.db, &o.de);
+    o.contiguous = t.dtype == saved.dtype && o.se - o.sb == o.n * es && o.de - o.db == o.n * es;
+    out.push_back(std::move(o));
   }
-  return true;
+  return out;
 }
 
 Status PlanTensorReads(const std::string& fqn, const Entry& target, const EntryMetadata& saved, bool convert_dtype,
                        LoadPlan* plan) {
   std::vector<TargetRegion> regions;
   RETURN_IF_ERROR(TargetRegions(fqn, target, saved, convert_dtype, &regions));
-  const size_t es = DTypeSize(saved.dtype);
   for (TargetRegion t : regions) {
+    const std::vector<Overlap> overlaps = Overlaps(t, saved);
     // A device target takes each verified chunk as it is read (through a
-    // pinned buffer) when it can; otherwise a host tensor stands in for it.
+    // pinned buffer) when every overlap is a plain run; otherwise a host
+    // tensor stands in for it.
     const bool to_device = !t.device.is_cpu();
-    const bool chunkwise = to_device && ReadsStraightIn(t, saved);
+    const bool chunkwise =
+        to_device && std::all_of(overlaps.begin(), overlaps.end(), [](const Overlap& o) { return o.contiguous; });
     if (to_device && !chunkwise) {
       StatusOr<Tensor> host = Tensor::Zeros(t.dtype, t.box.sizes);
       if (!host.ok()) return host.status().WithContext("entry '" + fqn + "': a host tensor to load into");
@@ -115,39 +124,27 @@ Status PlanTensorReads(const std::string& fqn, const Entry& target, const EntryM
       t.data = host->data();
     }
     int64_t covered = 0;
-    for (const StoredPiece& piece : saved.pieces) {
-      Box src{piece.offsets, piece.sizes};
-      Box ov;
-      if (!Intersect(src, t.box, &ov)) continue;
-      const uint64_t n = static_cast<uint64_t>(BoxNumel(ov));
-      covered += static_cast<int64_t>(n);
-      const size_t tes = DTypeSize(t.dtype);
-      uint64_t sb, se, db, de;
-      ByteSpan(src, ov, es, &sb, &se);
-      ByteSpan(t.box, ov, tes, &db, &de);
-      plan->bytes_copied += n * tes;
+    for (const Overlap& o : overlaps) {
+      covered += static_cast<int64_t>(o.n);
+      plan->bytes_copied += o.n * DTypeSize(t.dtype);
+      ReadItem item{fqn, *o.piece, o.sb, o.se - o.sb, nullptr, {}};
       if (chunkwise) {
-        ReadItem item{fqn, piece, sb, se - sb, nullptr, {}};
-        item.sink = [device = t.device.index, dst = static_cast<char*>(t.data) + db, sb](
+        item.sink = [device = t.device.index, dst = static_cast<char*>(t.data) + o.db, sb = o.sb](
                         uint64_t begin, const char* data, uint64_t len) {
           return StageToDevice(device, data, len, dst + (begin - sb));
         };
-        plan->reads.push_back(std::move(item));
-        continue;
-      }
-      if (t.dtype == saved.dtype && se - sb == n * es && de - db == n * es) {
+      } else if (o.contiguous) {
         // Contiguous on both sides: read straight into the target.
-        plan->reads.push_back(ReadItem{fqn, piece, sb, se - sb, static_cast<char*>(t.data) + db, {}});
-        continue;
+        item.dest = static_cast<char*>(t.data) + o.db;
+      } else {
+        // Strided (or converted): each chunk is scattered into the target
+        // as it arrives, on the reader's worker threads.
+        item.sink = [src = o.src, dst_box = t.box, dst = t.data, sdt = saved.dtype, ddt = t.dtype, ov = o.ov](
+                        uint64_t begin, const char* data, uint64_t len) {
+          CopyRegionWindow(src, data, begin, len, sdt, dst_box, dst, ddt, ov);
+          return Status::OK();
+        };
       }
-      // Strided (or converted): each chunk is scattered into the target as
-      // it arrives, on the reader's worker threads.
-      ReadItem item{fqn, piece, sb, se - sb, nullptr, {}};
-      item.sink = [src, dst_box = t.box, dst = t.data, sdt = saved.dtype, ddt = t.dtype, ov](
-                      uint64_t begin, const char* data, uint64_t len) {
-        CopyRegionWindow(src, data, begin, len, sdt, dst_box, dst, ddt, ov);
-        return Status::OK();
-      };
       plan->reads.push_back(std::move(item));
     }
     if (covered != BoxNumel(t.box)) {

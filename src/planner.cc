@@ -48,8 +48,6 @@ StatusOr<LocalPlan> PlanLocal(const StateDict& state_dict, int rank, int coordin
     EntryMetadata e;
     e.fqn = fqn;
     if (const Tensor* t = std::get_if<Tensor>(&entry)) {
-      Status st = CheckTensorDevice(fqn, *t);
-      if (!st.ok()) return st;
       e.kind = EntryKind::kTensor;
       e.dtype = t->dtype();
       e.shape = t->shape();
@@ -64,12 +62,10 @@ StatusOr<LocalPlan> PlanLocal(const StateDict& state_dict, int rank, int coordin
       e.shape = st->global_shape();
       for (size_t i = 0; i < st->local_shards().size(); ++i) {
         const Shard& s = st->local_shards()[i];
-        Status c = CheckTensorDevice(fqn, s.tensor);
-        if (!c.ok()) return c;
         // ShardedTensor::Create checked these; a default-constructed or
         // hand-built value may not have been.
         Box box{s.offsets, s.tensor.shape()};
-        c = CheckBoxWithin(box, e.shape);
+        Status c = CheckBoxWithin(box, e.shape);
         if (!c.ok()) return c.WithContext("entry '" + fqn + "' local shard " + std::to_string(i));
         if (s.tensor.dtype() != e.dtype) {
           return Status::InvalidArgument("entry '" + fqn + "' local shard " + std::to_string(i) + " has dtype " +

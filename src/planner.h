@@ -21,8 +21,9 @@ struct LocalPlan {
   std::vector<WriteItem> items;
 };
 
-// InvalidArgument naming the FQN for an entry that cannot be saved (a device
-// this build cannot read, a shard outside its global shape, ...).
+// InvalidArgument naming the FQN for an entry that cannot be saved (a shard
+// outside its global shape, ...). CUDA tensors get a WriteItem::source;
+// their devices were checked by the caller (Save) before planning.
 StatusOr<LocalPlan> PlanLocal(const StateDict& state_dict, int rank, int coordinator_rank);
 
 // The serialized plan (or planning error) that ranks all-gather.
