@@ -36,45 +36,76 @@ StatusOr<ReadStats> ReadChunks(rocksdb::DB* db, const StepMetadata& md, const st
   rocksdb::ReadOptions ro;
   ro.fill_cache = false;        // chunks are read once; keep the cache for index blocks
   ro.verify_checksums = false;  // every chunk carries its own checksum, verified below
+  auto where = [&](const ReadItem& item, uint32_t c) {
+    const StoredPiece& p = item.piece;
+    return "entry '" + item.fqn + "' (step " + std::to_string(md.step) + ", rank " + std::to_string(p.key.rank) +
+           " item " + std::to_string(p.key.item) + ") chunk " + std::to_string(c) + " of " +
+           std::to_string(p.num_chunks);
+  };
+  // Fetches chunk c of the item's piece into `value`.
+  auto get = [&](const ReadItem& item, uint32_t c, rocksdb::PinnableSlice* value) -> Status {
+    const StoredPiece& p = item.piece;
+    rocksdb::Status s = db->Get(ro, db->DefaultColumnFamily(),
+                                EncodeDataKey(DataKey{md.step, md.save_id, p.key.rank, p.key.item, c}), value);
+    if (s.IsNotFound()) return Status::DataLoss(where(item, c) + " is missing from the store");
+    return FromRocks(s, "reading " + where(item, c));
+  };
   auto fetch = [&](size_t j, std::string* scratch) -> Status {
     const ReadItem& item = *jobs[j].item;
     const StoredPiece& p = item.piece;
     const uint32_t c = jobs[j].chunk;
-    auto where = [&] {
-      return "entry '" + item.fqn + "' (step " + std::to_string(md.step) + ", rank " + std::to_string(p.key.rank) +
-             " item " + std::to_string(p.key.item) + ") chunk " + std::to_string(c) + " of " +
-             std::to_string(p.num_chunks);
-    };
     rocksdb::PinnableSlice value;
-    rocksdb::Status s = db->Get(ro, db->DefaultColumnFamily(),
-                                EncodeDataKey(DataKey{md.step, md.save_id, p.key.rank, p.key.item, c}), &value);
-    if (s.IsNotFound()) return Status::DataLoss(where() + " is missing from the store");
-    RETURN_IF_ERROR(FromRocks(s, "reading " + where()));
+    RETURN_IF_ERROR(get(item, c, &value));
     const uint64_t cbegin = uint64_t{c} * p.chunk_bytes;
     const uint64_t clen = std::min<uint64_t>(p.chunk_bytes, p.nbytes - cbegin);
-    const uint64_t want_begin = std::max<uint64_t>(cbegin, item.offset);
-    const uint64_t want_end = std::min<uint64_t>(cbegin + clen, item.offset + item.length);
-    Status st;
-    if (!item.sink && want_begin == cbegin && want_end == cbegin + clen) {
-      // The whole chunk lands in the destination: decode straight into it.
-      st = DecodeChunk(value.ToStringView(), clen, static_cast<char*>(item.dest) + (want_begin - item.offset));
-    } else {
-      // Part of a chunk, or scattered: verify the chunk whole (the checksum
-      // covers it all) where it lies, then copy the part that is wanted.
-      std::string_view chunk;
-      st = DecodeChunkView(value.ToStringView(), clen, scratch, &chunk);
-      if (st.ok() && item.sink) {
-        // Not DataLoss: the chunk was verified; the sink's own error stands.
-        Status sunk = item.sink(want_begin, chunk.data() + (want_begin - cbegin), want_end - want_begin);
-        if (!sunk.ok()) return sunk.WithContext(where());
-      } else if (st.ok()) {
-        std::memcpy(static_cast<char*>(item.dest) + (want_begin - item.offset), chunk.data() + (want_begin - cbegin),
-                    want_end - want_begin);
-      }
-    }
-    if (!st.ok()) return Status::DataLoss(where() + ": " + st.message());
+    const uint64_t cend = cbegin + clen;
+    uint64_t want_begin = std::max<uint64_t>(cbegin, item.offset);
+    uint64_t want_end = std::min<uint64_t>(cend, item.offset + item.length);
     stored += value.size();
     raw += clen;
+    if (!item.sink && want_begin == cbegin && want_end == cend) {
+      // The whole chunk lands in the destination: decode straight into it.
+      Status st = DecodeChunk(value.ToStringView(), clen, static_cast<char*>(item.dest) + (want_begin - item.offset));
+      if (!st.ok()) return Status::DataLoss(where(item, c) + ": " + st.message());
+      return Status::OK();
+    }
+    // Part of a chunk, or scattered: verify the chunk whole (the checksum
+    // covers it all) where it lies, then copy the part that is wanted.
+    std::string_view chunk;
+    Status st = DecodeChunkView(value.ToStringView(), clen, scratch, &chunk);
+    if (!st.ok()) return Status::DataLoss(where(item, c) + ": " + st.message());
+    if (!item.sink) {
+      std::memcpy(static_cast<char*>(item.dest) + (want_begin - item.offset), chunk.data() + (want_begin - cbegin),
+                  want_end - want_begin);
+      return Status::OK();
+    }
+    const char* data = chunk.data() + (want_begin - cbegin);
+    std::string joined;  // an element cut by the chunk's end, made whole
+    const uint64_t es = std::max<uint32_t>(item.element_bytes, 1);
+    if (p.chunk_bytes % es != 0) {
+      // Chunks split elements: this chunk hands over the elements that start
+      // in it; the tail of the last one comes from the next chunk.
+      const uint64_t range_end = item.offset + item.length;
+      want_begin = std::min(range_end, (want_begin + es - 1) / es * es);
+      want_end = std::min(range_end, (want_end + es - 1) / es * es);
+      if (want_begin >= want_end) return Status::OK();
+      data = chunk.data() + (want_begin - cbegin);
+      if (want_end > cend) {
+        rocksdb::PinnableSlice next_value;
+        RETURN_IF_ERROR(get(item, c + 1, &next_value));
+        const uint64_t nlen = std::min<uint64_t>(p.chunk_bytes, p.nbytes - cend);
+        std::string next_scratch;
+        std::string_view next;
+        Status ns = DecodeChunkView(next_value.ToStringView(), nlen, &next_scratch, &next);
+        if (!ns.ok()) return Status::DataLoss(where(item, c + 1) + ": " + ns.message());
+        joined.assign(data, cend - want_begin);
+        joined.append(next.data(), want_end - cend);
+        data = joined.data();
+      }
+    }
+    // Not DataLoss: the chunk was verified; the sink's own error stands.
+    Status sunk = item.sink(want_begin, data, want_end - want_begin);
+    if (!sunk.ok()) return sunk.WithContext(where(item, c));
     return Status::OK();
   };
   // The chunks land in disjoint places, so "consume" has nothing to do; the

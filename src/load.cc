@@ -144,6 +144,7 @@ Status PlanTensorReads(const std::string& fqn, const Entry& target, const EntryM
           CopyRegionWindow(src, data, begin, len, sdt, dst_box, dst, ddt, ov);
           return Status::OK();
         };
+        item.element_bytes = static_cast<uint32_t>(DTypeSize(saved.dtype));
       }
       plan->reads.push_back(std::move(item));
     }

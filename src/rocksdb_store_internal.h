@@ -19,6 +19,16 @@ namespace ckptdb {
 StatusOr<std::unique_ptr<StoreWriter>> OpenStoreWriterWithEnv(const std::string& path, const StoreOptions& options,
                                                               rocksdb::Env* env);
 
+// What tests may change about a writer beyond StoreOptions.
+struct StoreWriterSeams {
+  rocksdb::Env* env = nullptr;  // as OpenStoreWriterWithEnv; null: RocksDB's
+  // Cut chunks at exactly chunk_bytes even where that splits an element, as
+  // writers before format 2 did: for tests that readers handle such stores.
+  bool split_elements = false;
+};
+StatusOr<std::unique_ptr<StoreWriter>> OpenStoreWriterWithSeams(const std::string& path, const StoreOptions& options,
+                                                                const StoreWriterSeams& seams);
+
 }  // namespace ckptdb
 
 #endif  // CKPTDB_SRC_ROCKSDB_STORE_INTERNAL_H_

@@ -71,8 +71,8 @@ Status ValidateOptions(const StoreOptions& o) {
 
 class RocksDBStoreWriter final : public StoreWriter {
  public:
-  RocksDBStoreWriter(std::string path, StoreOptions options, rocksdb::Env* env)
-      : path_(std::move(path)), options_(options), env_(env) {}
+  RocksDBStoreWriter(std::string path, StoreOptions options, const StoreWriterSeams& seams)
+      : path_(std::move(path)), options_(options), env_(seams.env), split_elements_(seams.split_elements) {}
 
   ~RocksDBStoreWriter() override {
     if (db_) db_->Close().PermitUncheckedError();
@@ -123,6 +123,7 @@ class RocksDBStoreWriter final : public StoreWriter {
     o.max_sst_file_bytes = options_.max_sst_file_bytes;
     o.invalidate_page_cache = options_.sst_invalidate_page_cache;
     o.threads = options_.threads > 0 ? options_.threads : DefaultParallelism();
+    o.split_elements = split_elements_;
     return WriteItemsToSst(StagingDir(path_, ctx.save_id), ctx, items, Options(), o);
   }
 
@@ -458,6 +459,7 @@ class RocksDBStoreWriter final : public StoreWriter {
   const std::string path_;
   const StoreOptions options_;
   rocksdb::Env* const env_;  // null: RocksDB's default
+  const bool split_elements_;
   mutable std::mutex mu_;  // guards db_, the step check + commit, deletes and tags
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<int64_t> pruned_by_last_commit_;
@@ -465,16 +467,23 @@ class RocksDBStoreWriter final : public StoreWriter {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<StoreWriter>> OpenStoreWriterWithEnv(const std::string& path, const StoreOptions& options,
-                                                              rocksdb::Env* env) {
+StatusOr<std::unique_ptr<StoreWriter>> OpenStoreWriterWithSeams(const std::string& path, const StoreOptions& options,
+                                                                const StoreWriterSeams& seams) {
   RETURN_IF_ERROR(ValidateOptions(options));
   ASSIGN_OR_RETURN(StorePathState state, InspectStorePath(path));
   (void)state;
-  return std::unique_ptr<StoreWriter>(new RocksDBStoreWriter(path, options, env));
+  return std::unique_ptr<StoreWriter>(new RocksDBStoreWriter(path, options, seams));
+}
+
+StatusOr<std::unique_ptr<StoreWriter>> OpenStoreWriterWithEnv(const std::string& path, const StoreOptions& options,
+                                                              rocksdb::Env* env) {
+  StoreWriterSeams seams;
+  seams.env = env;
+  return OpenStoreWriterWithSeams(path, options, seams);
 }
 
 StatusOr<std::unique_ptr<StoreWriter>> OpenStoreWriter(const std::string& path, const StoreOptions& options) {
-  return OpenStoreWriterWithEnv(path, options, nullptr);
+  return OpenStoreWriterWithSeams(path, options, StoreWriterSeams{});
 }
 
 }  // namespace ckptdb

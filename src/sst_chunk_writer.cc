@@ -13,6 +13,11 @@
 
 namespace ckptdb {
 
+uint64_t PieceChunkBytes(uint64_t chunk_bytes, DType dtype) {
+  const uint64_t es = DTypeSize(dtype);
+  return es > 1 ? chunk_bytes - chunk_bytes % es : chunk_bytes;
+}
+
 StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext& ctx,
                                       const std::vector<WriteItem>& items, const rocksdb::Options& db_options,
                                       const ChunkWriteOptions& o) {
@@ -33,8 +38,8 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
     const WriteItem* it = sorted[i];
     WrittenItem w;
     w.key = it->key;
-    w.chunk_bytes = o.chunk_bytes;
-    w.num_chunks = static_cast<uint32_t>((it->nbytes + o.chunk_bytes - 1) / o.chunk_bytes);
+    w.chunk_bytes = o.split_elements ? o.chunk_bytes : PieceChunkBytes(o.chunk_bytes, it->dtype);
+    w.num_chunks = static_cast<uint32_t>((it->nbytes + w.chunk_bytes - 1) / w.chunk_bytes);
     result.items.push_back(w);
     for (uint32_t c = 0; c < w.num_chunks; ++c) jobs.push_back(Job{i, c});
   }
@@ -52,8 +57,9 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
   };
   auto produce = [&](size_t j, std::string* value) -> Status {
     const WriteItem* it = sorted[jobs[j].item];
-    const uint64_t begin = uint64_t{jobs[j].chunk} * o.chunk_bytes;
-    const uint64_t len = std::min<uint64_t>(o.chunk_bytes, it->nbytes - begin);
+    const uint64_t chunk_bytes = result.items[jobs[j].item].chunk_bytes;
+    const uint64_t begin = uint64_t{jobs[j].chunk} * chunk_bytes;
+    const uint64_t len = std::min<uint64_t>(chunk_bytes, it->nbytes - begin);
     const size_t planes = IsFloatingPoint(it->dtype) ? DTypeSize(it->dtype) : 0;
     if (!it->source) {
       EncodeChunk(static_cast<const char*>(it->data) + begin, len, o.compression, o.zstd_level, value, planes);

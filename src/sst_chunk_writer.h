@@ -21,11 +21,21 @@ struct ChunkWriteOptions {
   uint64_t max_sst_file_bytes = 1ull << 30;
   bool invalidate_page_cache = false;
   int threads = 1;  // encoding workers; the calling thread appends
+  // Tests only: cut chunks at exactly chunk_bytes even where that splits an
+  // element, as stores written before format 2 may have (the reader must
+  // still read them correctly).
+  bool split_elements = false;
 };
+
+// The chunk size of one piece: chunk_bytes rounded down to a whole number of
+// elements of `dtype`, so that no chunk boundary splits an element (a strided
+// or converting load handles each chunk on its own).
+uint64_t PieceChunkBytes(uint64_t chunk_bytes, DType dtype);
 
 // Writes every chunk of `items` (whose keys name this rank) into
 // dir/rank-R-N.sst files, N = 0, 1, ... (a new file after
-// max_sst_file_bytes). Floating-point pieces are compressed with byte planes.
+// max_sst_file_bytes). Each piece is cut into chunks of
+// PieceChunkBytes(chunk_bytes, its dtype) raw bytes. Floating-point pieces are compressed with byte planes.
 // Each file is finished (synced) before this returns; nothing is ingested.
 StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext& ctx,
                                       const std::vector<WriteItem>& items, const rocksdb::Options& db_options,

@@ -11,6 +11,7 @@
 #include "ckptdb/ckptdb.h"
 #include "keys.h"
 #include "metadata_codec.h"
+#include "rocksdb_store_internal.h"
 #include "test_util.h"
 #include "thread_communicator.h"
 
@@ -396,6 +397,75 @@ TEST(ConvertElements, RoundsAndSaturatesLikePyTorch) {
       uint32_t back = 0;
       ConvertElements(DType::kF64, &v, d, &back, 1);
       ASSERT_EQ(back, bits) << DTypeName(d) << " " << bits << " = " << v;
+    }
+  }
+}
+
+// Chunks never split an element: a chunk size that is not a multiple of the
+// element size (accepted in [4 KiB, 1 GiB]) is rounded down per piece, and a
+// store whose chunks do split elements (written before format 2) still loads
+// correctly through strided, converting and whole loads.
+TEST(ChunkAlignment, UnalignedChunkSizesNeverShiftElements) {
+  const Shape shape{31, 257};
+  const Layout columns{"column blocks on 2",
+                       {{{{0, 0}, {31, 128}}}, {{{0, 128}, {31, 129}}}}};
+  for (bool legacy : {false, true}) {
+    for (DType dtype : {DType::kI16, DType::kI32, DType::kF32, DType::kI64, DType::kF64}) {
+      for (uint64_t chunk_bytes : {4097u, 4098u, 4100u, 6006u, 65537u}) {
+        SCOPED_TRACE(std::string(legacy ? "split elements (legacy)" : "aligned") + " " + DTypeName(dtype) +
+                     " chunk_bytes " + std::to_string(chunk_bytes));
+        TempDir dir;
+        const std::string store = dir.Sub("store");
+        const Tensor full = PatternTensor(dtype, shape, 7);
+        StoreOptions so;
+        so.chunk_bytes = chunk_bytes;
+        StoreWriterSeams seams;
+        seams.split_elements = legacy;
+        std::mutex mu;
+        std::vector<Status> statuses(2);
+        testing::RunRanksAsThreads(2, [&](int rank, Communicator& comm) {
+          auto w = OpenStoreWriterWithSeams(store, so, seams);
+          StateDict sd;
+          (void)sd.Add("t", Shards(full, columns, rank, false));
+          SaveOptions o;
+          o.step = 1;
+          o.communicator = &comm;
+          Status st = w.ok() ? Save(sd, **w, o) : w.status();
+          std::lock_guard<std::mutex> lock(mu);
+          statuses[rank] = st;
+        });
+        for (const Status& st : statuses) ASSERT_TRUE(st.ok()) << st;
+        auto reader = OpenStoreReader(store);
+        ASSERT_TRUE(reader.ok()) << reader.status();
+        auto md = (*reader)->ReadMetadata(1);
+        ASSERT_TRUE(md.ok()) << md.status();
+        const uint64_t es = DTypeSize(dtype);
+        for (const StoredPiece& p : md->entries[0].pieces) {
+          EXPECT_EQ(p.chunk_bytes, legacy ? chunk_bytes : chunk_bytes - chunk_bytes % es);
+        }
+        // Whole, on one rank: every row of the target crosses both pieces.
+        auto whole = LoadWhole(**reader, 1);
+        ASSERT_TRUE(whole.ok()) << whole.status();
+        EXPECT_TRUE(std::get<Tensor>(*whole->Find("t")).BitwiseEquals(full));
+        // Strided: rows out of column blocks, in three uneven shards.
+        StateDict rows;
+        const Tensor part = Slice(full, {5, 0}, {17, 257});
+        (void)rows.Add("t", ShardedTensor::Create(dtype, shape, {Shard{{5, 0}, testing::ZerosLike(part)}}).value());
+        LoadOptions lo;
+        lo.step = 1;
+        lo.no_dist = true;
+        ASSERT_OK(Load(rows, **reader, lo));
+        EXPECT_TRUE(std::get<ShardedTensor>(*rows.Find("t")).local_shards()[0].tensor.BitwiseEquals(part));
+        // Converting: into f64 (or f32 from f64), element by element.
+        const DType to = dtype == DType::kF64 ? DType::kF32 : DType::kF64;
+        Tensor want = Tensor::Zeros(to, shape).value();
+        ConvertElements(dtype, full.data(), to, want.data(), static_cast<size_t>(full.numel()));
+        StateDict converted;
+        (void)converted.Add("t", Tensor::Zeros(to, shape).value());
+        lo.convert_dtype = true;
+        ASSERT_OK(Load(converted, **reader, lo));
+        EXPECT_TRUE(std::get<Tensor>(*converted.Find("t")).BitwiseEquals(want));
+      }
     }
   }
 }

@@ -114,6 +114,11 @@ struct ReadItem {
   // copying it onto a device. May be called from several threads at once,
   // for different chunks; an error it returns fails the read.
   std::function<Status(uint64_t begin, const char* data, uint64_t n)> sink;
+  // The size of the piece's elements. With a sink, every call gets whole
+  // elements ([begin, begin + n) element-aligned), even from a piece whose
+  // chunks split elements (stores written before format 2): an element cut
+  // by a chunk boundary is handed over with the chunk it starts in.
+  uint32_t element_bytes = 1;
 };
 
 // What a read fetched from storage.
