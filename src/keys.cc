@@ -43,6 +43,20 @@ bool ParseSummaryKey(std::string_view key, int64_t* step) {
   return true;
 }
 
+std::string PendingKey(int64_t step, uint64_t save_id) {
+  std::string k(1, kPendingPrefix);
+  PutBigEndian64(&k, static_cast<uint64_t>(step));
+  PutBigEndian64(&k, save_id);
+  return k;
+}
+
+bool ParsePendingKey(std::string_view key, int64_t* step, uint64_t* save_id) {
+  if (key.size() != 17 || key[0] != kPendingPrefix) return false;
+  *step = static_cast<int64_t>(GetBigEndian64(key.data() + 1));
+  *save_id = GetBigEndian64(key.data() + 9);
+  return true;
+}
+
 std::string TagKey(std::string_view name) {
   std::string k(1, kTagPrefix);
   k.append(name);

@@ -3,9 +3,10 @@
 //
 //   data      'D' step:u64 save_id:u64 rank:u32 item:u32 chunk:u32  29 bytes
 //   metadata  'M' step:u64                                        9 bytes
+//   pending   'P' step:u64 save_id:u64                           17 bytes
 //   summary   'S' step:u64                                        9 bytes
 //   tag       'T' name (1..128 bytes of [A-Za-z0-9._-])
-// 'D' < 'M' < 'S' < 'T', so each kind is one contiguous key range.
+// 'D' < 'M' < 'P' < 'S' < 'T', so each kind is one contiguous key range.
 #ifndef CKPTDB_SRC_KEYS_H_
 #define CKPTDB_SRC_KEYS_H_
 
@@ -17,6 +18,7 @@ namespace ckptdb {
 
 inline constexpr char kMetadataPrefix = 'M';
 inline constexpr char kDataPrefix = 'D';
+inline constexpr char kPendingPrefix = 'P';
 inline constexpr char kSummaryPrefix = 'S';
 inline constexpr char kTagPrefix = 'T';
 inline constexpr size_t kMetadataKeySize = 9;
@@ -29,6 +31,12 @@ bool ParseMetadataKey(std::string_view key, int64_t* step);
 // The summary record of a step, committed in the same batch as its metadata.
 std::string SummaryKey(int64_t step);
 bool ParseSummaryKey(std::string_view key, int64_t* step);
+
+// A save attempt in flight (format 2): written, synced, before any of its
+// data is ingested, and deleted by the batch that commits its metadata. The
+// sweep deletes only the data of attempts named here (proto/FORMAT.md).
+std::string PendingKey(int64_t step, uint64_t save_id);
+bool ParsePendingKey(std::string_view key, int64_t* step, uint64_t* save_id);
 
 // A tag: 'T' followed by the tag's name (ValidateTagName).
 std::string TagKey(std::string_view name);

@@ -64,13 +64,17 @@ class RocksDBStoreReader final : public StoreReader {
       o.create_if_missing = false;
       o.max_open_files = options_.open_all_files ? -1 : std::max(options_.max_open_files, 16);
       rocksdb::Status s = rocksdb::DB::OpenForReadOnly(o, DbDir(path_), &db);
-      if (!s.ok()) {
-        last = FromRocks(s, "opening store '" + path_ + "' read-only");
-        if (!s.IsIOError() && !s.IsCorruption() && !s.IsPathNotFound()) break;
+      std::unique_ptr<rocksdb::DB> opened(db);
+      Status wal = s.ok() ? CheckWriteAheadLogPresent(path_) : Status::OK();
+      // Only a view taken while the set of files stood still counts; a
+      // failure while it changed may be a race with the writer, not damage.
+      const bool steady = !before.empty() && ManifestState() == before;
+      if (!s.ok() || !wal.ok()) {
+        last = !s.ok() ? FromRocks(s, "opening store '" + path_ + "' read-only") : wal;
+        if (steady || (!s.ok() && !s.IsIOError() && !s.IsCorruption() && !s.IsPathNotFound())) break;
         continue;
       }
-      std::unique_ptr<rocksdb::DB> opened(db);
-      if (before.empty() || ManifestState() != before) {
+      if (!steady) {
         opened->Close().PermitUncheckedError();
         last = Status::Unavailable("store '" + path_ + "' kept changing while it was opened read-only (" +
                                    std::to_string(kOpenAttempts) + " attempts); try again");
@@ -318,6 +322,7 @@ StatusOr<std::unique_ptr<StoreReader>> OpenStoreReader(const std::string& path, 
   if (state == StorePathState::kEmptyDir) {
     return Status::FailedPrecondition("'" + path + "' is an empty directory, not a ckptdb store");
   }
+  RETURN_IF_ERROR(CheckStoreFormat(path, /*for_writing=*/false));
   auto reader = std::make_unique<RocksDBStoreReader>(path, options);
   RETURN_IF_ERROR(reader->Refresh());
   return std::unique_ptr<StoreReader>(std::move(reader));

@@ -40,6 +40,12 @@ rocksdb::Options DatabaseOptions() {
   o.write_buffer_size = 16 << 20;
   o.max_background_jobs = 2;
   o.keep_log_file_num = 4;
+  // A damaged or missing write-ahead log is an error, never a shorter
+  // history: the sizes of synced WALs are recorded in the MANIFEST and
+  // checked on open, and a record that fails its checksum anywhere but in
+  // an unsynced tail (a crash while writing it) stops recovery.
+  o.track_and_verify_wals_in_manifest = true;
+  o.wal_recovery_mode = rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
   return o;
 }
 
@@ -72,7 +78,9 @@ Status ValidateOptions(const StoreOptions& o) {
 class RocksDBStoreWriter final : public StoreWriter {
  public:
   RocksDBStoreWriter(std::string path, StoreOptions options, const StoreWriterSeams& seams)
-      : path_(std::move(path)), options_(options), env_(seams.env), split_elements_(seams.split_elements) {}
+      : path_(std::move(path)), options_(options), env_(seams.env),
+        split_elements_(seams.split_elements),
+        flush_after_commit_(seams.flush_after_commit) {}
 
   ~RocksDBStoreWriter() override {
     if (db_) db_->Close().PermitUncheckedError();
@@ -94,6 +102,12 @@ class RocksDBStoreWriter final : public StoreWriter {
     std::error_code ec;
     fs::create_directories(StagingDir(path_, id), ec);
     if (ec) return FsError("cannot create staging directory", StagingDir(path_, id), ec);
+    // Durable before anything of this attempt is ingested: the sweep deletes
+    // only data that a pending record names.
+    rocksdb::WriteOptions wo;
+    wo.sync = true;
+    RETURN_IF_ERROR(FromRocks(db_->Put(wo, PendingKey(step, id), ""), "recording the save of step " +
+                                                                           std::to_string(step) + " as pending"));
     return id;
   }
 
@@ -153,6 +167,7 @@ class RocksDBStoreWriter final : public StoreWriter {
     RETURN_IF_ERROR(FromRocks(batch.Put(MetadataKey(ctx.step), EncodeMetadataValue(metadata)), "metadata batch"));
     RETURN_IF_ERROR(
         FromRocks(batch.Put(SummaryKey(ctx.step), EncodeSummaryValue(SummarizeStep(metadata))), "metadata batch"));
+    RETURN_IF_ERROR(FromRocks(batch.Delete(PendingKey(ctx.step, ctx.save_id)), "metadata batch"));
     // Retention: the steps the policy drops go in the same batch, so the new
     // step and the pruning commit together or not at all.
     std::vector<int64_t> pruned;
@@ -170,8 +185,11 @@ class RocksDBStoreWriter final : public StoreWriter {
     RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), "committing the metadata of step " + std::to_string(ctx.step)));
     RemoveStaging(ctx.save_id);
     pruned_by_last_commit_ = pruned;
-    // The commit stands; giving the space back is best effort (a later
-    // delete or sweep retries it).
+    // The commit stands. Move it out of the WAL into a checksummed SST now,
+    // so that a committed step never depends on the log for long; and give
+    // the space of pruned steps back. Both are best effort (the next commit,
+    // delete or sweep retries them).
+    (void)FlushLocked();
     (void)ReclaimSteps(pruned);
     return Status::OK();
   }
@@ -180,6 +198,15 @@ class RocksDBStoreWriter final : public StoreWriter {
     std::lock_guard<std::mutex> lock(mu_);
     if (db_) (void)DropSaveData(ctx.step, ctx.save_id);
     RemoveStaging(ctx.save_id);
+  }
+
+  // Moves what is in the memtable (and so only in the WAL) into an SST.
+  Status FlushLocked() {
+    if (!flush_after_commit_) return Status::OK();
+    rocksdb::FlushOptions fo;
+    fo.wait = true;
+    fo.allow_write_stall = true;
+    return FromRocks(db_->Flush(fo), "flushing the commit log of '" + path_ + "'");
   }
 
   StatusOr<SweepStats> Sweep() override {
@@ -249,6 +276,7 @@ class RocksDBStoreWriter final : public StoreWriter {
     rocksdb::WriteOptions wo;
     wo.sync = true;
     RETURN_IF_ERROR(FromRocks(db_->Put(wo, TagKey(name), EncodeTagValue(step)), "writing tag '" + name + "'"));
+    (void)FlushLocked();
     return previous;
   }
 
@@ -262,7 +290,9 @@ class RocksDBStoreWriter final : public StoreWriter {
     RETURN_IF_ERROR(FromRocks(s, "reading tag '" + name + "'"));
     rocksdb::WriteOptions wo;
     wo.sync = true;
-    return FromRocks(db_->Delete(wo, TagKey(name)), "deleting tag '" + name + "'");
+    RETURN_IF_ERROR(FromRocks(db_->Delete(wo, TagKey(name)), "deleting tag '" + name + "'"));
+    (void)FlushLocked();
+    return Status::OK();
   }
 
  private:
@@ -321,6 +351,7 @@ class RocksDBStoreWriter final : public StoreWriter {
     const std::string what = steps.size() == 1 ? "deleting step " + std::to_string(steps[0])
                                                : "deleting " + std::to_string(steps.size()) + " steps";
     RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), what));
+    (void)FlushLocked();  // the delete leaves the WAL at once, as commits do
     return ReclaimSteps(steps);
   }
 
@@ -343,7 +374,10 @@ class RocksDBStoreWriter final : public StoreWriter {
     if (db_) return Status::OK();
     RETURN_IF_ERROR(ValidateOptions(options_));
     ASSIGN_OR_RETURN(StorePathState state, InspectStorePath(path_));
-    if (state != StorePathState::kStore) RETURN_IF_ERROR(CreateStoreDir(path_));
+    (void)state;
+    // Refuses a newer format; brings an older one's marker up to this one.
+    RETURN_IF_ERROR(CreateStoreDir(path_));
+    RETURN_IF_ERROR(CheckWriteAheadLogPresent(path_));
     rocksdb::DB* db = nullptr;
     rocksdb::Status s = rocksdb::DB::Open(Options(), DbDir(path_), &db);
     if (s.IsIOError() && s.ToString().find("lock") != std::string::npos) {
@@ -370,9 +404,13 @@ class RocksDBStoreWriter final : public StoreWriter {
   Status DropSaveData(int64_t step, uint64_t save_id) {
     std::string begin = DataSaveBegin(step, save_id);
     std::string end = DataSaveEnd(step, save_id);
+    rocksdb::WriteBatch batch;
+    RETURN_IF_ERROR(FromRocks(batch.DeleteRange(db_->DefaultColumnFamily(), begin, end), "dropping save data"));
+    RETURN_IF_ERROR(FromRocks(batch.Delete(PendingKey(step, save_id)), "dropping save data"));
     rocksdb::WriteOptions wo;
     wo.sync = true;
-    RETURN_IF_ERROR(FromRocks(db_->DeleteRange(wo, db_->DefaultColumnFamily(), begin, end), "dropping save data"));
+    RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), "dropping the data of a failed save of step " +
+                                                          std::to_string(step)));
     return ReclaimRange(begin, end);
   }
 
@@ -420,7 +458,22 @@ class RocksDBStoreWriter final : public StoreWriter {
       RETURN_IF_ERROR(FromRocks(it->status(), "listing steps"));
       RETURN_IF_ERROR(FromRocks(sit->status(), "listing step summaries"));
     }
-    // Skip-scan the data keys, one seek per (step, save id).
+    // The save attempts known to have been in flight (pending records).
+    std::set<std::pair<int64_t, uint64_t>> pending;
+    {
+      std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+      for (it->Seek(std::string(1, kPendingPrefix)); it->Valid(); it->Next()) {
+        int64_t step;
+        uint64_t id;
+        if (!ParsePendingKey(it->key().ToStringView(), &step, &id)) break;
+        pending.emplace(step, id);
+      }
+      RETURN_IF_ERROR(FromRocks(it->status(), "listing pending saves"));
+    }
+    // Skip-scan the data keys, one seek per (step, save id). Data of a save
+    // that is neither committed nor pending is left alone: it may belong to a
+    // step whose commit record was lost (a damaged log), and only a pending
+    // record proves that a save was never committed.
     std::vector<std::pair<int64_t, uint64_t>> orphans;
     {
       rocksdb::ReadOptions ro;
@@ -432,7 +485,13 @@ class RocksDBStoreWriter final : public StoreWriter {
         if (!ParseDataKey(it->key().ToStringView(), &k)) break;
         auto c = committed.find(k.step);
         bool keep = c != committed.end() && (c->second == k.save_id || c->second == kUnreadable);
-        if (!keep) orphans.emplace_back(k.step, k.save_id);
+        if (!keep) {
+          if (pending.count({k.step, k.save_id}) > 0) {
+            orphans.emplace_back(k.step, k.save_id);
+          } else {
+            stats.unaccounted_saves++;
+          }
+        }
         if (k.save_id == UINT64_MAX) {
           if (k.step == INT64_MAX) break;
           it->Seek(DataSaveBegin(k.step + 1, 0));
@@ -444,6 +503,18 @@ class RocksDBStoreWriter final : public StoreWriter {
     }
     if (!dry_run) {
       for (const auto& [step, id] : orphans) RETURN_IF_ERROR(DropSaveData(step, id));
+      // Pending records of saves that left no data (or were committed).
+      rocksdb::WriteBatch batch;
+      for (const auto& [step, id] : pending) {
+        // (DropSaveData removed those of the dropped saves already.)
+        const bool dropped = std::find(orphans.begin(), orphans.end(), std::make_pair(step, id)) != orphans.end();
+        if (!dropped) batch.Delete(PendingKey(step, id)).PermitUncheckedError();
+      }
+      if (batch.Count() > 0) {
+        rocksdb::WriteOptions wo;
+        wo.sync = true;
+        RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), "clearing pending records"));
+      }
     }
     stats.orphan_saves = orphans.size();
     std::error_code ec;
@@ -460,6 +531,7 @@ class RocksDBStoreWriter final : public StoreWriter {
   const StoreOptions options_;
   rocksdb::Env* const env_;  // null: RocksDB's default
   const bool split_elements_;
+  const bool flush_after_commit_;
   mutable std::mutex mu_;  // guards db_, the step check + commit, deletes and tags
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<int64_t> pruned_by_last_commit_;
@@ -471,7 +543,7 @@ StatusOr<std::unique_ptr<StoreWriter>> OpenStoreWriterWithSeams(const std::strin
                                                                 const StoreWriterSeams& seams) {
   RETURN_IF_ERROR(ValidateOptions(options));
   ASSIGN_OR_RETURN(StorePathState state, InspectStorePath(path));
-  (void)state;
+  if (state == StorePathState::kStore) RETURN_IF_ERROR(CheckStoreFormat(path, /*for_writing=*/true));
   return std::unique_ptr<StoreWriter>(new RocksDBStoreWriter(path, options, seams));
 }
 

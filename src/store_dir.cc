@@ -1,5 +1,7 @@
 #include "store_dir.h"
 
+#include "status_macros.h"
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -10,8 +12,56 @@ namespace ckptdb {
 
 namespace {
 constexpr char kMarkerName[] = "CKPTDB";
-constexpr char kMarkerText[] = "ckptdb store\nformat 1\n";
+constexpr char kMarkerFirstLine[] = "ckptdb store";
+
+std::string MarkerText() { return std::string(kMarkerFirstLine) + "\nformat " + std::to_string(kStoreFormat) + "\n"; }
+
+Status WriteMarker(const fs::path& marker) {
+  std::error_code ec;
+  std::string tmp = marker.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << MarkerText();
+    out.flush();
+    if (!out) return Status::IOError("cannot write the store marker '" + tmp + "'");
+  }
+  fs::rename(tmp, marker, ec);
+  if (ec) return FsError("cannot create the store marker", marker.string(), ec);
+  return Status::OK();
+}
 }  // namespace
+
+StatusOr<int> ReadStoreFormat(const std::string& path) {
+  const std::string marker = (fs::path(path) / kMarkerName).string();
+  std::ifstream in(marker);
+  if (!in) return Status::IOError("cannot read the store marker '" + marker + "'");
+  std::string first, word;
+  long long format = -1;
+  if (!std::getline(in, first) || first != kMarkerFirstLine || !(in >> word >> format) || word != "format" ||
+      format < 0) {
+    return Status::DataLoss("the store marker '" + marker + "' is damaged: it should read \"" +
+                            std::string(kMarkerFirstLine) + "\" and \"format N\"");
+  }
+  if (format > 1000000) format = 1000000;
+  return static_cast<int>(format);
+}
+
+Status CheckStoreFormat(const std::string& path, bool for_writing) {
+  auto format = ReadStoreFormat(path);
+  if (!format.ok()) return format.status();
+  if (*format > kStoreFormat) {
+    return Status::FailedPrecondition("store '" + path + "' has format " + std::to_string(*format) +
+                                      ", newer than this ckptdb's format " + std::to_string(kStoreFormat) +
+                                      "; refusing to " + (for_writing ? "write to" : "read") +
+                                      " it (use a newer ckptdb)");
+  }
+  if (*format < kOldestReadableStoreFormat) {
+    return Status::FailedPrecondition("store '" + path + "' has format " + std::to_string(*format) +
+                                      ", older than the oldest this ckptdb reads (" +
+                                      std::to_string(kOldestReadableStoreFormat) + ")");
+  }
+  return Status::OK();
+}
 
 Status FsError(const std::string& what, const std::string& path, const std::error_code& ec) {
   return Status::IOError(what + " '" + path + "': " + ec.message());
@@ -23,6 +73,23 @@ std::string StagingDir(const std::string& store, uint64_t save_id) {
   char name[17];
   std::snprintf(name, sizeof name, "%016llx", static_cast<unsigned long long>(save_id));
   return (fs::path(store) / "staging" / name).string();
+}
+
+Status CheckWriteAheadLogPresent(const std::string& store) {
+  const fs::path db = DbDir(store);
+  std::error_code ec;
+  if (!fs::exists(db / "CURRENT", ec)) return Status::OK();  // never opened for writing
+  bool has_manifest = false;
+  for (auto it = fs::directory_iterator(db, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (it->path().extension() == ".log") return Status::OK();
+    if (name.rfind("MANIFEST-", 0) == 0) has_manifest = true;
+  }
+  if (ec) return FsError("cannot list", db.string(), ec);
+  if (!has_manifest) return Status::OK();  // RocksDB reports that itself
+  return Status::DataLoss("store '" + store + "' is damaged: its write-ahead log (a *.log file in " + db.string() +
+                          ") is missing; it may have held the latest commits, so the store is not opened as if "
+                          "its history were whole. Restore the file if you have it");
 }
 
 StatusOr<StorePathState> InspectStorePath(const std::string& path) {
@@ -45,17 +112,12 @@ Status CreateStoreDir(const std::string& path) {
   fs::create_directories(path, ec);
   if (ec) return FsError("cannot create store directory", path, ec);
   fs::path marker = fs::path(path) / kMarkerName;
-  if (fs::exists(marker, ec)) return Status::OK();
-  std::string tmp = marker.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << kMarkerText;
-    out.flush();
-    if (!out) return Status::IOError("cannot write the store marker '" + tmp + "'");
+  if (fs::exists(marker, ec)) {
+    ASSIGN_OR_RETURN(int format, ReadStoreFormat(path));
+    if (format == kStoreFormat) return Status::OK();
+    RETURN_IF_ERROR(CheckStoreFormat(path, /*for_writing=*/true));  // newer: refused
   }
-  fs::rename(tmp, marker, ec);
-  if (ec) return FsError("cannot create the store marker", marker.string(), ec);
-  return Status::OK();
+  return WriteMarker(marker);
 }
 
 }  // namespace ckptdb

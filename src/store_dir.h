@@ -18,8 +18,31 @@ enum class StorePathState { kMissing, kEmptyDir, kStore };
 // store (the message says which and how to tell).
 StatusOr<StorePathState> InspectStorePath(const std::string& path);
 
-// Creates the directory (and parents) and the marker. Idempotent.
+// The store format this ckptdb writes, and the oldest it reads
+// (proto/FORMAT.md, "Format versions").
+inline constexpr int kStoreFormat = 2;
+inline constexpr int kOldestReadableStoreFormat = 1;
+
+// The format number the marker of the store at `path` states. DataLoss when
+// the marker is unreadable or says no format.
+StatusOr<int> ReadStoreFormat(const std::string& path);
+
+// Whether this ckptdb may open the store at `path` (a store) for reading or,
+// when `for_writing`, for writing: FailedPrecondition naming both versions
+// when the store's format is newer than this ckptdb's (or, for reading,
+// older than the oldest it reads).
+Status CheckStoreFormat(const std::string& path, bool for_writing);
+
+// Creates the directory (and parents) and the marker (format kStoreFormat).
+// Idempotent; a marker of an older, readable format is rewritten to
+// kStoreFormat (format 2 only adds to format 1).
 Status CreateStoreDir(const std::string& path);
+
+// A database that has been written keeps a write-ahead log file at all
+// times (empty once its commits are flushed). DataLoss naming the store when
+// there is none: the log may have held the latest commits, and opening
+// without it would show a shorter history as if it were whole.
+Status CheckWriteAheadLogPresent(const std::string& store);
 
 std::string DbDir(const std::string& store);
 std::string StagingRoot(const std::string& store);

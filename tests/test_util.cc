@@ -1,5 +1,7 @@
 #include "test_util.h"
 
+#include <algorithm>
+
 #include <rocksdb/db.h>
 #include <sys/wait.h>
 
@@ -73,6 +75,7 @@ std::vector<std::string> FilesWithSuffix(const std::string& dir, const std::stri
       out.push_back(p);
     }
   }
+  std::sort(out.begin(), out.end());  // RocksDB numbers files in creation order
   return out;
 }
 

@@ -48,7 +48,8 @@ Tensor ZerosLike(const Tensor& t);
 Status SaveNoDist(const StateDict& sd, StorageWriter& writer, int64_t step);
 Status LoadNoDist(StateDict& sd, StorageReader& reader, int64_t step, LoadStats* stats = nullptr);
 
-// Every file under `dir` (recursively) whose name ends with `suffix`.
+// Every file under `dir` (recursively) whose name ends with `suffix`, sorted
+// by path.
 std::vector<std::string> FilesWithSuffix(const std::string& dir, const std::string& suffix);
 
 // Replaces the first occurrence of `needle` in any file under `dir` ending

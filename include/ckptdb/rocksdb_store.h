@@ -108,11 +108,18 @@ struct StoreStats {
   std::vector<uint64_t> files_per_level;  // SST files at level 0, 1, ...
 };
 
-// What a sweep found and removed: data whose save id has no committed
-// metadata (failed or interrupted saves), and staging directories.
+// What a sweep found and removed: data of save attempts recorded as pending
+// (written before their data was ingested, removed by their commit) whose
+// metadata was never committed, i.e. failed or interrupted saves; and
+// staging directories.
 struct SweepStats {
   uint64_t orphan_saves = 0;
   uint64_t staging_dirs = 0;
+  // Data of save attempts that is neither committed nor recorded as pending:
+  // never deleted by a sweep, because it may be a committed step whose
+  // metadata was lost (or a failed save of a format-1 store, which had no
+  // pending records). Counted per (step, save id).
+  uint64_t unaccounted_saves = 0;
 };
 
 // Thread safety: the methods of one StoreWriter may be called from several

@@ -1,0 +1,228 @@
+// What a store promises under damage (issue 11): a committed step comes back
+// bit for bit or the store says clearly that it cannot; a damaged or missing
+// write-ahead log is an error, never a shorter history; a sweep deletes only
+// what it can prove failed; a store of a newer format is never touched.
+#include <gtest/gtest.h>
+#include <rocksdb/db.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "ckptdb/ckptdb.h"
+#include "keys.h"
+#include "rocksdb_store_internal.h"
+#include "test_util.h"
+
+namespace fs = std::filesystem;
+
+namespace ckptdb {
+namespace {
+
+using testing::TempDir;
+
+StateDict StepState(int64_t step) {
+  StateDict sd;
+  EXPECT_TRUE(sd.Add("w", testing::PatternTensor(DType::kF32, {64, 33}, static_cast<uint32_t>(step))).ok());
+  Bytes b;
+  b.data = "step " + std::to_string(step);
+  EXPECT_TRUE(sd.Add("meta", b).ok());
+  return sd;
+}
+
+// Saves steps 0..n-1. With `leave_in_wal`, the writer never flushes, so the
+// commits live only in the write-ahead log (as after a writer that died
+// right after committing).
+void SaveSteps(const std::string& store, int n, bool leave_in_wal) {
+  StoreWriterSeams seams;
+  seams.flush_after_commit = !leave_in_wal;
+  auto w = OpenStoreWriterWithSeams(store, StoreOptions{}, seams);
+  ASSERT_TRUE(w.ok()) << w.status();
+  for (int64_t s = 0; s < n; ++s) ASSERT_OK(testing::SaveNoDist(StepState(s), **w, s));
+}
+
+std::vector<int64_t> ListedSteps(const std::string& store, Status* error) {
+  auto r = OpenStoreReader(store);
+  if (!r.ok()) {
+    *error = r.status();
+    return {};
+  }
+  auto steps = (*r)->ListSteps();
+  if (!steps.ok()) {
+    *error = steps.status();
+    return {};
+  }
+  std::vector<int64_t> out;
+  for (const StepInfo& i : *steps) out.push_back(i.step);
+  return out;
+}
+
+// The write-ahead log files of a store that hold something.
+std::vector<std::string> NonEmptyWals(const std::string& store) {
+  std::vector<std::string> out;
+  for (const std::string& f : testing::FilesWithSuffix(store + "/db", ".log")) {
+    if (fs::file_size(f) > 0) out.push_back(f);
+  }
+  return out;
+}
+
+void ExpectEveryStepLoads(const std::string& store, int n) {
+  auto r = OpenStoreReader(store);
+  ASSERT_TRUE(r.ok()) << r.status();
+  for (int64_t s = 0; s < n; ++s) {
+    StateDict want = StepState(s);
+    auto got = LoadWhole(**r, s);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_TRUE(std::get<Tensor>(*got->Find("w")).BitwiseEquals(std::get<Tensor>(*want.Find("w")))) << "step " << s;
+    EXPECT_EQ(std::get<Bytes>(*got->Find("meta")).data, "step " + std::to_string(s));
+  }
+}
+
+TEST(Integrity, CommittedStepsLeaveTheWalAtOnce) {
+  TempDir dir;
+  const std::string store = dir.Sub("s");
+  SaveSteps(store, 3, /*leave_in_wal=*/false);
+  // Every commit was flushed into a checksummed SST: the log holds nothing.
+  EXPECT_EQ(NonEmptyWals(store), std::vector<std::string>{});
+  auto w = OpenStoreWriter(store);
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_TRUE((*w)->Tag(1, "best").ok());
+  ASSERT_OK((*w)->DeleteStep(0));
+  w->reset();
+  EXPECT_EQ(NonEmptyWals(store), std::vector<std::string>{});
+  Status error;
+  EXPECT_EQ(ListedSteps(store, &error), (std::vector<int64_t>{1, 2})) << error;
+}
+
+TEST(Integrity, ADamagedWalIsAnErrorNeverAShorterHistory) {
+  TempDir dir;
+  const std::string store = dir.Sub("s");
+  SaveSteps(store, 3, /*leave_in_wal=*/true);
+  const uint64_t data_keys = testing::CountDataKeys(store);
+  const std::vector<std::string> wals = NonEmptyWals(store);
+  ASSERT_EQ(wals.size(), 1u);
+  {
+    // One flipped byte inside the record of the first commit.
+    std::fstream f(wals[0], std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(fs::file_size(wals[0]) / 3));
+    char c;
+    f.read(&c, 1);
+    f.seekp(static_cast<std::streamoff>(fs::file_size(wals[0]) / 3));
+    c = static_cast<char>(~c);
+    f.write(&c, 1);
+  }
+  Status error;
+  std::vector<int64_t> listed = ListedSteps(store, &error);
+  EXPECT_TRUE(listed.empty()) << "the store listed " << listed.size() << " steps from a damaged log";
+  EXPECT_FALSE(error.ok());
+  EXPECT_EQ(error.code(), StatusCode::kDataLoss) << error;
+  // The writer refuses too, and its sweep deletes nothing.
+  auto w = OpenStoreWriter(store);
+  ASSERT_TRUE(w.ok()) << w.status();
+  Status opened = (*w)->OpenDatabase();
+  EXPECT_FALSE(opened.ok());
+  EXPECT_EQ(opened.code(), StatusCode::kDataLoss) << opened;
+  EXPECT_EQ(testing::CountDataKeys(store), data_keys);
+}
+
+TEST(Integrity, AMissingWalIsAnErrorNeverAShorterHistory) {
+  TempDir dir;
+  const std::string store = dir.Sub("s");
+  SaveSteps(store, 3, /*leave_in_wal=*/true);
+  const uint64_t data_keys = testing::CountDataKeys(store);
+  const std::vector<std::string> wals = NonEmptyWals(store);
+  ASSERT_EQ(wals.size(), 1u);
+  fs::remove(wals[0]);
+  Status error;
+  std::vector<int64_t> listed = ListedSteps(store, &error);
+  EXPECT_TRUE(listed.empty()) << "the store listed " << listed.size() << " steps without its log";
+  EXPECT_FALSE(error.ok());
+  auto w = OpenStoreWriter(store);
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_FALSE((*w)->OpenDatabase().ok());
+  EXPECT_EQ(testing::CountDataKeys(store), data_keys);
+}
+
+TEST(Integrity, TheSweepKeepsDataItCannotProveFailed) {
+  TempDir dir;
+  const std::string store = dir.Sub("s");
+  SaveSteps(store, 3, /*leave_in_wal=*/false);
+  const uint64_t data_keys = testing::CountDataKeys(store);
+  {
+    // Step 1's commit record is lost (as with a damaged log that RocksDB
+    // did not notice): its data has no metadata and no pending record.
+    rocksdb::DB* raw = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), store + "/db", &raw).ok());
+    rocksdb::WriteOptions wo;
+    wo.sync = true;
+    ASSERT_TRUE(raw->Delete(wo, MetadataKey(1)).ok());
+    ASSERT_TRUE(raw->Delete(wo, SummaryKey(1)).ok());
+    delete raw;
+  }
+  auto w = OpenStoreWriter(store);
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_OK((*w)->OpenDatabase());  // sweeps on open
+  auto left = (*w)->FindLeftovers();
+  ASSERT_TRUE(left.ok()) << left.status();
+  EXPECT_EQ(left->orphan_saves, 0u);
+  EXPECT_EQ(left->unaccounted_saves, 1u);
+  EXPECT_EQ(testing::CountDataKeys(store), data_keys);
+  // A save that failed after ingestion is still swept (its pending record
+  // names it).
+  testing::FaultyWriter faulty(w->get());
+  faulty.on_finish = [] { return Status::IOError("injected"); };
+  EXPECT_FALSE(testing::SaveNoDist(StepState(7), faulty, 7).ok());
+  EXPECT_EQ(testing::CountDataKeys(store), data_keys);
+}
+
+void WriteMarker(const std::string& store, const std::string& text) {
+  std::ofstream(store + "/CKPTDB", std::ios::trunc) << text;
+}
+
+std::string ReadMarker(const std::string& store) {
+  std::ifstream in(store + "/CKPTDB");
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+TEST(Integrity, AStoreOfANewerFormatIsNeverWrittenOrRead) {
+  TempDir dir;
+  const std::string store = dir.Sub("s");
+  SaveSteps(store, 2, false);
+  WriteMarker(store, "ckptdb store\nformat 99\n");
+  const uint64_t data_keys = testing::CountDataKeys(store);
+  auto w = OpenStoreWriter(store);
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(w.status().message().find("format 99, newer than this ckptdb's format 2"), std::string::npos)
+      << w.status();
+  auto r = OpenStoreReader(store);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("format 99"), std::string::npos) << r.status();
+  testing::CommandResult rm = testing::RunCommand(std::string(CKPTDB_CLI) + " rm " + store + " 0 2>&1");
+  EXPECT_NE(rm.code, 0) << rm.out;
+  EXPECT_NE(rm.out.find("format 99"), std::string::npos) << rm.out;
+  EXPECT_EQ(testing::CountDataKeys(store), data_keys);
+  EXPECT_EQ(ReadMarker(store), "ckptdb store\nformat 99\n");
+  // A damaged marker is named as such.
+  WriteMarker(store, "garbage");
+  r = OpenStoreReader(store);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kDataLoss) << r.status();
+  EXPECT_NE(r.status().message().find("marker"), std::string::npos) << r.status();
+}
+
+TEST(Integrity, AFormatOneStoreIsReadAndUpgradedByItsWriter) {
+  TempDir dir;
+  const std::string store = dir.Sub("s");
+  SaveSteps(store, 2, false);
+  WriteMarker(store, "ckptdb store\nformat 1\n");
+  ExpectEveryStepLoads(store, 2);
+  auto w = OpenStoreWriter(store);
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_OK(testing::SaveNoDist(StepState(2), **w, 2));
+  EXPECT_EQ(ReadMarker(store), "ckptdb store\nformat 2\n");
+  w->reset();
+  ExpectEveryStepLoads(store, 3);
+}
+
+}  // namespace
+}  // namespace ckptdb
