@@ -35,7 +35,10 @@ StatusOr<ReadStats> ReadChunks(rocksdb::DB* db, const StepMetadata& md, const st
   std::atomic<uint64_t> stored{0}, raw{0};
   rocksdb::ReadOptions ro;
   ro.fill_cache = false;        // chunks are read once; keep the cache for index blocks
-  ro.verify_checksums = false;  // every chunk carries its own checksum, verified below
+  // RocksDB's block checksums too, although every chunk carries its own:
+  // a damaged block must not reach RocksDB's parser (Debian's build asserts
+  // on a damaged key and aborts the process); it becomes DataLoss instead.
+  ro.verify_checksums = true;
   auto where = [&](const ReadItem& item, uint32_t c) {
     const StoredPiece& p = item.piece;
     return "entry '" + item.fqn + "' (step " + std::to_string(md.step) + ", rank " + std::to_string(p.key.rank) +

@@ -62,7 +62,7 @@ class RocksDBStoreReader final : public StoreReader {
       rocksdb::Options o = DatabaseOptions();
       o.allow_mmap_reads = options_.mmap_reads;
       o.create_if_missing = false;
-      o.max_open_files = options_.open_all_files ? -1 : std::max(options_.max_open_files, 16);
+      o.max_open_files = options_.open_all_files ? -1 : std::clamp(options_.max_open_files, 16, 100000);
       rocksdb::Status s = rocksdb::DB::OpenForReadOnly(o, DbDir(path_), &db);
       std::unique_ptr<rocksdb::DB> opened(db);
       Status wal = s.ok() ? CheckWriteAheadLogPresent(path_) : Status::OK();

@@ -6,12 +6,16 @@
 #include <rocksdb/db.h>
 
 #include <filesystem>
+#include <mutex>
+#include <memory>
+#include <sys/resource.h>
 #include <fstream>
 
 #include "ckptdb/ckptdb.h"
 #include "keys.h"
 #include "rocksdb_store_internal.h"
 #include "test_util.h"
+#include "thread_communicator.h"
 
 namespace fs = std::filesystem;
 
@@ -222,6 +226,142 @@ TEST(Integrity, AFormatOneStoreIsReadAndUpgradedByItsWriter) {
   EXPECT_EQ(ReadMarker(store), "ckptdb store\nformat 2\n");
   w->reset();
   ExpectEveryStepLoads(store, 3);
+}
+
+// Flips one byte of the internal key trailer (the 8 bytes after the user
+// key: sequence number and type) of the first chunk of `step` in its SST.
+void DamageKeyTrailer(const std::string& store, int64_t step) {
+  auto r = OpenStoreReader(store);
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto md = (*r)->ReadMetadata(step);
+  ASSERT_TRUE(md.ok()) << md.status();
+  r->reset();
+  uint32_t first_item = UINT32_MAX;
+  for (const EntryMetadata& e : md->entries) {
+    for (const StoredPiece& p : e.pieces) first_item = std::min(first_item, p.key.item);
+  }
+  const std::string key = EncodeDataKey(DataKey{step, md->save_id, 0, first_item, 0});
+  for (const std::string& f : testing::FilesWithSuffix(store + "/db", ".sst")) {
+    std::fstream io(f, std::ios::in | std::ios::out | std::ios::binary);
+    std::string data((std::istreambuf_iterator<char>(io)), std::istreambuf_iterator<char>());
+    const size_t pos = data.find(key);
+    if (pos == std::string::npos) continue;
+    io.clear();
+    io.seekp(static_cast<std::streamoff>(pos + key.size() + 1));  // the low byte of the sequence number
+    const char c = static_cast<char>(data[pos + key.size() + 1] ^ 0x5a);
+    io.write(&c, 1);
+    return;
+  }
+  FAIL() << "no SST holds the first chunk of step " << step;
+}
+
+TEST(Integrity, ADamagedKeyIsDataLossNeverAnAbort) {
+  TempDir dir;
+  const std::string store = dir.Sub("s");
+  SaveSteps(store, 2, false);
+  DamageKeyTrailer(store, 0);
+  {
+    auto r = OpenStoreReader(store);
+    ASSERT_TRUE(r.ok()) << r.status();
+    auto got = LoadWhole(**r, 0);
+    ASSERT_FALSE(got.ok());
+    EXPECT_EQ(got.status().code(), StatusCode::kDataLoss) << got.status();
+  }
+  ExpectEveryStepLoads(store, 0);
+  {
+    auto r = OpenStoreReader(store);
+    ASSERT_TRUE(r.ok()) << r.status();
+    auto got = LoadWhole(**r, 1);
+    EXPECT_TRUE(got.ok()) << got.status();
+  }
+  for (const std::string& cmd : {"verify " + store, "cat " + store + " 0 w", "export " + store + " 0 --format safetensors " + dir.Sub("o.safetensors")}) {
+    testing::CommandResult c = testing::RunCommand(std::string(CKPTDB_CLI) + " " + cmd + " 2>&1");
+    EXPECT_EQ(c.code, 1) << cmd << ": " << c.out;
+    EXPECT_NE(c.out.find("DataLoss"), std::string::npos) << cmd << ": " << c.out;
+  }
+}
+
+// Lowers this process's (and its children's) descriptor limit while alive.
+class DescriptorLimit {
+ public:
+  explicit DescriptorLimit(rlim_t soft) {
+    getrlimit(RLIMIT_NOFILE, &saved_);
+    rlimit lowered = saved_;
+    lowered.rlim_cur = soft;
+    setrlimit(RLIMIT_NOFILE, &lowered);
+  }
+  ~DescriptorLimit() { setrlimit(RLIMIT_NOFILE, &saved_); }
+
+ private:
+  rlimit saved_{};
+};
+
+// Every step adds one SST file per rank: 1,000 steps of 8 ranks are 8,000
+// files, and neither the writer, nor a reader beside it in the same process,
+// nor the ckptdb command may need a descriptor per file.
+TEST(Integrity, ALongHistoryOfManyRanksStaysWithinADescriptorLimit) {
+  const std::string base = fs::is_directory("/dev/shm") ? "/dev/shm" : "";
+  std::unique_ptr<TempDir> dir = base.empty() ? std::make_unique<TempDir>() : std::make_unique<TempDir>(base);
+  const std::string store = dir->Sub("s");
+  constexpr int kWorld = 8;
+  constexpr int kSteps = 1000;
+  DescriptorLimit limit(256);
+  std::mutex mu;
+  std::vector<Status> failures;
+  testing::RunRanksAsThreads(kWorld, [&](int rank, Communicator& comm) {
+    auto w = OpenStoreWriter(store);
+    if (!w.ok()) {
+      std::lock_guard<std::mutex> lock(mu);
+      failures.push_back(w.status());
+      return;
+    }
+    for (int64_t step = 0; step < kSteps; ++step) {
+      Tensor mine = Tensor::Zeros(DType::kI64, {4}).value();
+      for (int64_t i = 0; i < 4; ++i) mine.data_as<int64_t>()[i] = step * 100 + rank * 4 + i;
+      StateDict sd;
+      (void)sd.Add("x", ShardedTensor::Create(DType::kI64, {kWorld * 4}, {Shard{{rank * 4}, mine}}).value());
+      SaveOptions o;
+      o.step = step;
+      o.communicator = &comm;
+      Status st = Save(sd, **w, o);
+      if (!st.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        failures.push_back(st.WithContext("step " + std::to_string(step) + " rank " + std::to_string(rank)));
+        return;
+      }
+      if (rank == 0 && step % 250 == 249) {
+        // A resuming job's reader, beside the writer.
+        auto r = OpenStoreReader(store);
+        auto got = r.ok() ? LoadWhole(**r, step) : r.status();
+        std::lock_guard<std::mutex> lock(mu);
+        if (!got.ok()) {
+          failures.push_back(got.status().WithContext("loading step " + std::to_string(step)));
+          return;
+        }
+        const Tensor& x = std::get<Tensor>(*got->Find("x"));
+        for (int64_t i = 0; i < kWorld * 4; ++i) {
+          if (x.data_as<int64_t>()[i] != step * 100 + i) {
+            failures.push_back(Status::DataLoss("step " + std::to_string(step) + " element " + std::to_string(i)));
+            return;
+          }
+        }
+      }
+    }
+  });
+  for (const Status& st : failures) ADD_FAILURE() << st;
+  ASSERT_TRUE(failures.empty());
+  const std::string cli = std::string(CKPTDB_CLI);
+  testing::CommandResult ls = testing::RunCommand(cli + " ls " + store + " 2>&1 | tail -1");
+  EXPECT_EQ(ls.code, 0) << ls.out;
+  EXPECT_EQ(ls.out.rfind("999 ", 0), 0u) << ls.out;
+  testing::CommandResult verify = testing::RunCommand(cli + " verify " + store + " 0 500 999 2>&1");
+  EXPECT_EQ(verify.code, 0) << verify.out;
+  testing::CommandResult rm = testing::RunCommand(cli + " rm " + store + " 0 1 2 2>&1");
+  EXPECT_EQ(rm.code, 0) << rm.out;
+  testing::CommandResult gc = testing::RunCommand(cli + " gc " + store + " --keep-last 10 2>&1");
+  EXPECT_EQ(gc.code, 0) << gc.out;
+  Status error;
+  EXPECT_EQ(ListedSteps(store, &error).size(), 10u) << error;
 }
 
 }  // namespace

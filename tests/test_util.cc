@@ -1,6 +1,8 @@
 #include "test_util.h"
 
 #include <algorithm>
+#include <thread>
+#include <chrono>
 
 #include <rocksdb/db.h>
 #include <sys/wait.h>
@@ -15,9 +17,17 @@ namespace fs = std::filesystem;
 
 namespace ckptdb::testing {
 
-TempDir::TempDir() {
+namespace {
+std::string DefaultTempBase() {
   const char* tmp = std::getenv("TMPDIR");
-  std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/ckptdb-test-XXXXXX";
+  return tmp && *tmp ? tmp : "/tmp";
+}
+}  // namespace
+
+TempDir::TempDir() : TempDir(DefaultTempBase()) {}
+
+TempDir::TempDir(const std::string& base) {
+  std::string tmpl = base + "/ckptdb-test-XXXXXX";
   char* p = mkdtemp(tmpl.data());
   if (p == nullptr) std::abort();
   path_ = p;
@@ -100,6 +110,12 @@ uint64_t CountDataKeys(const std::string& store) {
   rocksdb::DB* db = nullptr;
   rocksdb::Options o;
   rocksdb::Status s = rocksdb::DB::OpenForReadOnly(o, store + "/db", &db);
+  // A writer that is open meanwhile may be compacting (deleting files that
+  // the MANIFEST read a moment earlier named): try again.
+  for (int attempt = 0; !s.ok() && attempt < 50; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    s = rocksdb::DB::OpenForReadOnly(o, store + "/db", &db);
+  }
   if (!s.ok()) {
     ADD_FAILURE() << s.ToString();
     return 0;

@@ -29,6 +29,9 @@ namespace ckptdb::testing {
 class TempDir {
  public:
   TempDir();
+  // Under `base` instead (e.g. /dev/shm, a memory file system where many
+  // fsyncs cost nothing).
+  explicit TempDir(const std::string& base);
   ~TempDir();
   const std::string& path() const { return path_; }
   std::string Sub(const std::string& name) const { return path_ + "/" + name; }

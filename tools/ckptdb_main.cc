@@ -246,14 +246,13 @@ struct ReadContext {
   ckptdb::Status status;
 };
 
-// `lazy`: open SST files on first use (fast with a long history) for commands
-// that read little right after opening; long readers (verify, diff, export)
-// open them all, so that a writer pruning meanwhile cannot pull a file away.
-ReadContext OpenRead(const std::string& store, bool lazy) {
+// Readers open SST files on first use, a bounded number at a time
+// (ReaderOptions): fast with a long history, within any descriptor limit,
+// and a damaged file touches only the steps it holds. A step that a writer
+// deletes while verify, diff or export reads it fails as such.
+ReadContext OpenRead(const std::string& store) {
   ReadContext c;
-  ckptdb::ReaderOptions options;
-  options.open_all_files = !lazy;
-  auto r = ckptdb::OpenStoreReader(store, options);
+  auto r = ckptdb::OpenStoreReader(store);
   if (!r.ok()) {
     c.status = r.status();
   } else {
@@ -268,7 +267,7 @@ int RunLs(int argc, char** argv) {
   if (!a.error.empty()) return Usage("ls: " + a.error, kLsHelp);
   if (a.positional.empty() || a.positional.size() > 2) return Usage("ls: expected STORE [STEP]", kLsHelp);
   if (a.Has("--shards") && a.positional.size() == 1) return Usage("ls: --shards needs a STEP", kLsHelp);
-  ReadContext c = OpenRead(a.positional[0], /*lazy=*/true);
+  ReadContext c = OpenRead(a.positional[0]);
   if (!c.status.ok()) return Finish(c.status);
   if (a.positional.size() == 1) return Finish(ckptdb::cli::ListSteps(*c.reader, a.Has("--json"), std::cout));
   auto step = ckptdb::cli::ResolveStep(*c.reader, a.positional[1]);
@@ -288,7 +287,7 @@ int RunCat(int argc, char** argv) {
     if (!parsed.ok()) return Usage("cat: " + parsed.status().message(), kCatHelp);
     slice = std::move(parsed).value();
   }
-  ReadContext c = OpenRead(a.positional[0], /*lazy=*/true);
+  ReadContext c = OpenRead(a.positional[0]);
   if (!c.status.ok()) return Finish(c.status);
   ckptdb::cli::CatOptions o;
   o.slice = slice ? &*slice : nullptr;
@@ -319,7 +318,7 @@ int RunInfo(int argc, char** argv) {
   if (a.help) return std::cout << kInfoHelp, kExitOk;
   if (!a.error.empty()) return Usage("info: " + a.error, kInfoHelp);
   if (a.positional.size() != 1) return Usage("info: expected STORE", kInfoHelp);
-  ReadContext c = OpenRead(a.positional[0], /*lazy=*/true);
+  ReadContext c = OpenRead(a.positional[0]);
   if (!c.status.ok()) return Finish(c.status);
   return Finish(ckptdb::cli::Info(*c.reader, a.Has("--json"), std::cout));
 }
@@ -330,7 +329,7 @@ int RunVerify(int argc, char** argv) {
   if (!a.error.empty()) return Usage("verify: " + a.error, kVerifyHelp);
   if (a.positional.empty()) return Usage("verify: expected STORE [STEP...]", kVerifyHelp);
   if (a.Has("--all") && a.positional.size() > 1) return Usage("verify: give STEPs or --all, not both", kVerifyHelp);
-  ReadContext c = OpenRead(a.positional[0], /*lazy=*/false);
+  ReadContext c = OpenRead(a.positional[0]);
   if (!c.status.ok()) return Finish(c.status);
   ckptdb::cli::VerifyOptions o;
   for (size_t i = 1; i < a.positional.size(); ++i) {
@@ -348,7 +347,7 @@ int RunDiff(int argc, char** argv) {
   if (a.help) return std::cout << kDiffHelp, kExitOk;
   if (!a.error.empty()) return Usage("diff: " + a.error, kDiffHelp);
   if (a.positional.size() != 3) return Usage("diff: expected STORE A B", kDiffHelp);
-  ReadContext c = OpenRead(a.positional[0], /*lazy=*/false);
+  ReadContext c = OpenRead(a.positional[0]);
   if (!c.status.ok()) return Finish(c.status);
   auto sa = ckptdb::cli::ResolveStep(*c.reader, a.positional[1]);
   if (!sa.ok()) return Finish(sa.status());
@@ -367,7 +366,7 @@ int RunExport(int argc, char** argv) {
   if (*format != "safetensors") {
     return Usage("export: unknown format '" + *format + "' (the format there is: safetensors)", kExportHelp);
   }
-  ReadContext c = OpenRead(a.positional[0], /*lazy=*/false);
+  ReadContext c = OpenRead(a.positional[0]);
   if (!c.status.ok()) return Finish(c.status);
   auto step = ckptdb::cli::ResolveStep(*c.reader, a.positional[1]);
   if (!step.ok()) return Finish(step.status());

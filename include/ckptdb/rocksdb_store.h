@@ -66,6 +66,14 @@ struct StoreOptions {
   bool sst_invalidate_page_cache = false;
   // Sweep leftovers of failed saves when the coordinator opens the database.
   bool sweep_on_open = true;
+  // How many SST files the writer's database keeps open at most (RocksDB's
+  // table cache; files are opened when needed and closed when evicted), so
+  // that the descriptors a writer holds stay bounded whatever the length of
+  // the history and the world size (every step adds one file per rank).
+  // Range [16, 100000]. The default leaves room under a 1024-descriptor
+  // limit for a reader in the same process (ReaderOptions.max_open_files),
+  // sockets and the application's own files.
+  int max_open_files = 64;
   // Worker threads that checksum and compress chunks while the calling
   // thread appends them to the rank's SST file. 0: the machine's hardware
   // threads. Ranks on one host each start their own workers.
@@ -194,17 +202,20 @@ class StoreReader : public StorageReader {
 
 struct ReaderOptions {
   // Open every SST file of the database when the reader opens or refreshes
-  // (RocksDB max_open_files = -1). true: a read never needs a file the
-  // writer has deleted since (the open handle keeps its data), so long reads
-  // (Load, `ckptdb verify`) are safe beside a writer that prunes; opening
-  // costs time in proportion to the number of files (about 0.7 s for 10,000
-  // steps here). false: files are opened on first use, at most
-  // max_open_files at a time; opening is fast whatever the history, and the
-  // listing calls (ListSteps, LatestStep, LatestStepAtOrBefore, HasStep,
-  // ListTags, ResolveTag, ReadMetadata) refresh and retry by themselves
-  // when a file they need was deleted meanwhile, but Read may then fail with
-  // IOError (Refresh and read again).
-  bool open_all_files = true;
+  // (RocksDB max_open_files = -1): one descriptor per file, i.e. per rank
+  // and step of the whole history, which runs into the process's descriptor
+  // limit after a few hundred steps; opening costs time in proportion to
+  // the number of files (about 0.7 s for 10,000 steps here). Its one
+  // advantage: a read never needs a file the writer deleted since opening.
+  // false (the default): files are opened on first use, at most
+  // max_open_files at a time; opening is fast whatever the history, and a
+  // damaged file affects only the steps it holds. The listing calls
+  // (ListSteps, LatestStep, LatestStepAtOrBefore, HasStep, ListTags,
+  // ResolveTag, ReadMetadata) refresh and retry by themselves when a file
+  // they need was deleted meanwhile; Read of a step that a writer deleted
+  // meanwhile may fail with IOError. (Data files are never rewritten: only
+  // deleting a step removes its files.)
+  bool open_all_files = false;
   // Worker threads that fetch, verify and decode chunks on Read. 0: the
   // machine's hardware threads.
   int threads = 0;
@@ -213,8 +224,9 @@ struct ReaderOptions {
   // measured 1.4-1.6x faster here with ckptdb-bench). A mapping keeps the
   // data of a file the writer deletes meanwhile. Costs address space only.
   bool mmap_reads = true;
-  // With open_all_files false: how many SST files stay open at most.
-  int max_open_files = 256;
+  // With open_all_files false: how many SST files stay open at most (and
+  // so, with mmap_reads, mapped). Range [16, 100000].
+  int max_open_files = 64;
 };
 
 // A read-only view of the store at `path` as of the call (see Refresh).
