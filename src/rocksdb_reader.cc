@@ -64,6 +64,11 @@ class RocksDBStoreReader final : public StoreReader {
       o.create_if_missing = false;
       o.max_open_files = options_.open_all_files ? -1 : std::clamp(options_.max_open_files, 16, 100000);
       rocksdb::Status s = rocksdb::DB::OpenForReadOnly(o, DbDir(path_), &db);
+      if (MayOpenDamagedStore(s, DbDir(path_))) {
+        // A damaged table file: the other steps stay readable.
+        UseDamagedStoreOptions(&o);
+        s = rocksdb::DB::OpenForReadOnly(o, DbDir(path_), &db);
+      }
       std::unique_ptr<rocksdb::DB> opened(db);
       Status wal = s.ok() ? CheckWriteAheadLogPresent(path_) : Status::OK();
       // Only a view taken while the set of files stood still counts; a
@@ -103,6 +108,9 @@ class RocksDBStoreReader final : public StoreReader {
   }
   StatusOr<std::map<std::string, int64_t>> ListTags() override {
     return Retrying([&] { return ListTagsOnce(); });
+  }
+  StatusOr<std::vector<RecordDamage>> FindDamagedRecords() override {
+    return Retrying([&] { return FindDamagedRecordsOnce(); });
   }
   StatusOr<int64_t> ResolveTag(const std::string& name) override {
     return Retrying([&] { return ResolveTagOnce(name); });
@@ -167,22 +175,31 @@ class RocksDBStoreReader final : public StoreReader {
       while (sit->Valid() && ParseSummaryKey(sit->key().ToStringView(), &sstep) && sstep < step) sit->Next();
       StepInfo info;
       info.step = step;
+      StepSummary sum;
+      bool has_summary = false;
       if (sit->Valid() && sstep == step) {
-        auto sum = DecodeSummaryValue(sit->value().ToStringView());
-        if (!sum.ok()) return sum.status().WithContext("step " + std::to_string(step));
-        info.created_unix_ms = sum->created_unix_ms;
-        info.world_size = sum->world_size;
-        info.entries = sum->entries;
-        info.logical_bytes = sum->logical_bytes;
-        info.stored_bytes = sum->stored_bytes;
-      } else {
-        auto md = DecodeMetadataValue(mit->value().ToStringView());
-        if (!md.ok()) return md.status().WithContext("step " + std::to_string(step));
+        auto decoded = DecodeSummaryValue(sit->value().ToStringView());
+        if (decoded.ok()) {
+          sum = *decoded;
+          has_summary = true;
+        }
+      }
+      if (has_summary) {
+        info.created_unix_ms = sum.created_unix_ms;
+        info.world_size = sum.world_size;
+        info.entries = sum.entries;
+        info.logical_bytes = sum.logical_bytes;
+        info.stored_bytes = sum.stored_bytes;
+      } else if (auto md = DecodeMetadataValue(mit->value().ToStringView()); md.ok()) {
+        // No summary (a store written before summaries existed), or a
+        // damaged one.
         info.created_unix_ms = md->created_unix_ms;
         info.world_size = md->world_size;
         info.entries = md->entries.size();
         info.logical_bytes = md->logical_bytes();
         info.stored_bytes = md->stored_bytes();
+      } else {
+        info.damaged = true;
       }
       out.push_back(std::move(info));
     }
@@ -234,11 +251,37 @@ class RocksDBStoreReader final : public StoreReader {
       std::string name;
       if (!ParseTagKey(it->key().ToStringView(), &name)) break;
       auto step = DecodeTagValue(it->value().ToStringView());
-      if (!step.ok()) return step.status().WithContext("tag '" + name + "'");
-      tags[name] = *step;
+      if (step.ok()) tags[name] = *step;  // a damaged tag is left out
     }
     RETURN_IF_ERROR(FromRocks(it->status(), "listing tags of '" + path_ + "'"));
     return tags;
+  }
+
+  StatusOr<std::vector<RecordDamage>> FindDamagedRecordsOnce() {
+    std::vector<RecordDamage> out;
+    rocksdb::ReadOptions ro;
+    ro.fill_cache = false;
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
+    for (it->Seek(std::string(1, kMetadataPrefix)); it->Valid(); it->Next()) {
+      const std::string_view key = it->key().ToStringView();
+      int64_t step;
+      uint64_t id;
+      std::string name;
+      if (ParseMetadataKey(key, &step)) {
+        auto md = DecodeMetadataValue(it->value().ToStringView());
+        if (!md.ok()) out.push_back({"metadata of step " + std::to_string(step), md.status()});
+      } else if (ParseSummaryKey(key, &step)) {
+        auto sum = DecodeSummaryValue(it->value().ToStringView());
+        if (!sum.ok()) out.push_back({"summary of step " + std::to_string(step), sum.status()});
+      } else if (ParseTagKey(key, &name)) {
+        auto tagged = DecodeTagValue(it->value().ToStringView());
+        if (!tagged.ok()) out.push_back({"tag '" + name + "'", tagged.status()});
+      } else if (!ParsePendingKey(key, &step, &id)) {
+        break;
+      }
+    }
+    RETURN_IF_ERROR(FromRocks(it->status(), "reading the records of '" + path_ + "'"));
+    return out;
   }
 
   StatusOr<int64_t> ResolveTagOnce(const std::string& name) {

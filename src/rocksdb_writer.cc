@@ -55,6 +55,24 @@ rocksdb::Options DatabaseOptions() {
   return o;
 }
 
+bool MayOpenDamagedStore(const rocksdb::Status& s, const std::string& db_dir) {
+  if (s.ok() || !(s.IsIOError() || s.IsCorruption() || s.IsInvalidArgument())) return false;
+  const std::string m = s.ToString();
+  if (m.find(".sst") == std::string::npos && m.find(".ldb") == std::string::npos) return false;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(db_dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    if (it->path().extension() != ".log") continue;
+    std::error_code sec;
+    if (fs::file_size(it->path(), sec) != 0 || sec) return false;
+  }
+  return !ec;
+}
+
+void UseDamagedStoreOptions(rocksdb::Options* o) {
+  o->paranoid_checks = false;
+  o->skip_checking_sst_file_sizes_on_db_open = true;
+}
+
 namespace {
 
 uint64_t NewSaveId() {
@@ -278,8 +296,8 @@ class RocksDBStoreWriter final : public StoreWriter {
     std::optional<int64_t> previous;
     s = db_->Get(rocksdb::ReadOptions(), TagKey(name), &v);
     if (s.ok()) {
-      ASSIGN_OR_RETURN(int64_t old, DecodeTagValue(v));
-      previous = old;
+      auto old = DecodeTagValue(v);  // a damaged value is simply replaced
+      if (old.ok()) previous = *old;
     } else if (!s.IsNotFound()) {
       RETURN_IF_ERROR(FromRocks(s, "reading tag '" + name + "'"));
     }
@@ -312,7 +330,9 @@ class RocksDBStoreWriter final : public StoreWriter {
     std::vector<std::pair<std::string, int64_t>> tags;  // name -> step
     std::set<int64_t> TaggedSteps() const {
       std::set<int64_t> out;
-      for (const auto& t : tags) out.insert(t.second);
+      for (const auto& t : tags) {
+        if (t.second >= 0) out.insert(t.second);
+      }
       return out;
     }
   };
@@ -328,9 +348,10 @@ class RocksDBStoreWriter final : public StoreWriter {
     for (it->Seek(std::string(1, kTagPrefix)); it->Valid(); it->Next()) {
       std::string name;
       if (!ParseTagKey(it->key().ToStringView(), &name)) break;
+      // A damaged tag names no step: it protects none from retention, and
+      // DeleteTag removes it.
       auto step = DecodeTagValue(it->value().ToStringView());
-      if (!step.ok()) return step.status().WithContext("tag '" + name + "'");
-      h.tags.emplace_back(std::move(name), *step);
+      h.tags.emplace_back(std::move(name), step.ok() ? *step : -1);
     }
     RETURN_IF_ERROR(FromRocks(it->status(), "listing steps and tags of '" + path_ + "'"));
     return h;
@@ -390,7 +411,14 @@ class RocksDBStoreWriter final : public StoreWriter {
     RETURN_IF_ERROR(CreateStoreDir(path_));
     RETURN_IF_ERROR(CheckWriteAheadLogPresent(path_));
     rocksdb::DB* db = nullptr;
-    rocksdb::Status s = rocksdb::DB::Open(Options(), DbDir(path_), &db);
+    rocksdb::Options o = Options();
+    rocksdb::Status s = rocksdb::DB::Open(o, DbDir(path_), &db);
+    if (MayOpenDamagedStore(s, DbDir(path_))) {
+      // A damaged table file: open anyway, so that the other steps stay
+      // usable and the damaged one can be dropped.
+      UseDamagedStoreOptions(&o);
+      s = rocksdb::DB::Open(o, DbDir(path_), &db);
+    }
     if (s.IsIOError() && s.ToString().find("lock") != std::string::npos) {
       return Status::Unavailable("store '" + path_ + "' is open for writing by another process: " + s.ToString());
     }
@@ -481,36 +509,21 @@ class RocksDBStoreWriter final : public StoreWriter {
       }
       RETURN_IF_ERROR(FromRocks(it->status(), "listing pending saves"));
     }
-    // Skip-scan the data keys, one seek per (step, save id). Data of a save
-    // that is neither committed nor pending is left alone: it may belong to a
-    // step whose commit record was lost (a damaged log), and only a pending
-    // record proves that a save was never committed.
+    // The save attempts that have data, from the files' key ranges (every
+    // ingested file holds the keys of one save of one rank): no file is
+    // opened, so a damaged file of a committed step cannot stop a sweep.
+    // Data of a save that is neither committed nor pending is left alone:
+    // it may belong to a step whose commit record was lost (a damaged log),
+    // and only a pending record proves that a save was never committed.
     std::vector<std::pair<int64_t, uint64_t>> orphans;
-    {
-      rocksdb::ReadOptions ro;
-      ro.fill_cache = false;
-      std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
-      it->Seek(std::string(1, kDataPrefix));
-      while (it->Valid()) {
-        DataKey k;
-        if (!ParseDataKey(it->key().ToStringView(), &k)) break;
-        auto c = committed.find(k.step);
-        bool keep = c != committed.end() && (c->second == k.save_id || c->second == kUnreadable);
-        if (!keep) {
-          if (pending.count({k.step, k.save_id}) > 0) {
-            orphans.emplace_back(k.step, k.save_id);
-          } else {
-            stats.unaccounted_saves++;
-          }
-        }
-        if (k.save_id == UINT64_MAX) {
-          if (k.step == INT64_MAX) break;
-          it->Seek(DataSaveBegin(k.step + 1, 0));
-        } else {
-          it->Seek(DataSaveBegin(k.step, k.save_id + 1));
-        }
+    for (const auto& [step, id] : SavesWithData()) {
+      auto c = committed.find(step);
+      if (c != committed.end() && (c->second == id || c->second == kUnreadable)) continue;
+      if (pending.count({step, id}) > 0) {
+        orphans.emplace_back(step, id);
+      } else if (HasLiveData(step, id)) {
+        stats.unaccounted_saves++;
       }
-      RETURN_IF_ERROR(FromRocks(it->status(), "scanning data keys"));
     }
     if (!dry_run) {
       for (const auto& [step, id] : orphans) RETURN_IF_ERROR(DropSaveData(step, id));
@@ -536,6 +549,52 @@ class RocksDBStoreWriter final : public StoreWriter {
       }
     }
     return stats;
+  }
+
+  // (step, save id) of every save attempt whose keys some live file holds.
+  // Files holding keys of several attempts (none are written so, but a
+  // compaction could merge them) are scanned, one seek per attempt; a file
+  // that cannot be read there is skipped.
+  std::set<std::pair<int64_t, uint64_t>> SavesWithData() {
+    std::set<std::pair<int64_t, uint64_t>> out;
+    std::vector<rocksdb::LiveFileMetaData> files;
+    db_->GetLiveFilesMetaData(&files);
+    for (const rocksdb::LiveFileMetaData& f : files) {
+      DataKey a, b;
+      if (!ParseDataKey(f.smallestkey, &a) || !ParseDataKey(f.largestkey, &b)) continue;  // metadata, tombstones
+      if (a.step == b.step && a.save_id == b.save_id) {
+        out.emplace(a.step, a.save_id);
+        continue;
+      }
+      rocksdb::ReadOptions ro;
+      ro.fill_cache = false;
+      std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
+      for (it->Seek(f.smallestkey); it->Valid() && it->key().compare(f.largestkey) <= 0;) {
+        DataKey k;
+        if (!ParseDataKey(it->key().ToStringView(), &k)) break;
+        out.emplace(k.step, k.save_id);
+        if (k.save_id == UINT64_MAX) {
+          if (k.step == INT64_MAX) break;
+          it->Seek(DataSaveBegin(k.step + 1, 0));
+        } else {
+          it->Seek(DataSaveBegin(k.step, k.save_id + 1));
+        }
+      }
+    }
+    return out;
+  }
+
+  // Whether some key of the attempt is visible (not range-deleted). When its
+  // files cannot be read, it counts as there.
+  bool HasLiveData(int64_t step, uint64_t save_id) {
+    rocksdb::ReadOptions ro;
+    ro.fill_cache = false;
+    const std::string end = DataSaveEnd(step, save_id);
+    rocksdb::Slice upper(end);
+    ro.iterate_upper_bound = &upper;
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
+    it->Seek(DataSaveBegin(step, save_id));
+    return it->Valid() || !it->status().ok();
   }
 
   const std::string path_;

@@ -61,7 +61,8 @@ Status ListSteps(StoreReader& reader, bool json, std::ostream& out) {
              ", \"created_unix_ms\": " + std::to_string(s.created_unix_ms) +
              ", \"world_size\": " + std::to_string(s.world_size) + ", \"entries\": " + std::to_string(s.entries) +
              ", \"bytes\": " + std::to_string(s.logical_bytes) + ", \"stored_bytes\": " +
-             std::to_string(s.stored_bytes) + ", \"tags\": " + JsonTags(s.tags) + "}";
+             std::to_string(s.stored_bytes) + ", \"tags\": " + JsonTags(s.tags) +
+             (s.damaged ? ", \"damaged\": true}" : "}");
     }
     buf += steps->empty() ? "]\n" : "\n]\n";
     out << buf;
@@ -70,6 +71,10 @@ Status ListSteps(StoreReader& reader, bool json, std::ostream& out) {
   std::vector<std::vector<std::string>> rows = {{"STEP", "CREATED", "WORLD", "ENTRIES", "BYTES", "STORED", "TAGS"}};
   rows.reserve(steps->size() + 1);
   for (const StepInfo& s : *steps) {
+    if (s.damaged) {
+      rows.push_back({std::to_string(s.step), "DAMAGED (see ckptdb verify)", "", "", "", "", Join(s.tags, ",")});
+      continue;
+    }
     rows.push_back({std::to_string(s.step), IsoTime(s.created_unix_ms), std::to_string(s.world_size),
                     std::to_string(s.entries), HumanBytes(s.logical_bytes), HumanBytes(s.stored_bytes),
                     Join(s.tags, ",")});

@@ -47,9 +47,10 @@ struct VerifyOptions {
   bool json = false;
   bool progress = false;  // draw a progress bar on `progress_out`
 };
-// verify: reads every chunk of the steps and checks it. Prints a report of
-// every damaged entry; returns OK only when everything is intact, DataLoss
-// otherwise.
+// verify: reads every chunk of the steps and checks it; when every step is
+// verified, also every metadata, summary and tag record. Prints a report of
+// every damaged entry and record; returns OK only when everything is intact,
+// DataLoss otherwise.
 Status Verify(StoreReader& reader, const VerifyOptions& options, std::ostream& out, std::ostream& progress_out);
 
 // diff: entries added, removed and changed from step `a` to step `b`.

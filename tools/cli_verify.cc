@@ -114,6 +114,12 @@ Status Verify(StoreReader& reader, const VerifyOptions& options, std::ostream& o
     Progress progress(options.progress, progress_out, total);
     for (size_t i = 0; i < steps.size(); ++i) VerifyStep(reader, steps[i], progress, &reports[i]);
   }
+  std::vector<RecordDamage> records;
+  if (options.steps.empty()) {
+    auto found = reader.FindDamagedRecords();
+    if (!found.ok()) return found.status();
+    records = std::move(found).value();
+  }
   size_t damaged = 0;
   uint64_t chunks = 0, stored = 0;
   for (const StepReport& r : reports) {
@@ -122,7 +128,7 @@ Status Verify(StoreReader& reader, const VerifyOptions& options, std::ostream& o
     stored += r.stored_bytes;
   }
   if (options.json) {
-    out << "{\"ok\": " << (damaged == 0 ? "true" : "false") << ", \"steps\": [";
+    out << "{\"ok\": " << (damaged == 0 && records.empty() ? "true" : "false") << ", \"steps\": [";
     for (size_t i = 0; i < reports.size(); ++i) {
       const StepReport& r = reports[i];
       out << (i ? ",\n " : "\n ") << "{\"step\": " << r.step << ", \"ok\": " << (r.errors.empty() ? "true" : "false")
@@ -131,7 +137,16 @@ Status Verify(StoreReader& reader, const VerifyOptions& options, std::ostream& o
       for (size_t k = 0; k < r.errors.size(); ++k) out << (k ? ", " : "") << JsonString(r.errors[k]);
       out << "]}";
     }
-    out << (reports.empty() ? "]}\n" : "\n]}\n");
+    out << (reports.empty() ? "]" : "\n]");
+    if (!records.empty()) {
+      out << ", \"damaged_records\": [";
+      for (size_t i = 0; i < records.size(); ++i) {
+        out << (i ? ",\n " : "\n ") << "{\"record\": " << JsonString(records[i].record)
+            << ", \"error\": " << JsonString(records[i].error.ToString()) << "}";
+      }
+      out << "\n]";
+    }
+    out << "}\n";
   } else {
     for (const StepReport& r : reports) {
       if (r.errors.empty()) {
@@ -142,15 +157,21 @@ Status Verify(StoreReader& reader, const VerifyOptions& options, std::ostream& o
         for (const std::string& e : r.errors) out << "  " << e << "\n";
       }
     }
-    if (damaged == 0) {
+    for (const RecordDamage& d : records) out << d.record << ": DAMAGED\n  " << d.error.ToString() << "\n";
+    if (!records.empty()) out << records.size() << (records.size() == 1 ? " record" : " records") << " damaged\n";
+    if (damaged == 0 && records.empty()) {
       out << "intact: " << reports.size() << (reports.size() == 1 ? " step, " : " steps, ") << chunks << " chunks, "
           << HumanBytes(stored) << " verified\n";
-    } else {
+    } else if (damaged > 0) {
       out << damaged << " of " << reports.size() << " steps damaged\n";
     }
   }
   if (damaged > 0) {
     return Status::DataLoss(std::to_string(damaged) + " of " + std::to_string(reports.size()) + " steps damaged");
+  }
+  if (!records.empty()) {
+    return Status::DataLoss(std::to_string(records.size()) + " record(s) damaged: " + records[0].record +
+                            (records.size() > 1 ? ", ..." : ""));
   }
   return Status::OK();
 }

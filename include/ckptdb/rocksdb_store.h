@@ -96,6 +96,16 @@ struct StepInfo {
   uint64_t logical_bytes = 0;
   uint64_t stored_bytes = 0;
   std::vector<std::string> tags;  // names of the tags on this step, sorted
+  // Both the step's summary record and its metadata are unreadable: only
+  // `step` is known (StoreReader::FindDamagedRecords says why).
+  bool damaged = false;
+};
+
+// A small record of the store (a step's metadata or summary, a tag) whose
+// value is unreadable.
+struct RecordDamage {
+  std::string record;  // "metadata of step 3", "summary of step 3", "tag 'best'"
+  Status error;
 };
 
 // Tags name steps ("best", "release-1"). A name is 1 to 128 characters of
@@ -178,7 +188,9 @@ StatusOr<std::unique_ptr<StoreWriter>> OpenStoreWriter(const std::string& path, 
 class StoreReader : public StorageReader {
  public:
   // Every committed step, in increasing order, with its tags. Reads the small
-  // per-step summary records, not the full metadata (fast with many steps).
+  // per-step summary records, not the full metadata (fast with many steps);
+  // a step whose summary is damaged is described from its metadata, and one
+  // whose metadata is damaged too is listed with `damaged` set.
   virtual StatusOr<std::vector<StepInfo>> ListSteps() = 0;
   // The highest committed step, or NotFound when the store has none.
   virtual StatusOr<int64_t> LatestStep() = 0;
@@ -187,11 +199,17 @@ class StoreReader : public StorageReader {
   // Whether `step` is committed.
   virtual StatusOr<bool> HasStep(int64_t step) = 0;
   // Every tag: name -> step. A tag may name a step that was deleted by a
-  // writer that predates tags; ResolveTag reports that.
+  // writer that predates tags; ResolveTag reports that. A tag whose value is
+  // damaged is left out (FindDamagedRecords names it; ResolveTag fails with
+  // DataLoss for it); a writer's DeleteTag removes it.
   virtual StatusOr<std::map<std::string, int64_t>> ListTags() = 0;
   // The step a tag names. NotFound when there is no such tag, or when its
   // step is no longer committed.
   virtual StatusOr<int64_t> ResolveTag(const std::string& name) = 0;
+  // Every step metadata, summary and tag record whose value is unreadable,
+  // in key order (each value is decoded and its checksum checked). Damage of
+  // one record never stops the listing calls for the others.
+  virtual StatusOr<std::vector<RecordDamage>> FindDamagedRecords() = 0;
   // File figures of the store (StoreStats).
   virtual StatusOr<StoreStats> GetStoreStats() = 0;
   // Re-reads the database so that steps committed since the reader was opened
