@@ -383,7 +383,9 @@ class RocksDBStoreWriter final : public StoreWriter {
                                                : "deleting " + std::to_string(steps.size()) + " steps";
     RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), what));
     (void)FlushLocked();  // the delete leaves the WAL at once, as commits do
-    return ReclaimSteps(steps);
+    Status reclaimed = ReclaimSteps(steps);
+    RestoreReserve(path_);
+    return reclaimed;
   }
 
   Status ReclaimSteps(const std::vector<int64_t>& steps) {
@@ -410,6 +412,9 @@ class RocksDBStoreWriter final : public StoreWriter {
     // Refuses a newer format; brings an older one's marker up to this one.
     RETURN_IF_ERROR(CreateStoreDir(path_));
     RETURN_IF_ERROR(CheckWriteAheadLogPresent(path_));
+    // On a (nearly) full disk, make room for RocksDB's own files first.
+    ReleaseReserveIfLow(path_);
+    RETURN_IF_ERROR(CheckRoomToOpen(path_));
     rocksdb::DB* db = nullptr;
     rocksdb::Options o = Options();
     rocksdb::Status s = rocksdb::DB::Open(o, DbDir(path_), &db);
@@ -428,6 +433,7 @@ class RocksDBStoreWriter final : public StoreWriter {
       auto swept = SweepLocked();
       if (!swept.ok()) return swept.status().WithContext("sweeping store '" + path_ + "' on open");
     }
+    RestoreReserve(path_);
     return Status::OK();
   }
 

@@ -2,6 +2,10 @@
 
 #include "status_macros.h"
 
+#include <fcntl.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -30,6 +34,44 @@ Status WriteMarker(const fs::path& marker) {
   return Status::OK();
 }
 }  // namespace
+
+std::string ReservePath(const std::string& store) { return (fs::path(store) / "reserve").string(); }
+
+uint64_t FreeBytes(const std::string& path) {
+  struct statvfs st;
+  if (statvfs(path.c_str(), &st) != 0) return UINT64_MAX;
+  return static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+}
+
+bool ReleaseReserveIfLow(const std::string& store) {
+  if (FreeBytes(store) >= kReserveBytes) return false;
+  std::error_code ec;
+  return fs::remove(ReservePath(store), ec);
+}
+
+Status CheckRoomToOpen(const std::string& store) {
+  const uint64_t free = FreeBytes(store);
+  if (free >= kMinFreeBytesToOpen) return Status::OK();
+  return Status::IOError("no space left for store '" + store + "': " + std::to_string(free) +
+                         " bytes free on its file system, and opening it for writing needs " +
+                         std::to_string(kMinFreeBytesToOpen) +
+                         " (its reserve is used up); free space outside the store, then prune it "
+                         "with 'ckptdb rm' or 'ckptdb gc'");
+}
+
+void RestoreReserve(const std::string& store) {
+  std::error_code ec;
+  const std::string path = ReservePath(store);
+  if (fs::exists(path, ec) || FreeBytes(store) < 2 * kReserveBytes) return;
+  const std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  // Real blocks (not a sparse file), so that deleting it frees them.
+  bool ok = posix_fallocate(fd, 0, static_cast<off_t>(kReserveBytes)) == 0 && ::fsync(fd) == 0;
+  ::close(fd);
+  if (ok) fs::rename(tmp, path, ec);
+  if (!ok || ec) fs::remove(tmp, ec);
+}
 
 StatusOr<int> ReadStoreFormat(const std::string& path) {
   const std::string marker = (fs::path(path) / kMarkerName).string();

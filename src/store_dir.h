@@ -44,6 +44,31 @@ Status CreateStoreDir(const std::string& path);
 // without it would show a shorter history as if it were whole.
 Status CheckWriteAheadLogPresent(const std::string& store);
 
+// The reserve: STORE/reserve, a file of kReserveBytes written when the store
+// is created. RocksDB needs some free space to open a database for writing
+// (a new MANIFEST, the WAL, an OPTIONS file), and Debian's build aborts the
+// process when it meets a full disk there; a writer that finds less than
+// kReserveBytes free deletes the reserve first, so that `ckptdb rm` and `gc`
+// can always open a full store and free space. The reserve is written again
+// once there is room (RestoreReserve).
+inline constexpr uint64_t kReserveBytes = 16ull << 20;
+std::string ReservePath(const std::string& store);
+// Bytes free for an unprivileged writer on the file system holding `path`;
+// UINT64_MAX when unknown.
+uint64_t FreeBytes(const std::string& path);
+// Deletes the reserve when less than kReserveBytes are free. Returns whether
+// it did.
+bool ReleaseReserveIfLow(const std::string& store);
+// The least free space a writer opens a store with: below it, opening is
+// IOError (naming the free and the needed bytes) rather than a RocksDB that
+// runs out of space while writing its own files (which Debian's build
+// answers with an abort).
+inline constexpr uint64_t kMinFreeBytesToOpen = 4ull << 20;
+Status CheckRoomToOpen(const std::string& store);
+// Writes the reserve when it is missing and there is room for it and as much
+// again. Best effort: a store without its reserve works.
+void RestoreReserve(const std::string& store);
+
 std::string DbDir(const std::string& store);
 std::string StagingRoot(const std::string& store);
 std::string StagingDir(const std::string& store, uint64_t save_id);

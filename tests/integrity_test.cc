@@ -9,11 +9,15 @@
 #include <mutex>
 #include <memory>
 #include <sys/resource.h>
+#include <unistd.h>
+#include <sys/mount.h>
+#include <fcntl.h>
 #include <fstream>
 
 #include "ckptdb/ckptdb.h"
 #include "keys.h"
 #include "rocksdb_store_internal.h"
+#include "store_dir.h"
 #include "test_util.h"
 #include "thread_communicator.h"
 
@@ -362,6 +366,87 @@ TEST(Integrity, ALongHistoryOfManyRanksStaysWithinADescriptorLimit) {
   EXPECT_EQ(gc.code, 0) << gc.out;
   Status error;
   EXPECT_EQ(ListedSteps(store, &error).size(), 10u) << error;
+}
+
+// A small private tmpfs, unmounted (and its mount point removed) on
+// destruction, even when the test fails.
+class SmallDisk {
+ public:
+  explicit SmallDisk(const std::string& size) {
+    char tmpl[] = "/tmp/ckptdb-disk-XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) return;
+    path_ = tmpl;
+    mounted_ = mount("ckptdb-test", path_.c_str(), "tmpfs", 0, ("size=" + size).c_str()) == 0;
+  }
+  ~SmallDisk() {
+    if (mounted_) umount2(path_.c_str(), MNT_DETACH);
+    if (!path_.empty()) rmdir(path_.c_str());
+  }
+  bool mounted() const { return mounted_; }
+  const std::string& path() const { return path_; }
+
+  // Writes a file until the disk is full, to the last byte.
+  void Fill(const std::string& name) {
+    int fd = ::open((path_ + "/" + name).c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    ASSERT_GE(fd, 0);
+    std::string block(1 << 20, 'x');
+    for (size_t size : {size_t{1} << 20, size_t{4096}, size_t{1}}) {
+      while (::write(fd, block.data(), size) == static_cast<ssize_t>(size)) {
+      }
+    }
+    ::close(fd);
+  }
+
+ private:
+  std::string path_;
+  bool mounted_ = false;
+};
+
+TEST(Integrity, AFullDiskNeverAbortsAndRmAndGcFreeSpace) {
+  if (geteuid() != 0) GTEST_SKIP() << "mounting a small tmpfs needs root";
+  SmallDisk disk("96m");
+  if (!disk.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here";
+  const std::string store = disk.path() + "/s";
+  {
+    auto w = OpenStoreWriter(store);
+    ASSERT_TRUE(w.ok()) << w.status();
+    for (int64_t s = 0; s < 5; ++s) {
+      StateDict sd;
+      ASSERT_OK(sd.Add("w", testing::PatternTensor(DType::kF32, {1024, 1024}, static_cast<uint32_t>(s))));
+      ASSERT_OK(testing::SaveNoDist(sd, **w, s));
+    }
+  }
+  disk.Fill("filler");
+  ASSERT_EQ(FreeBytes(disk.path()), 0u);
+  const std::string cli = std::string(CKPTDB_CLI);
+  testing::CommandResult rm = testing::RunCommand(cli + " rm " + store + " 0 2>&1");
+  EXPECT_EQ(rm.code, 0) << rm.out;
+  EXPECT_GT(FreeBytes(disk.path()), 4u << 20);
+  // Full again, and the reserve is spent (it comes back once there is room
+  // for it twice): a clear error, never an abort.
+  disk.Fill("filler2");
+  testing::CommandResult gc = testing::RunCommand(cli + " gc " + store + " --keep-last 2 2>&1");
+  EXPECT_EQ(gc.code, 1) << gc.out;
+  EXPECT_NE(gc.out.find("no space left for store"), std::string::npos) << gc.out;
+  {
+    auto w = OpenStoreWriter(store);
+    ASSERT_TRUE(w.ok()) << w.status();
+    StateDict sd;
+    ASSERT_OK(sd.Add("w", testing::PatternTensor(DType::kF32, {1024, 1024}, 9)));
+    Status st = testing::SaveNoDist(sd, **w, 9);
+    EXPECT_EQ(st.code(), StatusCode::kIOError) << st;
+  }
+  // With room again, gc prunes and the reserve is back.
+  fs::remove(disk.path() + "/filler");
+  fs::remove(disk.path() + "/filler2");
+  gc = testing::RunCommand(cli + " gc " + store + " --keep-last 2 2>&1");
+  EXPECT_EQ(gc.code, 0) << gc.out;
+  EXPECT_TRUE(fs::exists(ReservePath(store)));
+  Status error;
+  EXPECT_EQ(ListedSteps(store, &error), (std::vector<int64_t>{3, 4})) << error;
+  auto r = OpenStoreReader(store);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(LoadWhole(**r, 4).ok());
 }
 
 }  // namespace
