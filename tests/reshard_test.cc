@@ -302,6 +302,15 @@ TEST_F(ValidationTest, PartialLoadsAndMissingKeys) {
   EXPECT_NE(st.ToString().find("LoadOptions::keys names 'zzz', which is not an entry of the target"), std::string::npos)
       << st;
 
+  // The same key twice means nothing more than once: refused, naming it,
+  // before anything is read.
+  LoadOptions twice;
+  twice.keys = {"w", "b", "w"};
+  st = LoadWith(target, twice);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(st.ToString().find("LoadOptions::keys names 'w' twice"), std::string::npos) << st;
+  EXPECT_EQ(std::get<Bytes>(*target.Find("b")).data, "old");
+
   LoadOptions tolerant;
   tolerant.allow_missing = true;
   stats = LoadStats{};

@@ -44,7 +44,9 @@ const char* DTypeName(DType dtype);
 // "bfloat16", "int64", ...). InvalidArgument naming `name` otherwise.
 StatusOr<DType> ParseDType(std::string_view name);
 // The DType with persisted number `value`, or InvalidArgument ("unknown dtype
-// 42").
+// 42 (...)"). Also how a DType argument is checked: a value cast from an
+// integer outside the enum is refused by every function that takes a DType
+// and returns a Status.
 StatusOr<DType> DTypeFromNumber(int value);
 bool IsFloatingPoint(DType dtype);
 
