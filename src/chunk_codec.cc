@@ -133,6 +133,14 @@ constexpr size_t kAutoSample = 64 << 10;
 
 uint64_t Checksum(const void* data, size_t n) { return XXH3_64bits(data, n); }
 
+Status ValidateCompression(Compression c, const std::string& name) {
+  switch (c) {
+    case Compression::kNone: case Compression::kZstd: case Compression::kAuto: return Status::OK();
+  }
+  return Status::InvalidArgument(name + " " + std::to_string(static_cast<int>(c)) +
+                                 " is not a Compression (kNone = 0, kZstd = 1, kAuto = 2)");
+}
+
 void EncodeChunk(const void* raw, size_t n, Compression compression, int zstd_level, std::string* out,
                  size_t plane_width) {
   if (compression != Compression::kNone && n > 0) {

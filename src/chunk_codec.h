@@ -36,6 +36,10 @@ uint64_t Checksum(const void* data, size_t n);
 
 enum class ChunkFilter : uint8_t { kNone = 0, kBytePlanes = 1 };
 
+// InvalidArgument naming `name` and the value unless `c` is one of
+// Compression's values ("StoreOptions.compression 7 is not ...").
+Status ValidateCompression(Compression c, const std::string& name);
+
 // Encodes `raw` into *out (replacing its contents).
 //
 // plane_width > 1 (the element size of a floating-point tensor) groups the

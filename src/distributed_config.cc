@@ -84,6 +84,9 @@ Status DistributedConfig::Validate() const {
   }
   if (rendezvous == "file://") return Status::InvalidArgument("rendezvous 'file://' names no directory");
   if (job_id.empty()) return Status::InvalidArgument("empty job id");
+  if (bind_address.empty()) {
+    return Status::InvalidArgument("empty bind address (DistributedConfig::bind_address; the default is 127.0.0.1)");
+  }
   if (timeout.count() <= 0) return Status::InvalidArgument("timeout must be positive");
   return Status::OK();
 }

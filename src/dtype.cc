@@ -56,7 +56,7 @@ StatusOr<DType> DTypeFromNumber(int value) {
   for (DType d : kAllDTypes) {
     if (static_cast<int>(d) == value) return d;
   }
-  return Status::InvalidArgument("unknown dtype " + std::to_string(value));
+  return Status::InvalidArgument("unknown dtype " + std::to_string(value) + " (DType values are 1 (f64) to 12 (bool))");
 }
 
 bool IsFloatingPoint(DType dtype) {

@@ -83,6 +83,45 @@ uint32_t Encode(const FloatFormat& f, double v) {
   return sign | (static_cast<uint32_t>(field) << f.mbits) | m;
 }
 
+// Significant bits (the implicit leading one included) of a floating-point
+// dtype; 0 for the others.
+int SignificantBits(DType dtype) {
+  switch (dtype) {
+    case DType::kF64: return 53;
+    case DType::kF32: return 24;
+    case DType::kF16: return kF16.mbits + 1;
+    case DType::kBF16: return kBF16.mbits + 1;
+    case DType::kF8E4M3: return kE4M3.mbits + 1;
+    case DType::kF8E5M2: return kE5M2.mbits + 1;
+    default: return 0;
+  }
+}
+
+// v rounded to nearest, ties to even, to `bits` significant bits (bits <= 53),
+// in integer arithmetic. The result is exact in a double, so converting it on
+// to a format with `bits` significant bits rounds no further: one rounding in
+// all. (Via static_cast<double> an integer beyond 2^53 would be rounded
+// twice, and be 1 ulp off when the first rounding lands on a tie.) Integers
+// are never subnormal in any of the formats, so the precision is `bits`
+// whatever the magnitude; overflow is left to the final conversion.
+double RoundIntegerToBits(int64_t v, int bits) {
+  const uint64_t a = v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);  // |INT64_MIN| fits
+  int len = 0;
+  while (len < 64 && (a >> len) != 0) ++len;
+  double r;
+  if (len <= bits) {
+    r = static_cast<double>(a);  // exact
+  } else {
+    const int shift = len - bits;
+    uint64_t q = a >> shift;
+    const uint64_t rest = a & ((uint64_t{1} << shift) - 1);
+    const uint64_t half = uint64_t{1} << (shift - 1);
+    if (rest > half || (rest == half && (q & 1) != 0)) ++q;  // q <= 2^bits
+    r = std::ldexp(static_cast<double>(q), shift);
+  }
+  return v < 0 ? -r : r;
+}
+
 template <typename T>
 T Load(const void* p) {
   T v;
@@ -156,6 +195,12 @@ void ConvertElements(DType from, const void* src, DType to, void* dst, size_t n)
     }
     return;
   }
+  if (from == DType::kI64 && IsFloatingPoint(to)) {
+    const int bits = SignificantBits(to);
+    for (size_t i = 0; i < n; ++i) FromDouble(to, RoundIntegerToBits(Load<int64_t>(s + i * 8), bits), d + i * ts);
+    return;
+  }
+  // Every other source value is exact in a double: one rounding, in FromDouble.
   for (size_t i = 0; i < n; ++i) FromDouble(to, ElementToDouble(from, s + i * fs), d + i * ts);
 }
 

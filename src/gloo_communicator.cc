@@ -11,9 +11,14 @@
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/rendezvous/redis_store.h>
 #include <gloo/transport/tcp/device.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <thread>
@@ -212,6 +217,44 @@ Status AwaitArrivals(gloo::rendezvous::Store& store, const DistributedConfig& c)
                                   " never arrived (job '" + c.job_id + "', " + c.rendezvous + ")");
 }
 
+// Checks config.bind_address the way gloo's tcp::CreateDevice will use it
+// (getaddrinfo, then bind to the first address that can be bound), because
+// gloo does not check getaddrinfo's error and crashes on a name that does
+// not resolve. Runs before the rendezvous, so that a typo fails at once.
+Status CheckBindAddress(const std::string& host) {
+  const std::string what = "bind address '" + host + "' (CKPTDB_BIND_ADDRESS, DistributedConfig::bind_address)";
+  addrinfo hints;
+  std::memset(&hints, 0, sizeof hints);
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* result = nullptr;
+  const int rv = getaddrinfo(host.c_str(), nullptr, &hints, &result);
+  if (rv != 0) {
+    std::string why = rv == EAI_SYSTEM ? std::strerror(errno) : gai_strerror(rv);
+    std::string m = what + " does not resolve: " + why;
+    return rv == EAI_AGAIN ? Status::Unavailable(m) : Status::InvalidArgument(m);
+  }
+  std::string last_error = "no address";
+  bool bound = false;
+  for (addrinfo* a = result; a != nullptr && !bound; a = a->ai_next) {
+    int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+    if (fd < 0) {
+      last_error = std::strerror(errno);
+      continue;
+    }
+    // Port 0 (getaddrinfo was given no service): any free port, released again.
+    bound = bind(fd, a->ai_addr, a->ai_addrlen) == 0;
+    if (!bound) last_error = std::strerror(errno);
+    close(fd);
+  }
+  freeaddrinfo(result);
+  if (!bound) {
+    return Status::InvalidArgument(what + " resolves, but cannot be bound on this host (" + last_error +
+                                   "): set it to an address of one of this host's interfaces");
+  }
+  return Status::OK();
+}
+
 // gloo writes to its sockets with writev: once a peer has died, a write to
 // it raises SIGPIPE, whose default action kills this (surviving) rank
 // before the write's error can become a Status. So a process that left
@@ -229,6 +272,7 @@ void IgnoreSigpipeUnlessHandled() {
 
 StatusOr<std::unique_ptr<Communicator>> ConnectGloo(const DistributedConfig& config) {
   RETURN_IF_ERROR(config.Validate());
+  RETURN_IF_ERROR(CheckBindAddress(config.bind_address));
   IgnoreSigpipeUnlessHandled();
   ASSIGN_OR_RETURN(std::unique_ptr<gloo::rendezvous::Store> base, OpenStore(config.rendezvous));
   auto store = std::make_unique<gloo::rendezvous::PrefixStore>(config.job_id, *base);

@@ -157,6 +157,15 @@ Status PlanTensorReads(const std::string& fqn, const Entry& target, const EntryM
   return Status::OK();
 }
 
+// InvalidArgument when `keys` names an FQN more than once.
+Status CheckDistinctKeys(const std::vector<std::string>& keys, const char* what) {
+  std::unordered_set<std::string> seen;
+  for (const std::string& k : keys) {
+    if (!seen.insert(k).second) return Status::InvalidArgument(std::string(what) + " names '" + k + "' twice");
+  }
+  return Status::OK();
+}
+
 // Validates the whole target against the step before anything is read.
 Status PlanLoad(StateDict& target, const StepMetadata& md, const LoadOptions& options, LoadPlan* plan,
                 std::vector<std::string>* missing) {
@@ -232,6 +241,7 @@ Status LoadLocal(StateDict& target, StorageReader& reader, const StepMetadata& m
 
 Status Load(StateDict& target, StorageReader& reader, const LoadOptions& options, LoadStats* stats) {
   RETURN_IF_ERROR(ValidateStep(options.step));
+  RETURN_IF_ERROR(CheckDistinctKeys(options.keys, "LoadOptions::keys"));
   std::unique_ptr<Communicator> local;
   Communicator* comm = nullptr;
   RETURN_IF_ERROR(ResolveCommunicator(options.no_dist, options.communicator, options.coordinator_rank, &local, &comm));
@@ -258,6 +268,7 @@ Status Load(StateDict& target, StorageReader& reader, const LoadOptions& options
 
 StatusOr<StateDict> LoadWhole(StorageReader& reader, int64_t step, const std::vector<std::string>& fqns) {
   RETURN_IF_ERROR(ValidateStep(step));
+  RETURN_IF_ERROR(CheckDistinctKeys(fqns, "LoadWhole's fqns"));
   ASSIGN_OR_RETURN(StepMetadata md, reader.ReadMetadata(step));
   std::vector<const EntryMetadata*> chosen;
   if (fqns.empty()) {

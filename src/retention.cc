@@ -23,13 +23,12 @@ std::vector<int64_t> StepsToPrune(const std::vector<int64_t>& steps, const std::
   return drop;
 }
 
-Status ValidateRetentionPolicy(const RetentionPolicy& policy) {
+Status ValidateRetentionPolicy(const RetentionPolicy& policy, const std::string& name) {
   if (policy.keep_last < 0) {
-    return Status::InvalidArgument("retention keep_last is " + std::to_string(policy.keep_last) + "; it must be >= 0");
+    return Status::InvalidArgument(name + ".keep_last is " + std::to_string(policy.keep_last) + "; it must be >= 0");
   }
   if (policy.keep_every < 0) {
-    return Status::InvalidArgument("retention keep_every is " + std::to_string(policy.keep_every) +
-                                   "; it must be >= 0");
+    return Status::InvalidArgument(name + ".keep_every is " + std::to_string(policy.keep_every) + "; it must be >= 0");
   }
   return Status::OK();
 }

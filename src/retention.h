@@ -17,8 +17,9 @@ namespace ckptdb {
 std::vector<int64_t> StepsToPrune(const std::vector<int64_t>& steps, const std::set<int64_t>& tagged,
                                   const RetentionPolicy& policy);
 
-// InvalidArgument when a field is negative.
-Status ValidateRetentionPolicy(const RetentionPolicy& policy);
+// InvalidArgument when a field is negative, naming it as `name`.field
+// ("StoreOptions.retention.keep_last is -1; it must be >= 0").
+Status ValidateRetentionPolicy(const RetentionPolicy& policy, const std::string& name = "retention");
 
 }  // namespace ckptdb
 

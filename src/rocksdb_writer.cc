@@ -100,6 +100,8 @@ Status ValidateOptions(const StoreOptions& o) {
   if (o.max_sst_file_bytes < o.chunk_bytes) {
     return Status::InvalidArgument("StoreOptions.max_sst_file_bytes is smaller than chunk_bytes");
   }
+  RETURN_IF_ERROR(ValidateCompression(o.compression, "StoreOptions.compression"));
+  RETURN_IF_ERROR(ValidateRetentionPolicy(o.retention, "StoreOptions.retention"));
   return Status::OK();
 }
 

@@ -7,6 +7,8 @@
 namespace ckptdb {
 
 StatusOr<ShardedTensor> ShardedTensor::Create(DType dtype, Shape global_shape, std::vector<Shard> local_shards) {
+  auto known = DTypeFromNumber(static_cast<int>(dtype));
+  if (!known.ok()) return known.status().WithContext("sharded tensor");
   auto n = NumElements(global_shape);
   if (!n.ok()) return n.status().WithContext("sharded tensor global shape");
   for (size_t i = 0; i < local_shards.size(); ++i) {

@@ -32,14 +32,16 @@ std::string ShapeToString(const Shape& shape) {
 }
 
 namespace {
-// Checks shape and that numel * element size fits in memory sizes.
+// Checks the dtype (one of the enum's values), the shape, and that numel *
+// element size fits in memory sizes.
 StatusOr<int64_t> CheckedNumel(DType dtype, const Shape& shape) {
+  auto known = DTypeFromNumber(static_cast<int>(dtype));
+  if (!known.ok()) return known.status().WithContext("tensor of shape " + ShapeToString(shape));
   auto n = NumElements(shape);
   if (!n.ok()) return n.status();
   if (*n > static_cast<int64_t>(std::numeric_limits<int64_t>::max() / 8)) {
     return Status::InvalidArgument("shape " + ShapeToString(shape) + " needs more bytes than can be addressed");
   }
-  (void)dtype;
   return *n;
 }
 }  // namespace

@@ -2,13 +2,19 @@
 // and exit codes, on a small store the test builds.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <thread>
@@ -625,6 +631,205 @@ TEST_F(CliTest, BadInputGetsAClearMessageAndExitCode) {
   EXPECT_EQ(StepsInStore(), (std::vector<int64_t>{4, 12}));
   EXPECT_FALSE(std::ifstream(dir_.Sub("missing")).good());
   EXPECT_FALSE(std::ifstream(dir_.Sub("o")).good());
+}
+
+// A private character device node (never a system file): /dev/full's
+// numbers (1, 7) make one that every write fails on with ENOSPC, /dev/null's
+// (1, 3) one that swallows everything. Removed when the guard goes, also
+// when the test fails.
+class DeviceNode {
+ public:
+  DeviceNode(std::string path, unsigned minor) : path_(std::move(path)) {
+    ok_ = mknod(path_.c_str(), S_IFCHR | 0666, makedev(1, minor)) == 0;
+    if (!ok_) error_ = std::strerror(errno);
+  }
+  ~DeviceNode() { unlink(path_.c_str()); }
+  bool ok() const { return ok_; }
+  const std::string& error() const { return error_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  bool ok_ = false;
+  std::string error_;
+};
+
+// The read commands whose output is what they are for.
+std::vector<std::string> ReadCommands(const std::string& store) {
+  return {"ls " + store,
+          "ls " + store + " --json",
+          "ls " + store + " 4",
+          "ls " + store + " 4 --shards",
+          "info " + store,
+          "verify " + store,
+          "verify " + store + " --json",
+          "cat " + store + " 4 layer.weight",
+          "cat " + store + " 4 counter --raw",
+          "cat " + store + " 4 meta --raw",
+          "diff " + store + " 4 12",
+          "--help"};
+}
+
+TEST_F(CliTest, OutputThatCannotBeWrittenIsAFailure) {
+  DeviceNode full(dir_.Sub("full"), 7);
+  if (!full.ok()) GTEST_SKIP() << "cannot make a device node here (mknod: " << full.error() << ")";
+  for (const std::string& args : ReadCommands(store_)) {
+    // stderr to the test, stdout to the full device.
+    CliRun r = testing::RunCommand(std::string(CKPTDB_CLI) + " " + args + " 2>&1 >" + full.path());
+    EXPECT_EQ(r.code, 1) << args << "\n" << r.out;
+    EXPECT_NE(r.out.find("ckptdb: IOError: cannot write to standard output: No space left on device"),
+              std::string::npos)
+        << args << "\n" << r.out;
+    // Closed outright.
+    r = testing::RunCommand(std::string(CKPTDB_CLI) + " " + args + " 2>&1 >&-");
+    EXPECT_EQ(r.code, 1) << args << "\n" << r.out;
+    EXPECT_NE(r.out.find("cannot write to standard output: Bad file descriptor"), std::string::npos)
+        << args << "\n" << r.out;
+  }
+  // A failed command still reports its own error (and its exit code).
+  CliRun r = testing::RunCommand(std::string(CKPTDB_CLI) + " ls " + dir_.Sub("none") + " 2>&1 >" + full.path());
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("NotFound"), std::string::npos) << r.out;
+  // And a working stdout is still fine.
+  EXPECT_EQ(Ckptdb("ls " + store_, /*stdout_only=*/true).code, 0);
+}
+
+// Runs `ckptdb ARGS` with stdout a pipe that nobody reads any more, and
+// SIGPIPE at `disposition`. Returns the wait status; *err gets stderr.
+int RunIntoAClosedPipe(const std::vector<std::string>& args, void (*disposition)(int), std::string* err) {
+  int out[2], errp[2];
+  if (pipe(out) != 0 || pipe(errp) != 0) return -1;
+  close(out[0]);  // before the fork: no process can read it
+  pid_t pid = fork();
+  if (pid == 0) {
+    signal(SIGPIPE, disposition);
+    dup2(out[1], STDOUT_FILENO);
+    dup2(errp[1], STDERR_FILENO);
+    close(out[1]);
+    close(errp[0]);
+    close(errp[1]);
+    std::vector<char*> argv{const_cast<char*>(CKPTDB_CLI)};
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(CKPTDB_CLI, argv.data());
+    _exit(127);
+  }
+  close(out[1]);
+  close(errp[1]);
+  char buf[1024];
+  ssize_t n;
+  while ((n = read(errp[0], buf, sizeof buf)) > 0) err->append(buf, static_cast<size_t>(n));
+  close(errp[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return status;
+}
+
+// A reader that leaves early (`ckptdb ls STORE | head -1`): by default the
+// command ends by SIGPIPE, silently, as cat or ls do; where SIGPIPE is
+// ignored (a parent that ignores it passes that on), the failed write is a
+// failure with a message. Never a success.
+TEST_F(CliTest, APipeWhoseReaderLeftIsNeverASuccess) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"ls", store_}, {"cat", store_, "4", "counter", "--raw"}, {"verify", store_}}) {
+    std::string err;
+    int status = RunIntoAClosedPipe(args, SIG_DFL, &err);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGPIPE) << args[0] << " status " << status << ": " << err;
+    EXPECT_EQ(err, "") << args[0];
+    err.clear();
+    status = RunIntoAClosedPipe(args, SIG_IGN, &err);
+    ASSERT_TRUE(WIFEXITED(status)) << args[0] << " status " << status;
+    EXPECT_EQ(WEXITSTATUS(status), 1) << args[0] << ": " << err;
+    EXPECT_NE(err.find("ckptdb: IOError: cannot write to standard output: Broken pipe"), std::string::npos)
+        << args[0] << ": " << err;
+  }
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+void WriteFile(const std::string& path, const std::string& data) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << data;
+}
+
+// Names under `dir` that look like an export's temporary.
+std::vector<std::string> Temporaries(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.find(".tmp") != std::string::npos) out.push_back(name);
+  }
+  return out;
+}
+
+TEST_F(CliTest, ExportWritesOnlyRegularFilesAndNeverLeavesATemporary) {
+  auto export_to = [&](const std::string& out) {
+    return Ckptdb("export " + store_ + " 4 --format safetensors " + out);
+  };
+  // A symbolic link at OUT is refused: neither replaced nor followed.
+  const std::string target = dir_.Sub("target.safetensors"), link = dir_.Sub("link.safetensors");
+  WriteFile(target, "old");
+  ASSERT_EQ(symlink(target.c_str(), link.c_str()), 0);
+  CliRun r = export_to(link);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("'" + link + "' is a symbolic link"), std::string::npos) << r.out;
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
+  EXPECT_EQ(ReadFile(target), "old");
+  // A dangling one too: nothing is created.
+  const std::string dangling = dir_.Sub("dangling.safetensors");
+  ASSERT_EQ(symlink(dir_.Sub("nowhere").c_str(), dangling.c_str()), 0);
+  r = export_to(dangling);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(std::filesystem::is_symlink(dangling));
+  EXPECT_FALSE(std::filesystem::exists(dir_.Sub("nowhere")));
+
+  // A device, a FIFO, a directory: refused, and left as they are.
+  {
+    DeviceNode null(dir_.Sub("null"), 3);
+    if (null.ok()) {
+      r = export_to(null.path());
+      EXPECT_EQ(r.code, 1) << r.out;
+      EXPECT_NE(r.out.find("'" + null.path() + "' is a character device, not a regular file"), std::string::npos)
+          << r.out;
+      struct stat st;
+      ASSERT_EQ(lstat(null.path().c_str(), &st), 0);
+      EXPECT_TRUE(S_ISCHR(st.st_mode));
+      EXPECT_EQ(major(st.st_rdev), 1u);
+      EXPECT_EQ(minor(st.st_rdev), 3u);
+    } else {
+      ADD_FAILURE() << "cannot make a device node here (mknod: " << null.error() << ")";
+    }
+  }
+  const std::string fifo = dir_.Sub("fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  r = export_to(fifo);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("is a FIFO, not a regular file"), std::string::npos) << r.out;
+  EXPECT_EQ(std::filesystem::status(fifo).type(), std::filesystem::file_type::fifo);
+  r = export_to(dir_.path());
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("is a directory, not a regular file"), std::string::npos) << r.out;
+
+  // Writing fails half-way (a file size limit of 1 KiB or less, as a full
+  // disk would): a failure with the reason; the file that was there is
+  // untouched and no temporary is left.
+  const std::string out = dir_.Sub("out.safetensors");
+  WriteFile(out, "old");
+  r = testing::RunCommand("sh -c 'ulimit -f 1; exec " + std::string(CKPTDB_CLI) + " export " + store_ +
+                          " 4 --format safetensors " + out + "' 2>&1");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("File too large"), std::string::npos) << r.out;
+  EXPECT_EQ(ReadFile(out), "old");
+  EXPECT_EQ(Temporaries(dir_.path()), std::vector<std::string>{});
+
+  // A regular file is replaced, as before.
+  r = export_to(out);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_GT(std::filesystem::file_size(out), 1000u);
+  EXPECT_EQ(Temporaries(dir_.path()), std::vector<std::string>{});
 }
 
 TEST_F(CliTest, HelpEverywhere) {

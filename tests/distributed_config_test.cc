@@ -138,5 +138,77 @@ TEST(Distributed, ADeadPeerIsAnErrorNotASigpipeThatKillsTheSurvivor) {
   EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
+// In a child process (a crash must not take the test binary with it): joins
+// a one-rank job from the environment with CKPTDB_BIND_ADDRESS=`address`
+// (unset when null). Returns the child's wait status; *message gets the
+// error (empty when ConnectGloo succeeded).
+int ConnectWithBindAddress(const char* address, const std::string& rendezvous, std::string* message) {
+  int fds[2];
+  if (pipe(fds) != 0) return -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    setenv("CKPTDB_RANK", "0", 1);
+    setenv("CKPTDB_WORLD_SIZE", "1", 1);
+    setenv("CKPTDB_RENDEZVOUS", ("file://" + rendezvous).c_str(), 1);
+    setenv("CKPTDB_TIMEOUT_MS", "3000", 1);
+    if (address != nullptr) setenv("CKPTDB_BIND_ADDRESS", address, 1);
+    auto config = DistributedConfig::FromEnvironment();
+    Status st = config.status();
+    if (st.ok()) st = ConnectGloo(*config).status();
+    const std::string m = st.ok() ? "" : st.ToString();
+    if (!m.empty() && write(fds[1], m.data(), m.size()) < 0) _exit(3);
+    _exit(0);
+  }
+  close(fds[1]);
+  char buf[1024];
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof buf)) > 0) message->append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return status;
+}
+
+TEST(Distributed, ABindAddressThatDoesNotResolveIsAnErrorNamingIt) {
+  testing::TempDir dir;
+  // A typo: gloo's lookup would crash on it (getaddrinfo's error unchecked).
+  std::string m;
+  int status = ConnectWithBindAddress("localhostt", dir.Sub("typo"), &m);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_NE(m.find("CKPTDB_BIND_ADDRESS"), std::string::npos) << m;
+  EXPECT_NE(m.find("'localhostt'"), std::string::npos) << m;
+  EXPECT_NE(m.find("does not resolve"), std::string::npos) << m;
+  // InvalidArgument, or Unavailable where the resolver itself is unreachable.
+  EXPECT_TRUE(m.rfind("InvalidArgument", 0) == 0 || m.rfind("Unavailable", 0) == 0) << m;
+  // An address of no interface of this host (TEST-NET-1): named too.
+  m.clear();
+  status = ConnectWithBindAddress("192.0.2.1", dir.Sub("foreign"), &m);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  EXPECT_NE(m.find("'192.0.2.1'"), std::string::npos) << m;
+  EXPECT_NE(m.find("cannot be bound"), std::string::npos) << m;
+  // The default (127.0.0.1) and "localhost" work.
+  m.clear();
+  status = ConnectWithBindAddress(nullptr, dir.Sub("default"), &m);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(m, "");
+  status = ConnectWithBindAddress("localhost", dir.Sub("localhost"), &m);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(m, "");
+}
+
+TEST(Distributed, AnEmptyBindAddressIsRejected) {
+  testing::TempDir dir;
+  DistributedConfig c;
+  c.rank = 0;
+  c.world_size = 1;
+  c.rendezvous = "file://" + dir.path();
+  c.bind_address = "";
+  Status st = c.Validate();
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(st.message().find("bind address"), std::string::npos) << st;
+}
+
 }  // namespace
 }  // namespace ckptdb

@@ -1,14 +1,17 @@
 // ckptdb-launch, run as a user would.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "test_util.h"
 
@@ -85,6 +88,89 @@ TEST(Launch, UsageErrors) {
   Launched missing = Launch("-n 1 -- /nonexistent/program");
   EXPECT_EQ(missing.code, 127) << missing.out;
   EXPECT_NE(missing.out.find("cannot run '/nonexistent/program'"), std::string::npos) << missing.out;
+}
+
+// Whether process `pid` still runs (a zombie that nobody reaped has ended).
+bool Running(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!f || !std::getline(f, line)) return false;
+  const size_t paren = line.rfind(')');
+  if (paren == std::string::npos || paren + 2 >= line.size()) return false;
+  const char state = line[paren + 2];
+  return state != 'Z' && state != 'X';
+}
+
+// The command line of `pid`, arguments separated by spaces.
+std::string CommandLine(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/cmdline");
+  std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  for (char& c : s) {
+    if (c == '\0') c = ' ';
+  }
+  return s;
+}
+
+TEST(Launch, RanksDieWithTheLauncherWhenItIsKilled) {
+  ckptdb::testing::TempDir dir;
+  constexpr int kRanks = 3;
+  // Each rank records its pid (atomically, by rename) and sleeps long.
+  const std::string rank_cmd = "echo $$ > " + dir.path() + "/pid.$CKPTDB_RANK.tmp && mv " + dir.path() +
+                               "/pid.$CKPTDB_RANK.tmp " + dir.path() + "/pid.$CKPTDB_RANK && exec sleep 60";
+  pid_t launcher = fork();
+  ASSERT_GE(launcher, 0);
+  if (launcher == 0) {
+    int null = open("/dev/null", O_WRONLY);
+    dup2(null, STDOUT_FILENO);
+    dup2(null, STDERR_FILENO);
+    execl(CKPTDB_LAUNCH, CKPTDB_LAUNCH, "-n", std::to_string(kRanks).c_str(), "--", "sh", "-c", rank_cmd.c_str(),
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  std::vector<pid_t> ranks;
+  // Whatever happens below, no sleeping rank outlives the test.
+  struct Reaper {
+    std::vector<pid_t>* pids;
+    pid_t launcher;
+    ~Reaper() {
+      kill(launcher, SIGKILL);
+      waitpid(launcher, nullptr, 0);
+      for (pid_t p : *pids) {
+        if (Running(p) && CommandLine(p).rfind("sleep 60", 0) == 0) kill(p, SIGKILL);
+      }
+    }
+  } reaper{&ranks, launcher};
+
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (int r = 0; r < kRanks; ++r) {
+    pid_t pid = 0;
+    while (pid == 0) {
+      std::ifstream f(dir.Sub("pid." + std::to_string(r)));
+      if (!(f >> pid)) pid = 0;
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "rank " << r << " did not start";
+      if (pid == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ranks.push_back(pid);
+  }
+  // Every rank is the sleep by now, or about to exec it.
+  for (pid_t p : ranks) EXPECT_TRUE(Running(p)) << p;
+
+  ASSERT_EQ(kill(launcher, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(launcher, &status, 0), launcher);
+  ASSERT_TRUE(WIFSIGNALED(status));
+
+  const auto gone_by = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  std::vector<pid_t> alive = ranks;
+  while (!alive.empty() && std::chrono::steady_clock::now() < gone_by) {
+    std::vector<pid_t> still;
+    for (pid_t p : alive) {
+      if (Running(p)) still.push_back(p);
+    }
+    alive.swap(still);
+    if (!alive.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  for (pid_t p : alive) ADD_FAILURE() << "rank process " << p << " (" << CommandLine(p) << ") outlived the launcher";
 }
 
 }  // namespace

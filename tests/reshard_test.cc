@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <mutex>
+#include <random>
 
 #include "ckptdb/ckptdb.h"
 #include "keys.h"
@@ -303,6 +304,15 @@ TEST_F(ValidationTest, PartialLoadsAndMissingKeys) {
   EXPECT_NE(st.ToString().find("LoadOptions::keys names 'zzz', which is not an entry of the target"), std::string::npos)
       << st;
 
+  // The same key twice means nothing more than once: refused, naming it,
+  // before anything is read.
+  LoadOptions twice;
+  twice.keys = {"w", "b", "w"};
+  st = LoadWith(target, twice);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(st.ToString().find("LoadOptions::keys names 'w' twice"), std::string::npos) << st;
+  EXPECT_EQ(std::get<Bytes>(*target.Find("b")).data, "old");
+
   LoadOptions tolerant;
   tolerant.allow_missing = true;
   stats = LoadStats{};
@@ -468,6 +478,121 @@ TEST(ChunkAlignment, UnalignedChunkSizesNeverShiftElements) {
       }
     }
   }
+}
+
+// |v| rounded to nearest, ties to even, to `bits` significant bits, with v's
+// sign, computed exactly with integers: of the two neighbours with `bits`
+// significant bits, the nearer one; on a tie, the one with the even last bit.
+double ExactlyRounded(int64_t v, int bits) {
+  const uint64_t a = v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);  // <= 2^63
+  int len = 0;
+  while (len < 64 && (a >> len) != 0) ++len;
+  double r;
+  if (len <= bits) {
+    r = static_cast<double>(a);
+  } else {
+    const int shift = len - bits;
+    const uint64_t lo = (a >> shift) << shift, hi = lo + (uint64_t{1} << shift);  // hi <= 2^63 + 2^61
+    const uint64_t below = a - lo, above = hi - a;
+    const bool up = above < below || (above == below && ((a >> shift) & 1) == 1);
+    const uint64_t q = (up ? hi : lo) >> shift;  // at most 2^bits: exact in a double
+    r = std::ldexp(static_cast<double>(q), shift);
+  }
+  return v < 0 ? -r : r;
+}
+
+int SignificantBits(DType d) {
+  switch (d) {
+    case DType::kF64: return 53;
+    case DType::kF32: return 24;
+    case DType::kF16: return 11;
+    case DType::kBF16: return 8;
+    case DType::kF8E4M3: return 4;
+    case DType::kF8E5M2: return 3;
+    default: return 0;
+  }
+}
+
+uint64_t Convert(DType from, const void* v, DType to) {
+  uint64_t out = 0;
+  ConvertElements(from, v, to, &out, 1);
+  return out;
+}
+
+// The bits that a correctly rounded conversion of integer `v` to `to` gives:
+// the exactly rounded value is representable in `to` (or beyond its range),
+// so converting it from f64 rounds no further.
+uint64_t CorrectlyRoundedBits(int64_t v, DType to) {
+  const double r = ExactlyRounded(v, SignificantBits(to));
+  return Convert(DType::kF64, &r, to);
+}
+
+// An integer beyond 2^53 must be rounded once, to the target's precision,
+// not first to a double's 53 bits and then again (which is 1 ulp off when
+// the first rounding lands on a tie of the second).
+TEST(ConvertElements, IntegersToFloatsRoundOnce) {
+  const int64_t f32_case = 0x0800000800000001;  // 2^59 + 2^35 + 1: just above half an f32 ulp
+  EXPECT_EQ(Convert(DType::kI64, &f32_case, DType::kF32), 0x5d000001u);
+  const int64_t f32_neg = -f32_case;
+  EXPECT_EQ(Convert(DType::kI64, &f32_neg, DType::kF32), 0xdd000001u);
+  const int64_t bf16_case = 0x0808000000000001;  // 2^59 + 2^51 + 1: just above half a bf16 ulp
+  EXPECT_EQ(Convert(DType::kI64, &bf16_case, DType::kBF16), 0x5d01u);
+  const int64_t f64_case = 0x0800000000000041;  // 2^59 + 2^6 + 1: just above half an f64 ulp
+  const double f64_want = std::ldexp(1.0, 59) + std::ldexp(1.0, 7);
+  uint64_t f64_bits = 0;
+  std::memcpy(&f64_bits, &f64_want, 8);
+  EXPECT_EQ(Convert(DType::kI64, &f64_case, DType::kF64), f64_bits);
+  const int64_t min = INT64_MIN;
+  EXPECT_EQ(Convert(DType::kI64, &min, DType::kF32), 0xdf000000u);
+  EXPECT_EQ(Convert(DType::kI64, &min, DType::kBF16), 0xdf00u);
+
+  // Random integers of every magnitude, many of them on or next to a tie of
+  // the target's precision.
+  std::mt19937_64 rng(12);
+  const DType targets[] = {DType::kF64, DType::kF32, DType::kBF16, DType::kF16, DType::kF8E4M3, DType::kF8E5M2};
+  for (int i = 0; i < 200000; ++i) {
+    const DType to = targets[i % 6];
+    const int len = 1 + static_cast<int>(rng() % 63);
+    uint64_t a = (uint64_t{1} << (len - 1)) | (rng() & ((uint64_t{1} << (len - 1)) - 1));
+    const int shift = len - SignificantBits(to);
+    if (shift > 1 && rng() % 2 == 0) {
+      // The bits below the target's last one: exactly half, or half +- 1.
+      a = (a >> shift << shift) | (uint64_t{1} << (shift - 1));
+      a += rng() % 3 - 1;
+    }
+    const int64_t v = rng() % 2 ? static_cast<int64_t>(a) : -static_cast<int64_t>(a);
+    ASSERT_EQ(Convert(DType::kI64, &v, to), CorrectlyRoundedBits(v, to)) << DTypeName(to) << " of " << v;
+    if (to == DType::kF32) {
+      // And against the hardware's own int64 -> float conversion (one rounding).
+      const float want = static_cast<float>(v);
+      uint32_t want_bits = 0;
+      std::memcpy(&want_bits, &want, 4);
+      ASSERT_EQ(Convert(DType::kI64, &v, to), want_bits) << v;
+    }
+  }
+}
+
+// The narrower integer paths were exact before and stay so.
+TEST(ConvertElements, SmallIntegersToFloatsAreUnchanged) {
+  const DType targets[] = {DType::kF64, DType::kF32, DType::kBF16, DType::kF16, DType::kF8E4M3, DType::kF8E5M2};
+  for (DType to : targets) {
+    for (int u = 0; u < 256; ++u) {
+      const uint8_t b = static_cast<uint8_t>(u);
+      ASSERT_EQ(Convert(DType::kU8, &b, to), CorrectlyRoundedBits(u, to)) << DTypeName(to) << " of u8 " << u;
+    }
+  }
+  std::mt19937 rng(7);
+  for (int i = 0; i < 60000; ++i) {
+    const DType to = targets[i % 6];
+    const int32_t v = static_cast<int32_t>(rng());
+    ASSERT_EQ(Convert(DType::kI32, &v, to), CorrectlyRoundedBits(v, to)) << DTypeName(to) << " of i32 " << v;
+    const int64_t w = v;
+    ASSERT_EQ(Convert(DType::kI64, &w, to), Convert(DType::kI32, &v, to)) << DTypeName(to) << " of " << v;
+  }
+  // Integer targets from i64: still exact or saturating.
+  const int64_t big = 0x0800000800000001;
+  EXPECT_EQ(Convert(DType::kI64, &big, DType::kI32), 0x7fffffffu);
+  EXPECT_EQ(Convert(DType::kI64, &big, DType::kI64), static_cast<uint64_t>(big));
 }
 
 }  // namespace

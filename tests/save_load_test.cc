@@ -7,6 +7,7 @@
 #include <rocksdb/db.h>
 
 #include <cstring>
+#include <functional>
 
 #include "ckptdb/ckptdb.h"
 #include "keys.h"
@@ -280,6 +281,36 @@ TEST_F(SaveLoadTest, BadStoreOptionsAreRefused) {
   auto w = OpenStoreWriter(store_, o);
   ASSERT_FALSE(w.ok());
   EXPECT_NE(w.status().message().find("chunk_bytes 100"), std::string::npos);
+}
+
+// Options that would fail later or mean nothing are refused when the writer
+// is opened, naming the option and its value; nothing is created.
+TEST_F(SaveLoadTest, OutOfRangeCompressionAndRetentionAreRefused) {
+  struct Case {
+    std::function<void(StoreOptions&)> set;
+    std::string want;
+  };
+  const Case cases[] = {
+      {[](StoreOptions& o) { o.compression = static_cast<Compression>(7); }, "StoreOptions.compression 7"},
+      {[](StoreOptions& o) { o.compression = static_cast<Compression>(-1); }, "StoreOptions.compression -1"},
+      {[](StoreOptions& o) { o.retention.keep_last = -1; }, "StoreOptions.retention.keep_last is -1"},
+      {[](StoreOptions& o) { o.retention.keep_every = -5; }, "StoreOptions.retention.keep_every is -5"},
+  };
+  for (const Case& c : cases) {
+    StoreOptions o;
+    c.set(o);
+    auto w = OpenStoreWriter(store_, o);
+    ASSERT_FALSE(w.ok()) << c.want;
+    EXPECT_EQ(w.status().code(), StatusCode::kInvalidArgument) << w.status();
+    EXPECT_NE(w.status().message().find(c.want), std::string::npos) << w.status();
+  }
+  EXPECT_FALSE(std::filesystem::exists(store_));
+  for (Compression ok : {Compression::kNone, Compression::kZstd, Compression::kAuto}) {
+    StoreOptions o;
+    o.compression = ok;
+    o.retention.keep_last = 2;
+    EXPECT_TRUE(OpenStoreWriter(store_, o).ok());
+  }
 }
 
 // A write failure: nothing is committed and nothing is left behind.

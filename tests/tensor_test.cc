@@ -94,5 +94,30 @@ TEST(ShardedTensor, RejectsShardsOutsideOrOverlapping) {
   EXPECT_FALSE(wrong_rank.ok());
 }
 
+// A DType outside the enum (a cast from a bad integer) means nothing: it is
+// refused where it is given, naming the value.
+TEST(Tensor, RejectsADTypeOutsideTheEnum) {
+  for (int bad : {0, 13, 99, -1}) {
+    const DType d = static_cast<DType>(bad);
+    const std::string want = "dtype " + std::to_string(bad);
+    auto z = Tensor::Zeros(d, {2, 3});
+    ASSERT_FALSE(z.ok()) << bad;
+    EXPECT_EQ(z.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(z.status().message().find(want), std::string::npos) << z.status();
+    char buf[8] = {};
+    auto c = Tensor::Copy(d, {2}, buf, 2);
+    ASSERT_FALSE(c.ok()) << bad;
+    EXPECT_NE(c.status().message().find(want), std::string::npos) << c.status();
+    auto v = Tensor::View(d, {2}, buf, sizeof buf);
+    ASSERT_FALSE(v.ok()) << bad;
+    EXPECT_NE(v.status().message().find(want), std::string::npos) << v.status();
+    // A rank may hold no shard of a sharded tensor: its dtype is checked too.
+    auto st = ShardedTensor::Create(d, {4}, {});
+    ASSERT_FALSE(st.ok()) << bad;
+    EXPECT_NE(st.status().message().find(want), std::string::npos) << st.status();
+  }
+  for (DType d : kAllDTypes) EXPECT_TRUE(Tensor::Zeros(d, {2}).ok()) << DTypeName(d);
+}
+
 }  // namespace
 }  // namespace ckptdb

@@ -1,6 +1,9 @@
 // `ckptdb`: list, inspect, verify, prune and export the steps of a store.
 // Parses arguments, calls the command functions (cli_commands.h) and maps
-// their Status to the exit code: 0 success, 1 failure, 2 usage.
+// their Status to the exit code: 0 success, 1 failure, 2 usage. Output that
+// cannot be written is a failure (cli_stdout.h; a reader that leaves a pipe
+// early ends the command by SIGPIPE, unless SIGPIPE is ignored).
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +15,7 @@
 #include "ckptdb/rocksdb_store.h"
 #include "cli_args.h"
 #include "cli_commands.h"
+#include "cli_stdout.h"
 
 namespace {
 
@@ -24,7 +28,9 @@ constexpr int kExitUsage = 2;
 
 #define EXIT_CODES \
   "\nexit codes: 0 success, 1 failure (no such store, step, tag or entry,\n" \
-  "corrupt data, a store held by a writer, ...), 2 usage error.\n"
+  "corrupt data, a store held by a writer, output that cannot be written,\n" \
+  "...), 2 usage error. A reader that closes the pipe early ends the command\n" \
+  "by SIGPIPE, as it does cat (where SIGPIPE is ignored: failure, 1).\n"
 
 #define STEP_TEXT \
   "STEP is a step number, 'latest' (the highest committed step) or the name\n" \
@@ -146,7 +152,7 @@ const char kVerifyHelp[] =
     "           damaged \"damaged_records\": [{\"record\", \"error\"}]}\n"
     "  --help   this text\n"
     "\nexit codes: 0 every chunk is intact, 1 damage found (or another\n"
-    "failure), 2 usage error.\n";
+    "failure, output that cannot be written included), 2 usage error.\n";
 
 const char kDiffHelp[] =
     "usage: ckptdb diff STORE A B [--json]\n"
@@ -177,8 +183,11 @@ const char kExportHelp[] =
     "header's __metadata__ (string -> string) under their FQN: the text when\n"
     "it is valid UTF-8, otherwise base64, and then the FQN is listed in\n"
     "__metadata__[\"ckptdb.base64\"] (a JSON array). __metadata__[\"ckptdb.step\"]\n"
-    "holds the step. OUT is written under a temporary name and renamed: it is\n"
-    "complete or untouched. Memory: the largest tensor, once.\n"
+    "holds the step. OUT is written as a file with no name yet and then put in\n"
+    "place (renamed over a file that is there): it is complete or untouched,\n"
+    "and no temporary is left behind. OUT must be absent or a regular file: a\n"
+    "symbolic link (neither followed nor replaced), a directory, a device or a\n"
+    "FIFO is refused. Memory: one block of rows at a time.\n"
     "\n" STEP_TEXT
     "\n"
     "options:\n"
@@ -428,10 +437,7 @@ int RunTag(int argc, char** argv) {
   return Finish(ckptdb::cli::TagStep(a.positional[0], a.positional[1], a.positional[2], std::cout));
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  std::ios::sync_with_stdio(false);
+int Run(int argc, char** argv) {
   if (argc < 2) return Usage("missing command", kMainHelp);
   const std::string cmd = argv[1];
   if (cmd == "--help" || cmd == "-h" || cmd == "help") return std::cout << kMainHelp, kExitOk;
@@ -445,4 +451,21 @@ int main(int argc, char** argv) {
   if (cmd == "gc") return RunGc(argc, argv);
   if (cmd == "tag") return RunTag(argc, argv);
   return Usage("unknown command '" + cmd + "'", kMainHelp);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::ios::sync_with_stdio(false);
+  ckptdb::cli::InstallCheckedStdout();
+  // A file size limit (ulimit -f) makes a write fail with EFBIG, reported
+  // like a full disk, instead of killing the command mid-way.
+  signal(SIGXFSZ, SIG_IGN);
+  int code = Run(argc, argv);
+  const ckptdb::Status out = ckptdb::cli::FlushCheckedStdout();
+  if (!out.ok()) {
+    std::cerr << "ckptdb: " << out.ToString() << "\n";
+    if (code == kExitOk) code = kExitFailure;
+  }
+  return code;
 }

@@ -12,15 +12,14 @@
 //     array held by "ckptdb.base64";
 //   - "ckptdb.step": the step number.
 // The header is padded with spaces to a multiple of 8 bytes.
-#include <unistd.h>
-
+// OUT is written as an OutputFile (cli_output_file.h): a regular file,
+// complete or not there at all, never a link or a device replaced.
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 
 #include "ckptdb/checkpoint.h"
 #include "cli_commands.h"
 #include "cli_output.h"
+#include "cli_output_file.h"
 #include "cli_slice.h"
 #include "value_format.h"
 
@@ -54,6 +53,10 @@ constexpr char kBase64Key[] = "ckptdb.base64";
 
 Status ExportSafetensors(StoreReader& reader, int64_t step, const std::string& out_path, bool json,
                          std::ostream& out) {
+  // OUT is checked (and the file that will become it opened) first, before
+  // anything is read.
+  auto file = OutputFile::Create(out_path);
+  if (!file.ok()) return file.status();
   auto md = reader.ReadMetadata(step);
   if (!md.ok()) return md.status();
   // The header needs only the metadata; the bytes entries are small and are
@@ -96,35 +99,19 @@ Status ExportSafetensors(StoreReader& reader, int64_t step, const std::string& o
   std::string header = "{\"__metadata__\": {" + metadata_json + "}" + tensors_json + "}";
   header.append((8 - header.size() % 8) % 8, ' ');
 
-  const std::string tmp = out_path + ".tmp-" + std::to_string(::getpid());
-  auto fail = [&tmp](Status st) {
-    std::error_code ec;
-    std::filesystem::remove(tmp, ec);
-    return st;
-  };
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) return Status::IOError("cannot create '" + tmp + "'");
-    char len[8];
-    uint64_t n = header.size();
-    for (int i = 0; i < 8; ++i) len[i] = static_cast<char>((n >> (8 * i)) & 0xff);
-    f.write(len, 8);
-    f.write(header.data(), static_cast<std::streamsize>(header.size()));
-    // Each tensor streams through in blocks of rows, so memory stays bounded
-    // by the block size, not by the largest tensor.
-    for (const EntryMetadata* e : tensors) {
-      Status st = ForEachRowBlock(reader, *md, *e, kExportBlockBytes, [&](const Tensor& block) {
-        f.write(static_cast<const char*>(block.data()), static_cast<std::streamsize>(block.nbytes()));
-        return f ? Status::OK() : Status::IOError("cannot write '" + tmp + "'");
-      });
-      if (!st.ok()) return fail(st);
-    }
-    f.flush();
-    if (!f) return fail(Status::IOError("cannot write '" + tmp + "'"));
+  char len[8];
+  const uint64_t header_bytes = header.size();
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<char>((header_bytes >> (8 * i)) & 0xff);
+  Status st = (*file)->Write(len, 8);
+  if (st.ok()) st = (*file)->Write(header.data(), header.size());
+  // Each tensor streams through in blocks of rows, so memory stays bounded
+  // by the block size, not by the largest tensor.
+  for (size_t i = 0; st.ok() && i < tensors.size(); ++i) {
+    st = ForEachRowBlock(reader, *md, *tensors[i], kExportBlockBytes,
+                         [&](const Tensor& block) { return (*file)->Write(block.data(), block.nbytes()); });
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, out_path, ec);
-  if (ec) return fail(Status::IOError("cannot rename '" + tmp + "' to '" + out_path + "': " + ec.message()));
+  if (st.ok()) st = (*file)->Commit();
+  if (!st.ok()) return st;  // the file is discarded with it
   const uint64_t file_bytes = 8 + header.size() + offset;
   if (json) {
     out << "{\"step\": " << step << ", \"path\": " << JsonString(out_path) << ", \"tensors\": " << tensors.size()

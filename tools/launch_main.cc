@@ -7,9 +7,15 @@
 // fails gives the others a grace period to report their own errors, then
 // stops them. Exit code: 0 when every rank exited 0; otherwise
 // the exit code of the first rank that failed (128+signal when killed).
+// The ranks die with the launcher: when it ends without stopping them itself
+// (killed by SIGKILL, say), the kernel sends each rank SIGKILL
+// (PR_SET_PDEATHSIG), so that no rank goes on saving steps unwatched. Only
+// the rank processes themselves: a rank that starts processes of its own
+// stops them itself.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -45,7 +51,8 @@ options:
                          before SIGTERM, and 3 s later SIGKILL (default 10000)
   -h, --help             this text
 
-Ctrl-C (SIGINT) and SIGTERM are forwarded to every rank.
+Ctrl-C (SIGINT) and SIGTERM are forwarded to every rank. When the launcher
+dies without stopping the ranks (SIGKILL), every rank is killed (SIGKILL).
 
 exit codes: 0 every rank succeeded; otherwise the exit code of the first
 rank that failed (128+N when it was killed by signal N); 2 usage error.
@@ -163,6 +170,7 @@ int main(int argc, char** argv) {
   sigaction(SIGTERM, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  const pid_t launcher = getpid();
   std::vector<Rank> ranks(n);
   for (int r = 0; r < n; ++r) {
     int fds[2];
@@ -176,6 +184,14 @@ int main(int argc, char** argv) {
       return 1;
     }
     if (pid == 0) {
+      // The rank dies with the launcher, whatever ends it. The launcher may
+      // have died before prctl took effect: then this process was already
+      // reparented, and there is no one to run for.
+      if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) {
+        std::fprintf(stderr, "ckptdb-launch: prctl(PR_SET_PDEATHSIG): %s\n", std::strerror(errno));
+        _exit(127);
+      }
+      if (getppid() != launcher) _exit(127);
       // Ranks get their own process group so that a terminal's Ctrl-C reaches
       // them only through the launcher, exactly once.
       setpgid(0, 0);

@@ -69,8 +69,8 @@ struct LoadOptions {
   bool no_dist = false;
   Communicator* communicator = nullptr;
   // Load only these FQNs of the target; empty: every entry of the target.
-  // Each must name an entry of the target (InvalidArgument otherwise); the
-  // target's other entries are left untouched and nothing of them is read.
+  // Each must name an entry of the target, once (InvalidArgument otherwise);
+  // the target's other entries are left untouched and nothing of them is read.
   std::vector<std::string> keys;
   // false (default): every target entry must be in the step (NotFound).
   // true: target entries the step lacks are left untouched and listed in
@@ -100,8 +100,9 @@ struct LoadStats {
 // failure while reading (I/O, corruption) may leave it partly filled.
 Status Load(StateDict& target, StorageReader& reader, const LoadOptions& options, LoadStats* stats = nullptr);
 
-// Reads every entry of a step (or only `fqns`, when not empty) into new CPU
-// tensors, sharded tensors assembled whole. Local: no collectives.
+// Reads every entry of a step (or only `fqns`, when not empty; each named
+// once, InvalidArgument otherwise) into new CPU tensors, sharded tensors
+// assembled whole. Local: no collectives.
 StatusOr<StateDict> LoadWhole(StorageReader& reader, int64_t step, const std::vector<std::string>& fqns = {});
 
 // Validates a step number ("step -3 is out of range [0, 9223372036854775806]").

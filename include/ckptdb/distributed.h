@@ -34,7 +34,9 @@ struct DistributedConfig {
   // Keys of this job in the rendezvous store live under this prefix; two jobs
   // sharing a store must use different ids.
   std::string job_id = "ckptdb";
-  // The address this rank's TCP listener binds to and advertises.
+  // The address this rank's TCP listener binds to and advertises: a host
+  // name or a numeric address of one of this host's interfaces. Must not be
+  // empty.
   std::string bind_address = "127.0.0.1";
   // Bounds the rendezvous (waiting for every rank to arrive) and every
   // collective: a dead or hung peer becomes an error, never a hang.
@@ -43,13 +45,17 @@ struct DistributedConfig {
   // Reads the variables above. InvalidArgument naming the variable when one
   // is missing, malformed or contradicts another (CKPTDB_RANK=1 with RANK=2).
   static StatusOr<DistributedConfig> FromEnvironment();
-  // Checks ranges and the rendezvous URI.
+  // Checks ranges, the rendezvous URI, and that job_id and bind_address are
+  // not empty (it does not resolve bind_address: ConnectGloo does).
   Status Validate() const;
 };
 
 // Connects this rank to every other rank over TCP (gloo), after all ranks
 // arrived at the rendezvous. DeadlineExceeded naming the missing ranks when
-// some never arrive within config.timeout.
+// some never arrive within config.timeout. Before the rendezvous,
+// config.bind_address is resolved and bound once: InvalidArgument naming the
+// address (and CKPTDB_BIND_ADDRESS) when it does not resolve or is not an
+// address of this host (Unavailable when the resolver failed temporarily).
 // SIGPIPE: where the process left it at its default action, the first call
 // sets it to ignored, so that a peer that dies turns into an error on every
 // survivor instead of killing them (a handler the process installed, or

@@ -44,7 +44,9 @@ const char* DTypeName(DType dtype);
 // "bfloat16", "int64", ...). InvalidArgument naming `name` otherwise.
 StatusOr<DType> ParseDType(std::string_view name);
 // The DType with persisted number `value`, or InvalidArgument ("unknown dtype
-// 42").
+// 42 (...)"). Also how a DType argument is checked: a value cast from an
+// integer outside the enum is refused by every function that takes a DType
+// and returns a Status.
 StatusOr<DType> DTypeFromNumber(int value);
 bool IsFloatingPoint(DType dtype);
 
@@ -53,10 +55,11 @@ bool IsFloatingPoint(DType dtype);
 double ElementToDouble(DType dtype, const void* element);
 
 // Converts `n` elements from `from` at src to `to` at dst (the buffers do not
-// overlap). Floating-point targets round to nearest, ties to even; values
-// beyond the target's range become +-inf (f8e4m3, which has no infinity:
-// NaN, as PyTorch does). Integer targets truncate toward zero and saturate;
-// NaN becomes 0. bool: any non-zero value is true.
+// overlap). Floating-point targets round to nearest, ties to even, once
+// (an i64 beyond 2^53 is rounded straight to the target's precision, not
+// through f64 first); values beyond the target's range become +-inf (f8e4m3,
+// which has no infinity: NaN, as PyTorch does). Integer targets truncate
+// toward zero and saturate; NaN becomes 0. bool: any non-zero value is true.
 void ConvertElements(DType from, const void* src, DType to, void* dst, size_t n);
 
 }  // namespace ckptdb

@@ -36,7 +36,8 @@ enum class Compression : int {
 // Which committed steps to keep when history is pruned (StoreOptions.retention
 // on every commit, or StoreWriter::Prune). A step is kept when any rule keeps
 // it; the newest step is always kept. With keep_last and keep_every both 0 the
-// policy keeps everything (it is disabled).
+// policy keeps everything (it is disabled). Negative values are invalid
+// (InvalidArgument from OpenStoreWriter and Prune).
 struct RetentionPolicy {
   // Keep the newest keep_last steps. 0: this rule keeps none.
   int64_t keep_last = 0;
@@ -54,7 +55,8 @@ struct StoreOptions {
   // covering it, and never needs more than this much memory per chunk. Larger
   // chunks mean fewer keys and less per-chunk overhead. Range [4 KiB, 1 GiB].
   uint64_t chunk_bytes = 4u << 20;
-  // How chunks are compressed on save. Reads handle every codec.
+  // How chunks are compressed on save: one of Compression's values. Reads
+  // handle every codec.
   Compression compression = Compression::kNone;
   int zstd_level = 1;  // 1 (fast) .. 19
   // A rank starts a new SST file after this many bytes of values. Bounds the
@@ -83,7 +85,7 @@ struct StoreOptions {
   // step, and their space is given back right after. Disabled by default.
   // Costs one scan of the step and tag keys per commit. The step being
   // committed is never among the dropped ones, even when it is older than
-  // the steps the policy keeps.
+  // the steps the policy keeps. keep_last and keep_every must be >= 0.
   RetentionPolicy retention;
 };
 
@@ -176,8 +178,10 @@ class StoreWriter : public StorageWriter {
   virtual const std::string& path() const = 0;
 };
 
-// A writer for the store at `path`. Fails with FailedPrecondition when `path`
-// is a file, or a non-empty directory that is not a ckptdb store. The store is
+// A writer for the store at `path`. Fails with InvalidArgument naming the
+// option and its value when an option is out of its range (see StoreOptions),
+// and with FailedPrecondition when `path` is a file, or a non-empty directory
+// that is not a ckptdb store. The store is
 // created by the coordinator's first Prepare when it does not exist.
 StatusOr<std::unique_ptr<StoreWriter>> OpenStoreWriter(const std::string& path, const StoreOptions& options = {});
 

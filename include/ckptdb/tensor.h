@@ -39,7 +39,9 @@ class Tensor {
   // An empty 0-element f32 CPU tensor of shape {0}; mostly a placeholder.
   Tensor();
 
-  // A CPU tensor that owns zero-filled memory.
+  // A CPU tensor that owns zero-filled memory. Here and in Copy and View:
+  // InvalidArgument when dtype is not one of DType's values or the shape is
+  // invalid (NumElements).
   static StatusOr<Tensor> Zeros(DType dtype, Shape shape);
   // A CPU tensor that owns a copy of `nbytes` bytes at `data`.
   // InvalidArgument when nbytes is not exactly what dtype and shape need.
