@@ -468,7 +468,8 @@ TEST_F(CliTest, TagRmAndGcChangeTheStore) {
   CliRun gc = Ckptdb("gc " + store_ + " --keep-last 2 --keep-every 20 --json");
   EXPECT_EQ(gc.code, 0) << gc.out;
   EXPECT_EQ(gc.out,
-            "{\"dry_run\": false, \"failed_saves\": 0, \"staging_dirs\": 0, \"removed_steps\": [12, 30], "
+            "{\"dry_run\": false, \"failed_saves\": 0, \"staging_dirs\": 0, \"unaccounted_saves\": 0, "
+            "\"removed_steps\": [12, 30], "
             "\"removed_stored_bytes\": 80466, \"kept_steps\": [4, 20, 40, 50]}\n");
   EXPECT_EQ(StepsInStore(), (std::vector<int64_t>{4, 20, 40, 50}));
   CliRun rm = Ckptdb("rm " + store_ + " best 40");

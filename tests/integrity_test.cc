@@ -180,6 +180,13 @@ TEST(Integrity, TheSweepKeepsDataItCannotProveFailed) {
   faulty.on_finish = [] { return Status::IOError("injected"); };
   EXPECT_FALSE(testing::SaveNoDist(StepState(7), faulty, 7).ok());
   EXPECT_EQ(testing::CountDataKeys(store), data_keys);
+  w->reset();
+  // gc says what it kept, and keeps it.
+  testing::CommandResult gc = testing::RunCommand(std::string(CKPTDB_CLI) + " gc " + store + " 2>&1");
+  EXPECT_EQ(gc.code, 0) << gc.out;
+  EXPECT_NE(gc.out.find("kept 1 save(s) whose data has neither a commit nor a pending record"), std::string::npos)
+      << gc.out;
+  EXPECT_EQ(testing::CountDataKeys(store), data_keys);
 }
 
 void WriteMarker(const std::string& store, const std::string& text) {

@@ -215,7 +215,9 @@ const char kGcHelp[] =
     "usage: ckptdb gc STORE [--keep-last K] [--keep-every M] [--dry-run] [--json]\n"
     "\n"
     "Removes what failed or interrupted saves left behind (data of saves that\n"
-    "never committed, staging directories), then prunes history: a step is\n"
+    "are recorded as pending and never committed, staging directories), then\n"
+    "prunes history. Data with neither a commit nor a pending record is kept\n"
+    "and counted (it may be a commit whose log was lost). A step is\n"
     "kept when it is one of the newest K (--keep-last), when its number is a\n"
     "multiple of M (--keep-every), or when it has a tag; the newest step is\n"
     "always kept. Without --keep-last and --keep-every no step is removed.\n"
@@ -226,7 +228,8 @@ const char kGcHelp[] =
     "  --keep-every M  keep steps whose number is a multiple of M (M >= 1)\n"
     "  --dry-run       say what would be removed; change nothing\n"
     "  --json          {\"dry_run\", \"failed_saves\", \"staging_dirs\",\n"
-    "                  \"removed_steps\", \"removed_stored_bytes\", \"kept_steps\"}\n"
+    "                  \"unaccounted_saves\", \"removed_steps\",\n"
+    "                  \"removed_stored_bytes\", \"kept_steps\"}\n"
     "  --help          this text\n" EXIT_CODES;
 
 const char kTagHelp[] =

@@ -113,6 +113,7 @@ Status CollectGarbage(const std::string& store, const GcOptions& options, std::o
   if (options.json) {
     out << "{\"dry_run\": " << (options.dry_run ? "true" : "false")
         << ", \"failed_saves\": " << swept->orphan_saves << ", \"staging_dirs\": " << swept->staging_dirs
+        << ", \"unaccounted_saves\": " << swept->unaccounted_saves
         << ", \"removed_steps\": " << JsonIntList(*pruned) << ", \"removed_stored_bytes\": " << freed
         << ", \"kept_steps\": " << JsonIntList(kept) << "}\n";
     return Status::OK();
@@ -120,6 +121,11 @@ Status CollectGarbage(const std::string& store, const GcOptions& options, std::o
   const char* verb = options.dry_run ? "would " : "";
   out << (options.dry_run ? "would sweep " : "swept ") << swept->orphan_saves << " failed save(s) and "
       << swept->staging_dirs << " staging dir(s)\n";
+  if (swept->unaccounted_saves > 0) {
+    out << "kept " << swept->unaccounted_saves
+        << " save(s) whose data has neither a commit nor a pending record (a commit whose log was lost, or a "
+           "failed save of a format-1 store): never deleted by a sweep\n";
+  }
   if (!policy.enabled()) {
     out << "no retention rule given (--keep-last, --keep-every): every step is kept\n";
   } else if (pruned->empty()) {
