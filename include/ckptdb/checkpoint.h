@@ -1,6 +1,6 @@
 // Save and Load: the checkpoint protocol (SPMD: every rank calls them).
 //
-// Save (see ../DESIGN.md and proto/FORMAT.md):
+// Save (see README.md, "How it works", and proto/FORMAT.md):
 //   1. Every rank plans its local entries (a CUDA device this process cannot
 //      use is its planning error); the plans are all-gathered and every rank builds the same step metadata. An invalid
 //      state dict fails on every rank ("failed to plan the save", or

@@ -64,7 +64,7 @@ struct StoreOptions {
   uint64_t max_sst_file_bytes = 1ull << 30;
   // Passed to SstFileWriter: when true, written pages are dropped from the
   // page cache, which makes an immediate read-back several times slower on
-  // these machines (DESIGN.md). Default false keeps them cached.
+  // these machines (README.md, "Performance"). Default false keeps them cached.
   bool sst_invalidate_page_cache = false;
   // Sweep leftovers of failed saves when the coordinator opens the database.
   bool sweep_on_open = true;
