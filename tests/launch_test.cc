@@ -123,8 +123,11 @@ TEST(Launch, RanksDieWithTheLauncherWhenItIsKilled) {
     int null = open("/dev/null", O_WRONLY);
     dup2(null, STDOUT_FILENO);
     dup2(null, STDERR_FILENO);
-    execl(CKPTDB_LAUNCH, CKPTDB_LAUNCH, "-n", std::to_string(kRanks).c_str(), "--", "sh", "-c", rank_cmd.c_str(),
-          static_cast<char*>(nullptr));
+    // A rendezvous inside the test's directory: the killed launcher cannot
+    // remove the one it would make itself.
+    const std::string rendezvous = "file://" + dir.Sub("rendezvous");
+    execl(CKPTDB_LAUNCH, CKPTDB_LAUNCH, "-n", std::to_string(kRanks).c_str(), "--rendezvous", rendezvous.c_str(), "--",
+          "sh", "-c", rank_cmd.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
   std::vector<pid_t> ranks;
