@@ -65,6 +65,8 @@ struct Args {
   bool json = false;
   uint64_t chunk_bytes = 0;         // 0: StoreOptions' default
   bool invalidate_page_cache = false;
+  bool mmap_reads = true;           // ReaderOptions.mmap_reads
+  bool cold = true;                 // also time loads from a dropped page cache
 };
 
 uint64_t ParseSize(const std::string& s) {
@@ -173,6 +175,20 @@ double Timed(Communicator& comm, F&& f) {
   return JobSeconds(comm, s);
 }
 
+// Empties the page cache (every rank waits for rank 0 to do it), so that the
+// next phase reads from the disk, as a job restarting on a fresh machine
+// does. Needs root; returns false (on every rank) where it cannot.
+bool DropCaches(Communicator& comm) {
+  std::string ok = "1";
+  if (comm.rank() == 0) {
+    ::sync();
+    std::FILE* f = std::fopen("/proc/sys/vm/drop_caches", "w");
+    ok = f != nullptr && std::fputs("3\n", f) >= 0 && std::fclose(f) == 0 ? "1" : "0";
+  }
+  Check(comm.Broadcast(&ok, 0), "broadcasting the cache drop");
+  return ok == "1";
+}
+
 void RawWrite(const std::string& path, const StateDict& sd) {
   int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0644);
   if (fd < 0) Die("cannot create " + path);
@@ -245,6 +261,9 @@ int Worker(const Args& a) {
     for (int rep = 0; rep < a.repeat; ++rep) {
       r["raw write"].seconds.push_back(Timed(*comm, [&] { RawWrite(raw, state); }));
       r["raw read"].seconds.push_back(Timed(*comm, [&] { RawRead(raw, target); }));
+      if (a.cold && DropCaches(*comm)) {
+        r["raw read cold"].seconds.push_back(Timed(*comm, [&] { RawRead(raw, target); }));
+      }
       std::error_code ec;
       fs::remove(raw, ec);
 
@@ -255,12 +274,20 @@ int Worker(const Args& a) {
       LoadOptions lo;
       lo.step = step;
       lo.communicator = comm.get();
+      ReaderOptions ro;
+      ro.mmap_reads = a.mmap_reads;
       r["load"].seconds.push_back(Timed(*comm, [&] {
-        auto reader = Must(OpenStoreReader(store), "reader");
+        auto reader = Must(OpenStoreReader(store, ro), "reader");
         Check(Load(target, *reader, lo), "load");
       }));
+      if (a.cold && DropCaches(*comm)) {
+        r["load cold"].seconds.push_back(Timed(*comm, [&] {
+          auto reader = Must(OpenStoreReader(store, ro), "reader");
+          Check(Load(target, *reader, lo), "cold load");
+        }));
+      }
       r["reshard"].seconds.push_back(Timed(*comm, [&] {
-        auto reader = Must(OpenStoreReader(store), "reader");
+        auto reader = Must(OpenStoreReader(store, ro), "reader");
         Check(Load(columns, *reader, lo), "reshard");
       }));
       if (rep == 0) {
@@ -324,10 +351,19 @@ int Worker(const Args& a) {
   for (const auto& [kind, phases] : results) {
     const double raw_w = Median(phases.at("raw write").seconds), raw_r = Median(phases.at("raw read").seconds);
     const double save = Median(phases.at("save").seconds);
-    std::fprintf(out, "\n%-6s %-14s %9s %9s %12s %s\n", kind.c_str(), "phase", "seconds", "GB/s", "vs raw", "stored/logical");
-    for (const char* phase : {"raw write", "raw read", "save", "load", "reshard", "async blocked", "async total"}) {
+    const bool cold = phases.count("load cold") > 0 && phases.count("raw read cold") > 0;
+    const double raw_cold = cold ? Median(phases.at("raw read cold").seconds) : 0;
+    std::fprintf(out, "\n%-6s %-14s %9s %15s %9s %12s %s\n", kind.c_str(), "phase", "seconds", "min-max", "GB/s",
+                "vs raw", "stored/logical");
+    for (const char* phase : {"raw write", "raw read", "raw read cold", "save", "load", "load cold", "reshard",
+                              "async blocked", "async total"}) {
+      if (phases.count(phase) == 0) continue;
       const PhaseResult& r = phases.at(phase);
       double med = Median(r.seconds);
+      const double lo = *std::min_element(r.seconds.begin(), r.seconds.end());
+      const double hi = *std::max_element(r.seconds.begin(), r.seconds.end());
+      char range[48];
+      std::snprintf(range, sizeof range, "%.3f-%.3f", lo, hi);
       std::string vs;
       char buf[64];
       if (std::string(phase) == "save" || std::string(phase) == "async total") {
@@ -335,6 +371,9 @@ int Worker(const Args& a) {
         vs = buf;
       } else if (std::string(phase) == "load" || std::string(phase) == "reshard") {
         std::snprintf(buf, sizeof buf, "%.2fx read", raw_r / med);
+        vs = buf;
+      } else if (std::string(phase) == "load cold") {
+        std::snprintf(buf, sizeof buf, "%.2fx cold", raw_cold / med);
         vs = buf;
       } else if (std::string(phase) == "async blocked") {
         std::snprintf(buf, sizeof buf, "%.1f%% of save", 100 * med / save);
@@ -345,9 +384,11 @@ int Worker(const Args& a) {
         std::snprintf(buf, sizeof buf, "%.3f", r.stored / logical);
         ratio = buf;
       }
-      std::fprintf(out, "%-6s %-14s %9.3f %9.3f %12s %s\n", "", phase, med, logical / med / 1e9, vs.c_str(), ratio.c_str());
+      std::fprintf(out, "%-6s %-14s %9.3f %15s %9.3f %12s %s\n", "", phase, med, range, logical / med / 1e9, vs.c_str(),
+                  ratio.c_str());
     }
-    std::fprintf(out, "%-6s %-14s %9s %9s %12.2f\n", "", "reshard/load", "", "",
+    if (!cold) std::fprintf(out, "%-6s (no cold phases: dropping the page cache needs root)\n", "");
+    std::fprintf(out, "%-6s %-14s %9s %15s %9s %12.2f\n", "", "reshard/load", "", "", "",
                 Median(phases.at("load").seconds) / Median(phases.at("reshard").seconds));
   }
   std::fclose(out);
@@ -371,15 +412,19 @@ int main(int argc, char** argv) {
     if (s == "-h" || s == "--help") {
       std::cout << "usage: ckptdb-bench [--size 1GiB] [--world 2] [--data fp32|bf16|adam|bytes|all]\n"
                    "                    [--compression none|zstd|auto] [--repeat 3] [--dir DIR] [--json]\n"
-                   "                    [--chunk-bytes 4MiB] [--invalidate-page-cache]\n\n"
+                   "                    [--chunk-bytes 4MiB] [--invalidate-page-cache] [--no-mmap] [--warm-only]\n\n"
                    "Saves and loads a state dict of --size logical bytes over --world ranks (started\n"
                    "for real through ckptdb-launch) and prints each phase's median job time and\n"
                    "throughput, as ratios to a raw write+fsync and a raw read of the same bytes\n"
-                   "measured in the same run. Phases: raw write, raw read, save, load (same\n"
-                   "sharding), reshard (load into column shards), async blocked (how long SaveAsync\n"
-                   "blocks the caller) and async total. --dir (default: a temporary directory,\n"
-                   "removed at the end) holds the store and the raw files. --chunk-bytes and\n"
-                   "--invalidate-page-cache set the StoreOptions of the same names, to compare.\n";
+                   "measured in the same run, with min-max over the runs. Phases: raw write, raw\n"
+                   "read, raw read cold, save, load (same sharding), load cold, reshard (load into\n"
+                   "column shards), async blocked (how long SaveAsync blocks the caller) and async\n"
+                   "total. The cold phases drop the page cache first (as root; skipped, and said\n"
+                   "so, otherwise; --warm-only skips them), as a job restarting on a fresh machine\n"
+                   "meets it. --dir (default: a temporary directory, removed at the end) holds the\n"
+                   "store and the raw files. --chunk-bytes and --invalidate-page-cache set the\n"
+                   "StoreOptions of the same names, --no-mmap ReaderOptions.mmap_reads = false, to\n"
+                   "compare.\n";
       return 0;
     } else if (s == "--size") {
       a.size = ParseSize(next());
@@ -401,6 +446,12 @@ int main(int argc, char** argv) {
       a.chunk_bytes = ParseSize(next());
     } else if (s == "--invalidate-page-cache") {
       a.invalidate_page_cache = true;
+      forward.push_back(s);
+    } else if (s == "--no-mmap") {
+      a.mmap_reads = false;
+      forward.push_back(s);
+    } else if (s == "--warm-only") {
+      a.cold = false;
       forward.push_back(s);
     } else if (s == "--repeat") {
       a.repeat = std::max(1, std::atoi(next().c_str()));
