@@ -395,13 +395,23 @@ class RocksDBStoreWriter final : public StoreWriter {
     return reclaimed;
   }
 
+  // One DeleteFilesInRanges call for every step (one MANIFEST edit; a call
+  // per step made pruning 1,000 steps take seconds).
   Status ReclaimSteps(const std::vector<int64_t>& steps) {
-    Status first;
+    if (steps.empty()) return Status::OK();
+    std::vector<std::string> bounds;
+    bounds.reserve(2 * steps.size());
     for (int64_t step : steps) {
-      Status st = ReclaimRange(DataSaveBegin(step, 0), DataSaveEnd(step, UINT64_MAX));
-      if (first.ok()) first = st;
+      bounds.push_back(DataSaveBegin(step, 0));
+      bounds.push_back(DataSaveEnd(step, UINT64_MAX));
     }
-    return first;
+    std::vector<rocksdb::Slice> slices(bounds.begin(), bounds.end());
+    std::vector<rocksdb::RangePtr> ranges;
+    ranges.reserve(steps.size());
+    for (size_t i = 0; i < steps.size(); ++i) ranges.emplace_back(&slices[2 * i], &slices[2 * i + 1]);
+    return FromRocks(rocksdb::DeleteFilesInRanges(db_.get(), db_->DefaultColumnFamily(), ranges.data(), ranges.size(),
+                                                  /*include_end=*/false),
+                     "reclaiming the files of " + std::to_string(steps.size()) + " deleted step(s)");
   }
 
   rocksdb::Options Options() const {
