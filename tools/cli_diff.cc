@@ -1,5 +1,6 @@
 // diff: what changed between two steps, entry by entry.
 #include <cmath>
+#include <unordered_map>
 #include <cstring>
 #include <set>
 
@@ -45,12 +46,12 @@ std::string FormatDouble(double v) {
 // steps at a time, so memory stays bounded whatever their size.
 Status CompareValues(StoreReader& reader, const StepMetadata& ma, const StepMetadata& mb, Change* c) {
   if (c->a->kind == EntryKind::kBytes) {
-    auto sa = LoadWhole(reader, ma.step, {c->fqn});
+    auto sa = ReadBytesEntry(reader, ma, *c->a);
     if (!sa.ok()) return sa.status();
-    auto sb = LoadWhole(reader, mb.step, {c->fqn});
+    auto sb = ReadBytesEntry(reader, mb, *c->b);
     if (!sb.ok()) return sb.status();
-    const Bytes& ba = std::get<Bytes>(sa->entries().front().second);
-    const Bytes& bb = std::get<Bytes>(sb->entries().front().second);
+    const Bytes& ba = *sa;
+    const Bytes& bb = *sb;
     c->what = "bytes";
     c->total = std::max(ba.data.size(), bb.data.size());
     for (size_t i = 0; i < c->total; ++i) {
@@ -93,11 +94,16 @@ Status Diff(StoreReader& reader, int64_t a, int64_t b, bool json, std::ostream& 
   std::vector<const EntryMetadata*> added, removed;
   std::vector<Change> changed;
   uint64_t unchanged = 0;
+  // One index per step: a lookup per entry, not a scan.
+  std::unordered_map<std::string, const EntryMetadata*> in_a, in_b;
+  for (const EntryMetadata& e : ma->entries) in_a.emplace(e.fqn, &e);
+  for (const EntryMetadata& e : mb->entries) in_b.emplace(e.fqn, &e);
   for (const EntryMetadata& e : ma->entries) {
-    if (mb->Find(e.fqn) == nullptr) removed.push_back(&e);
+    if (in_b.count(e.fqn) == 0) removed.push_back(&e);
   }
   for (const EntryMetadata& eb : mb->entries) {
-    const EntryMetadata* ea = ma->Find(eb.fqn);
+    auto found = in_a.find(eb.fqn);
+    const EntryMetadata* ea = found == in_a.end() ? nullptr : found->second;
     if (ea == nullptr) {
       added.push_back(&eb);
       continue;

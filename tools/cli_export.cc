@@ -75,9 +75,9 @@ Status ExportSafetensors(StoreReader& reader, int64_t step, const std::string& o
         return Status::InvalidArgument("bytes entry '" + e.fqn + "' cannot be exported: the name is used by the "
                                        "export's own metadata");
       }
-      auto sd = LoadWhole(reader, step, {e.fqn});
-      if (!sd.ok()) return sd.status();
-      const std::string& data = std::get<Bytes>(sd->entries().front().second).data;
+      auto bytes = ReadBytesEntry(reader, *md, e);
+      if (!bytes.ok()) return bytes.status();
+      const std::string& data = bytes->data;
       const bool text = IsValidUtf8(data);
       if (!text) base64_fqns.push_back(e.fqn);
       metadata_json += ", " + JsonString(e.fqn) + ": " + JsonString(text ? data : Base64Encode(data));

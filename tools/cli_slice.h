@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ckptdb/metadata.h"
+#include "ckptdb/state_dict.h"
 #include "ckptdb/status.h"
 #include "ckptdb/storage.h"
 #include "ckptdb/tensor.h"
@@ -52,6 +53,10 @@ Shape SlicedShape(const std::vector<SliceRange>& ranges);
 // its bounding box are fetched (and verified).
 StatusOr<Tensor> ReadSlice(StorageReader& reader, const StepMetadata& md, const EntryMetadata& e,
                            const std::vector<SliceRange>& ranges);
+
+// Reads bytes entry `e` of step `md` (without decoding the step's metadata
+// again).
+StatusOr<Bytes> ReadBytesEntry(StorageReader& reader, const StepMetadata& md, const EntryMetadata& e);
 
 // Cuts tensor entry `e` along dimension 0 into blocks of whole rows of at
 // most about `max_bytes` each and calls fn with each block's ranges (all of
