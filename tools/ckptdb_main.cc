@@ -293,6 +293,31 @@ int RunLs(int argc, char** argv) {
   return Finish(ckptdb::cli::ListEntries(*c.reader, *step, a.Has("--shards"), a.Has("--json"), std::cout));
 }
 
+// Passes bytes on to another stream buffer, counting them.
+class CountingBuf : public std::streambuf {
+ public:
+  explicit CountingBuf(std::streambuf* to) : to_(to) {}
+  uint64_t written() const { return written_; }
+
+ protected:
+  int overflow(int c) override {
+    if (c == traits_type::eof()) return traits_type::not_eof(c);
+    if (to_->sputc(static_cast<char>(c)) == traits_type::eof()) return traits_type::eof();
+    ++written_;
+    return c;
+  }
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    const std::streamsize put = to_->sputn(s, n);
+    written_ += static_cast<uint64_t>(std::max<std::streamsize>(put, 0));
+    return put;
+  }
+  int sync() override { return to_->pubsync(); }
+
+ private:
+  std::streambuf* to_;
+  uint64_t written_ = 0;
+};
+
 int RunCat(int argc, char** argv) {
   Args a = ckptdb::cli::ParseArgs(argc, argv, 2, ArgSpec{{"--json", "--raw"}, {"--slice"}});
   if (a.help) return std::cout << kCatHelp, kExitOk;
@@ -315,18 +340,22 @@ int RunCat(int argc, char** argv) {
   // step's files before they are read (seen as a vanished file, or as its
   // chunks missing). Then look again in a fresh view, where STEP may be gone
   // or ('latest', a tag) be another step; genuine damage is reported as it
-  // persists. Output is only written once all is read.
+  // persists. Formatted output is written once all is read; --raw streams
+  // (memory stays bounded whatever the tensor), so it looks again only while
+  // nothing has been written.
   for (int attempt = 0;; ++attempt) {
     auto step = ckptdb::cli::ResolveStep(*c.reader, a.positional[1]);
     if (!step.ok()) return Finish(step.status());
-    std::ostringstream out;
-    ckptdb::Status st = ckptdb::cli::CatEntry(*c.reader, *step, a.positional[2], o, out);
+    std::ostringstream buffered;
+    CountingBuf counted(std::cout.rdbuf());
+    std::ostream streamed(&counted);
+    ckptdb::Status st = ckptdb::cli::CatEntry(*c.reader, *step, a.positional[2], o, o.raw ? streamed : buffered);
     const std::string text = st.ToString();
     const bool vanished =
         (st.code() == ckptdb::StatusCode::kIOError && text.find("No such file") != std::string::npos) ||
         (st.code() == ckptdb::StatusCode::kDataLoss && text.find("is missing from the store") != std::string::npos);
-    if (vanished && attempt < 3 && c.reader->Refresh().ok()) continue;
-    if (st.ok()) std::cout << out.str();
+    if (vanished && counted.written() == 0 && attempt < 3 && c.reader->Refresh().ok()) continue;
+    if (st.ok() && !o.raw) std::cout << buffered.str();
     return Finish(st);
   }
 }

@@ -233,15 +233,33 @@ StatusOr<Tensor> ReadSlice(StorageReader& reader, const StepMetadata& md, const 
 
 Status ForEachRowRange(const EntryMetadata& e, uint64_t max_bytes,
                        const std::function<Status(const std::vector<SliceRange>& ranges)>& fn) {
+  const size_t nd = e.shape.size();
   std::vector<SliceRange> ranges;
   for (int64_t d : e.shape) ranges.push_back(SliceRange{0, d, 1, false});
-  if (e.shape.empty() || e.logical_bytes() == 0) return fn(ranges);
-  const uint64_t row_bytes = e.logical_bytes() / static_cast<uint64_t>(e.shape[0]);
-  const int64_t rows = std::max<int64_t>(1, static_cast<int64_t>(max_bytes / std::max<uint64_t>(row_bytes, 1)));
-  for (int64_t r = 0; r < e.shape[0]; r += rows) {
-    ranges[0] = SliceRange{r, std::min(rows, e.shape[0] - r), 1, false};
-    Status st = fn(ranges);
-    if (!st.ok()) return st;
+  if (nd == 0 || e.logical_bytes() == 0) return fn(ranges);
+  // inner[d]: the bytes of one index along dimension d (everything after it).
+  std::vector<uint64_t> inner(nd);
+  uint64_t bytes = DTypeSize(e.dtype);
+  for (size_t d = nd; d-- > 0;) {
+    inner[d] = bytes;
+    bytes *= static_cast<uint64_t>(e.shape[d]);
+  }
+  // Cut along the first dimension whose single index fits in max_bytes
+  // (down to one element); the dimensions before it go one index at a time.
+  size_t cut = 0;
+  while (cut + 1 < nd && inner[cut] > max_bytes) ++cut;
+  const int64_t per = std::max<int64_t>(1, static_cast<int64_t>(max_bytes / inner[cut]));
+  std::vector<int64_t> prefix(cut, 0);
+  while (true) {
+    for (size_t d = 0; d < cut; ++d) ranges[d] = SliceRange{prefix[d], 1, 1, false};
+    for (int64_t i = 0; i < e.shape[cut]; i += per) {
+      ranges[cut] = SliceRange{i, std::min(per, e.shape[cut] - i), 1, false};
+      Status st = fn(ranges);
+      if (!st.ok()) return st;
+    }
+    size_t d = cut;
+    while (d > 0 && ++prefix[d - 1] == e.shape[d - 1]) prefix[--d] = 0;
+    if (d == 0) break;
   }
   return Status::OK();
 }

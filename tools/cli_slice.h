@@ -58,18 +58,20 @@ StatusOr<Tensor> ReadSlice(StorageReader& reader, const StepMetadata& md, const 
 // again).
 StatusOr<Bytes> ReadBytesEntry(StorageReader& reader, const StepMetadata& md, const EntryMetadata& e);
 
-// Cuts tensor entry `e` along dimension 0 into blocks of whole rows of at
-// most about `max_bytes` each and calls fn with each block's ranges (all of
-// every other dimension), in order; a 0-d or empty tensor is one block, and
-// a row larger than max_bytes is a block of its own.
+// Cuts tensor entry `e` into boxes of at most max_bytes (or one element,
+// when an element is larger) and calls fn with each box's ranges, in
+// row-major order, so that the boxes' bytes one after the other are the
+// tensor's: blocks of whole rows (along dimension 0) while a row fits, else
+// parts of one row (cut along the first dimension whose index fits), so a
+// [1, N] tensor streams in bounded blocks too. A 0-d or empty tensor is one
+// block. No dimension is dropped (the boxes keep sizes of 1).
 Status ForEachRowRange(const EntryMetadata& e, uint64_t max_bytes,
                        const std::function<Status(const std::vector<SliceRange>& ranges)>& fn);
 
-// Streams tensor entry `e` of step `md` in row-major order, in blocks of
-// whole rows (along dimension 0) of at most about `max_bytes` each, so that
-// memory stays bounded whatever the tensor's size: fn gets each block's
-// bytes in order. 0-d tensors and rows larger than max_bytes come as one
-// block (a row at a time).
+// Streams tensor entry `e` of step `md` in row-major order, in the blocks
+// of ForEachRowRange (at most max_bytes, or one element), so that memory
+// stays bounded whatever the tensor's size and shape: fn gets each block's
+// bytes in order.
 Status ForEachRowBlock(StorageReader& reader, const StepMetadata& md, const EntryMetadata& e, uint64_t max_bytes,
                        const std::function<Status(const Tensor& block)>& fn);
 
