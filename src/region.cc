@@ -111,8 +111,38 @@ void CopyRegionWindow(const Box& src_box, const void* src_data, uint64_t src_bas
     run *= static_cast<uint64_t>(region.sizes[inner]);
   }
   // Iterate over dimensions [0, inner) of the region; dimension `inner` and
-  // everything after it form one run.
+  // everything after it form one run. Start at the first run that can reach
+  // the window (runs advance monotonically in src): walking from the
+  // region's origin for every window made a load quadratic in its chunks.
   std::vector<int64_t> idx(region.offsets);
+  if (inner > 0 && lo > 0) {
+    // The window's first element as an index into src_box.
+    std::vector<int64_t> m(n);
+    uint64_t rest = lo;
+    for (size_t d = n; d-- > 0;) {
+      const uint64_t size = static_cast<uint64_t>(src_box.sizes[d]);
+      m[d] = src_box.offsets[d] + static_cast<int64_t>(size == 0 ? 0 : rest % size);
+      rest = size == 0 ? 0 : rest / size;
+    }
+    // The smallest region index (over dimensions [0, inner), row-major)
+    // that is not before m.
+    for (size_t d = 0; d < inner; ++d) {
+      if (m[d] < region.offsets[d]) break;  // idx[d..] stay at the region's start
+      if (m[d] < region.offsets[d] + region.sizes[d]) {
+        idx[d] = m[d];
+        continue;
+      }
+      // Past the region along d under this prefix: the next prefix.
+      size_t c = d;
+      while (true) {
+        if (c == 0) return;  // the window lies after the whole region
+        --c;
+        if (++idx[c] < region.offsets[c] + region.sizes[c]) break;
+        idx[c] = region.offsets[c];
+      }
+      break;
+    }
+  }
   while (true) {
     const uint64_t s_elem = LinearIndex(src_box, idx);
     // Runs advance monotonically in src: stop once past the window.

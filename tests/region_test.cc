@@ -44,7 +44,7 @@ Box RandomBox(std::mt19937& rng, const std::vector<int64_t>& shape) {
 
 TEST(Region, WindowedCopiesMatchElementwiseCopyOnRandomBoxes) {
   std::mt19937 rng(42);
-  for (int iter = 0; iter < 500; ++iter) {
+  for (int iter = 0; iter < 3000; ++iter) {
     int dims = 1 + iter % 4;
     std::vector<int64_t> shape;
     for (int i = 0; i < dims; ++i) shape.push_back(1 + rng() % 7);
