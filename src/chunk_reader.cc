@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <map>
+#include <tuple>
 
 #include "chunk_codec.h"
 #include "keys.h"
@@ -14,11 +16,16 @@ namespace ckptdb {
 
 StatusOr<ReadStats> ReadChunks(rocksdb::DB* db, const StepMetadata& md, const std::vector<ReadItem>& items,
                                int threads) {
+  // One job per chunk, with every item that wants part of it: several
+  // target shards on one rank that overlap one chunk read (and verify) it
+  // once.
   struct Job {
-    const ReadItem* item;
+    const StoredPiece* piece;
     uint32_t chunk;
+    std::vector<const ReadItem*> items;
   };
   std::vector<Job> jobs;
+  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, size_t> job_of;  // (rank, item, chunk) -> job
   for (const ReadItem& item : items) {
     const StoredPiece& p = item.piece;
     if (item.length == 0) continue;
@@ -29,7 +36,11 @@ StatusOr<ReadStats> ReadChunks(rocksdb::DB* db, const StepMetadata& md, const st
     }
     const uint32_t first = static_cast<uint32_t>(item.offset / p.chunk_bytes);
     const uint32_t last = static_cast<uint32_t>((item.offset + item.length - 1) / p.chunk_bytes);
-    for (uint32_t c = first; c <= last; ++c) jobs.push_back(Job{&item, c});
+    for (uint32_t c = first; c <= last; ++c) {
+      auto [it, fresh] = job_of.emplace(std::make_tuple(p.key.rank, p.key.item, c), jobs.size());
+      if (fresh) jobs.push_back(Job{&p, c, {}});
+      jobs[it->second].items.push_back(&item);
+    }
   }
 
   std::atomic<uint64_t> stored{0}, raw{0};
@@ -53,30 +64,12 @@ StatusOr<ReadStats> ReadChunks(rocksdb::DB* db, const StepMetadata& md, const st
     if (s.IsNotFound()) return Status::DataLoss(where(item, c) + " is missing from the store");
     return FromRocks(s, "reading " + where(item, c));
   };
-  auto fetch = [&](size_t j, std::string* scratch) -> Status {
-    const ReadItem& item = *jobs[j].item;
+  // Hands one item its part of a verified chunk.
+  auto deliver = [&](const ReadItem& item, uint32_t c, std::string_view chunk, uint64_t cbegin) -> Status {
     const StoredPiece& p = item.piece;
-    const uint32_t c = jobs[j].chunk;
-    rocksdb::PinnableSlice value;
-    RETURN_IF_ERROR(get(item, c, &value));
-    const uint64_t cbegin = uint64_t{c} * p.chunk_bytes;
-    const uint64_t clen = std::min<uint64_t>(p.chunk_bytes, p.nbytes - cbegin);
-    const uint64_t cend = cbegin + clen;
+    const uint64_t cend = cbegin + chunk.size();
     uint64_t want_begin = std::max<uint64_t>(cbegin, item.offset);
     uint64_t want_end = std::min<uint64_t>(cend, item.offset + item.length);
-    stored += value.size();
-    raw += clen;
-    if (!item.sink && want_begin == cbegin && want_end == cend) {
-      // The whole chunk lands in the destination: decode straight into it.
-      Status st = DecodeChunk(value.ToStringView(), clen, static_cast<char*>(item.dest) + (want_begin - item.offset));
-      if (!st.ok()) return Status::DataLoss(where(item, c) + ": " + st.message());
-      return Status::OK();
-    }
-    // Part of a chunk, or scattered: verify the chunk whole (the checksum
-    // covers it all) where it lies, then copy the part that is wanted.
-    std::string_view chunk;
-    Status st = DecodeChunkView(value.ToStringView(), clen, scratch, &chunk);
-    if (!st.ok()) return Status::DataLoss(where(item, c) + ": " + st.message());
     if (!item.sink) {
       std::memcpy(static_cast<char*>(item.dest) + (want_begin - item.offset), chunk.data() + (want_begin - cbegin),
                   want_end - want_begin);
@@ -109,6 +102,33 @@ StatusOr<ReadStats> ReadChunks(rocksdb::DB* db, const StepMetadata& md, const st
     // Not DataLoss: the chunk was verified; the sink's own error stands.
     Status sunk = item.sink(want_begin, data, want_end - want_begin);
     if (!sunk.ok()) return sunk.WithContext(where(item, c));
+    return Status::OK();
+  };
+  auto fetch = [&](size_t j, std::string* scratch) -> Status {
+    const Job& job = jobs[j];
+    const ReadItem& first = *job.items.front();
+    const StoredPiece& p = *job.piece;
+    const uint32_t c = job.chunk;
+    rocksdb::PinnableSlice value;
+    RETURN_IF_ERROR(get(first, c, &value));
+    const uint64_t cbegin = uint64_t{c} * p.chunk_bytes;
+    const uint64_t clen = std::min<uint64_t>(p.chunk_bytes, p.nbytes - cbegin);
+    stored += value.size();
+    raw += clen;
+    if (job.items.size() == 1 && !first.sink && first.offset <= cbegin &&
+        cbegin + clen <= first.offset + first.length) {
+      // The whole chunk lands in the destination: decode straight into it.
+      Status st = DecodeChunk(value.ToStringView(), clen, static_cast<char*>(first.dest) + (cbegin - first.offset));
+      if (!st.ok()) return Status::DataLoss(where(first, c) + ": " + st.message());
+      return Status::OK();
+    }
+    // Part of a chunk, scattered, or for several items: verify the chunk
+    // whole (the checksum covers it all) where it lies, then hand each item
+    // its part.
+    std::string_view chunk;
+    Status st = DecodeChunkView(value.ToStringView(), clen, scratch, &chunk);
+    if (!st.ok()) return Status::DataLoss(where(first, c) + ": " + st.message());
+    for (const ReadItem* item : job.items) RETURN_IF_ERROR(deliver(*item, c, chunk, cbegin));
     return Status::OK();
   };
   // The chunks land in disjoint places, so "consume" has nothing to do; the

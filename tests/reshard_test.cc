@@ -595,5 +595,34 @@ TEST(ConvertElements, SmallIntegersToFloatsAreUnchanged) {
   EXPECT_EQ(Convert(DType::kI64, &big, DType::kI64), static_cast<uint64_t>(big));
 }
 
+// Several target shards on one rank that overlap one stored chunk read it
+// (and verify it) once: two column halves of a row-major tensor each need
+// every chunk.
+TEST(ChunkReads, AChunkWantedByTwoTargetShardsIsReadOnce) {
+  TempDir dir;
+  const Tensor full = PatternTensor(DType::kF32, {256, 16}, 3);  // 16 KiB: 4 chunks of 4 KiB
+  StoreOptions so;
+  so.chunk_bytes = 4096;
+  auto w = OpenStoreWriter(dir.Sub("s"), so);
+  ASSERT_TRUE(w.ok()) << w.status();
+  StateDict sd;
+  ASSERT_OK(sd.Add("t", full));
+  ASSERT_OK(testing::SaveNoDist(sd, **w, 0));
+  auto r = OpenStoreReader(dir.Sub("s"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  const Tensor left = Slice(full, {0, 0}, {256, 8}), right = Slice(full, {0, 8}, {256, 8});
+  StateDict target;
+  ASSERT_OK(target.Add("t", ShardedTensor::Create(DType::kF32, {256, 16},
+                                                  {Shard{{0, 0}, testing::ZerosLike(left)},
+                                                   Shard{{0, 8}, testing::ZerosLike(right)}})
+                                .value()));
+  LoadStats stats;
+  ASSERT_OK(testing::LoadNoDist(target, **r, 0, &stats));
+  EXPECT_EQ(stats.chunks_read, 4u);
+  const auto& shards = std::get<ShardedTensor>(*target.Find("t")).local_shards();
+  EXPECT_TRUE(shards[0].tensor.BitwiseEquals(left));
+  EXPECT_TRUE(shards[1].tensor.BitwiseEquals(right));
+}
+
 }  // namespace
 }  // namespace ckptdb
