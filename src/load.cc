@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "ckptdb/checkpoint.h"
+#include "box_index.h"
 #include "device_staging.h"
 #include "guarded_call.h"
 #include "region.h"
@@ -90,11 +91,29 @@ struct Overlap {
   bool contiguous;
 };
 
-std::vector<Overlap> Overlaps(const TargetRegion& t, const EntryMetadata& saved) {
+// The saved pieces of one entry as boxes, with an index over them: a target
+// region finds the pieces it meets without trying each one.
+struct PieceBoxes {
+  explicit PieceBoxes(const EntryMetadata& saved) {
+    boxes.reserve(saved.pieces.size());
+    for (const StoredPiece& p : saved.pieces) boxes.push_back(Box{p.offsets, p.sizes});
+    std::vector<const Box*> ptrs;
+    for (const Box& b : boxes) ptrs.push_back(&b);
+    index = std::make_unique<BoxIndex>(ptrs);
+  }
+  std::vector<Box> boxes;
+  std::unique_ptr<BoxIndex> index;
+};
+
+std::vector<Overlap> Overlaps(const TargetRegion& t, const EntryMetadata& saved, const PieceBoxes& pieces) {
+  std::vector<size_t> met;
+  pieces.index->ForEachOverlap(t.box, [&](size_t i) { met.push_back(i); });
+  std::sort(met.begin(), met.end());  // in the saved order, as before
   std::vector<Overlap> out;
   const size_t es = DTypeSize(saved.dtype), tes = DTypeSize(t.dtype);
-  for (const StoredPiece& piece : saved.pieces) {
-    Overlap o{&piece, Box{piece.offsets, piece.sizes}, {}, 0, 0, 0, 0, 0, false};
+  for (size_t i : met) {
+    const StoredPiece& piece = saved.pieces[i];
+    Overlap o{&piece, pieces.boxes[i], {}, 0, 0, 0, 0, 0, false};
     if (!Intersect(o.src, t.box, &o.ov)) continue;
     o.n = static_cast<uint64_t>(BoxNumel(o.ov));
     ByteSpan(o.src, o.ov, es, &o.sb, &o.se);
@@ -109,8 +128,9 @@ Status PlanTensorReads(const std::string& fqn, const Entry& target, const EntryM
                        LoadPlan* plan) {
   std::vector<TargetRegion> regions;
   RETURN_IF_ERROR(TargetRegions(fqn, target, saved, convert_dtype, &regions));
+  const PieceBoxes pieces(saved);
   for (TargetRegion t : regions) {
-    const std::vector<Overlap> overlaps = Overlaps(t, saved);
+    const std::vector<Overlap> overlaps = Overlaps(t, saved, pieces);
     // A device target takes each verified chunk as it is read (through a
     // pinned buffer) when every overlap is a plain run; otherwise a host
     // tensor stands in for it.

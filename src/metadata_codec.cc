@@ -2,6 +2,7 @@
 
 #include <unordered_set>
 
+#include "box_index.h"
 #include "chunk_codec.h"
 #include "region.h"
 
@@ -131,18 +132,23 @@ Status ValidateStepMetadata(const StepMetadata& m, bool check_storage) {
                                      " pieces, expected 1");
     }
     int64_t covered = 0;
+    std::vector<Box> boxes;
+    boxes.reserve(e.pieces.size());
     for (size_t i = 0; i < e.pieces.size(); ++i) {
       Status st = ValidatePiece(e, i, e.pieces[i], check_storage);
       if (!st.ok()) return st;
-      Box bi{e.pieces[i].offsets, e.pieces[i].sizes};
-      for (size_t j = 0; j < i; ++j) {
-        Box bj{e.pieces[j].offsets, e.pieces[j].sizes};
-        if (BoxesOverlap(bi, bj)) {
-          return Status::InvalidArgument("entry '" + e.fqn + "': saved shards " + BoxToString(bj) + " and " +
-                                         BoxToString(bi) + " overlap");
-        }
-      }
-      covered += BoxNumel(bi);
+      boxes.push_back(Box{e.pieces[i].offsets, e.pieces[i].sizes});
+      covered += BoxNumel(boxes.back());
+    }
+    // Pairwise disjoint, found through an index (n log n), not by trying
+    // every pair.
+    std::vector<const Box*> ptrs;
+    ptrs.reserve(boxes.size());
+    for (const Box& b : boxes) ptrs.push_back(&b);
+    size_t a = 0, b = 0;
+    if (FindOverlappingPair(ptrs, &a, &b)) {
+      return Status::InvalidArgument("entry '" + e.fqn + "': saved shards " + BoxToString(boxes[a]) + " and " +
+                                     BoxToString(boxes[b]) + " overlap");
     }
     // Disjoint pieces within the shape cover it exactly when their element
     // counts add up to the shape's.

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "box_index.h"
 #include "region.h"
 
 namespace ckptdb {
@@ -21,13 +22,16 @@ StatusOr<ShardedTensor> ShardedTensor::Create(DType dtype, Shape global_shape, s
     Box box{s.offsets, s.tensor.shape()};
     Status st = CheckBoxWithin(box, global_shape);
     if (!st.ok()) return st.WithContext(name);
-    for (size_t j = 0; j < i; ++j) {
-      Box other{local_shards[j].offsets, local_shards[j].tensor.shape()};
-      if (BoxesOverlap(box, other)) {
-        return Status::InvalidArgument(name + " " + BoxToString(box) + " overlaps local shard " + std::to_string(j) +
-                                       " " + BoxToString(other));
-      }
-    }
+  }
+  std::vector<Box> boxes;
+  boxes.reserve(local_shards.size());
+  for (const Shard& s : local_shards) boxes.push_back(Box{s.offsets, s.tensor.shape()});
+  std::vector<const Box*> ptrs;
+  for (const Box& b : boxes) ptrs.push_back(&b);
+  size_t a = 0, b = 0;
+  if (FindOverlappingPair(ptrs, &a, &b)) {
+    return Status::InvalidArgument("local shard " + std::to_string(b) + " " + BoxToString(boxes[b]) +
+                                   " overlaps local shard " + std::to_string(a) + " " + BoxToString(boxes[a]));
   }
   ShardedTensor t;
   t.dtype_ = dtype;

@@ -1,4 +1,5 @@
 #include "region.h"
+#include "box_index.h"
 
 #include <gtest/gtest.h>
 
@@ -102,4 +103,39 @@ TEST(Region, CheckBoxWithin) {
 }
 
 }  // namespace
+// The index finds exactly the boxes a query meets, and the overlapping
+// pair finder agrees with trying every pair, on random boxes.
+TEST(BoxIndex, FindsWhatTryingEveryBoxFinds) {
+  std::mt19937 rng(7);
+  for (int iter = 0; iter < 400; ++iter) {
+    const int dims = iter % 4;  // 0-d included
+    std::vector<int64_t> shape;
+    for (int i = 0; i < dims; ++i) shape.push_back(1 + rng() % 9);
+    std::vector<Box> boxes;
+    const int n = 1 + static_cast<int>(rng() % 12);
+    for (int k = 0; k < n; ++k) boxes.push_back(RandomBox(rng, shape));
+    std::vector<const Box*> ptrs;
+    for (const Box& b : boxes) ptrs.push_back(&b);
+    BoxIndex index(ptrs);
+    const Box query = RandomBox(rng, shape);
+    std::vector<size_t> got, want;
+    index.ForEachOverlap(query, [&](size_t i) { got.push_back(i); });
+    for (size_t k = 0; k < boxes.size(); ++k) {
+      if (BoxesOverlap(boxes[k], query)) want.push_back(k);
+    }
+    std::sort(got.begin(), got.end());
+    ASSERT_EQ(got, want) << "query " << BoxToString(query);
+    bool any = false;
+    for (size_t a = 0; a < boxes.size() && !any; ++a) {
+      for (size_t b = a + 1; b < boxes.size() && !any; ++b) any = BoxesOverlap(boxes[a], boxes[b]);
+    }
+    size_t a = 0, b = 0;
+    ASSERT_EQ(FindOverlappingPair(ptrs, &a, &b), any);
+    if (any) {
+      EXPECT_LT(a, b);
+      EXPECT_TRUE(BoxesOverlap(boxes[a], boxes[b]));
+    }
+  }
+}
+
 }  // namespace ckptdb
