@@ -280,10 +280,22 @@ int Worker(const Args& a) {
         auto reader = Must(OpenStoreReader(store, ro), "reader");
         Check(Load(target, *reader, lo), "load");
       }));
+      {
+        // Into freshly allocated tensors (their pages fault in on first
+        // write), as a restarting job loads.
+        StateDict fresh = MakeState(kind, a.size, rank, world, true, false);
+        r["load fresh"].seconds.push_back(Timed(*comm, [&] {
+          auto reader = Must(OpenStoreReader(store, ro), "reader");
+          Check(Load(fresh, *reader, lo), "load into fresh tensors");
+        }));
+      }
       if (a.cold && DropCaches(*comm)) {
+        // From the disk, into fresh tensors: a job restarting on a fresh
+        // machine.
+        StateDict fresh = MakeState(kind, a.size, rank, world, true, false);
         r["load cold"].seconds.push_back(Timed(*comm, [&] {
           auto reader = Must(OpenStoreReader(store, ro), "reader");
-          Check(Load(target, *reader, lo), "cold load");
+          Check(Load(fresh, *reader, lo), "cold load");
         }));
       }
       r["reshard"].seconds.push_back(Timed(*comm, [&] {
@@ -355,8 +367,8 @@ int Worker(const Args& a) {
     const double raw_cold = cold ? Median(phases.at("raw read cold").seconds) : 0;
     std::fprintf(out, "\n%-6s %-14s %9s %15s %9s %12s %s\n", kind.c_str(), "phase", "seconds", "min-max", "GB/s",
                 "vs raw", "stored/logical");
-    for (const char* phase : {"raw write", "raw read", "raw read cold", "save", "load", "load cold", "reshard",
-                              "async blocked", "async total"}) {
+    for (const char* phase : {"raw write", "raw read", "raw read cold", "save", "load", "load fresh", "load cold",
+                              "reshard", "async blocked", "async total"}) {
       if (phases.count(phase) == 0) continue;
       const PhaseResult& r = phases.at(phase);
       double med = Median(r.seconds);
@@ -369,7 +381,8 @@ int Worker(const Args& a) {
       if (std::string(phase) == "save" || std::string(phase) == "async total") {
         std::snprintf(buf, sizeof buf, "%.2fx write", raw_w / med);
         vs = buf;
-      } else if (std::string(phase) == "load" || std::string(phase) == "reshard") {
+      } else if (std::string(phase) == "load" || std::string(phase) == "load fresh" ||
+                 std::string(phase) == "reshard") {
         std::snprintf(buf, sizeof buf, "%.2fx read", raw_r / med);
         vs = buf;
       } else if (std::string(phase) == "load cold") {
@@ -417,11 +430,12 @@ int main(int argc, char** argv) {
                    "for real through ckptdb-launch) and prints each phase's median job time and\n"
                    "throughput, as ratios to a raw write+fsync and a raw read of the same bytes\n"
                    "measured in the same run, with min-max over the runs. Phases: raw write, raw\n"
-                   "read, raw read cold, save, load (same sharding), load cold, reshard (load into\n"
-                   "column shards), async blocked (how long SaveAsync blocks the caller) and async\n"
-                   "total. The cold phases drop the page cache first (as root; skipped, and said\n"
-                   "so, otherwise; --warm-only skips them), as a job restarting on a fresh machine\n"
-                   "meets it. --dir (default: a temporary directory, removed at the end) holds the\n"
+                   "read, raw read cold, save, load (same sharding, into tensors loaded before),\n"
+                   "load fresh (into freshly allocated tensors), load cold (fresh tensors, page\n"
+                   "cache dropped), reshard (load into column shards), async blocked (how long\n"
+                   "SaveAsync blocks the caller) and async total. The cold phases drop the page\n"
+                   "cache first (as root; skipped, and said so, otherwise; --warm-only skips them),\n"
+                   "as a job restarting on a fresh machine meets it. --dir (default: a temporary directory, removed at the end) holds the\n"
                    "store and the raw files. --chunk-bytes and --invalidate-page-cache set the\n"
                    "StoreOptions of the same names, --no-mmap ReaderOptions.mmap_reads = false, to\n"
                    "compare.\n";
