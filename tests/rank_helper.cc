@@ -2,6 +2,7 @@
 //
 //   ckptdb_rank_helper save|load STORE STEP OUT_DIR [--coordinator C]
 //       [--layout rows|cols] [--fail OP@RANK]... [--kill-in-write RANK]
+//       [--bad-target RANK]
 //
 // Joins the job from the environment (DistributedConfig::FromEnvironment),
 // saves or loads a state dict of fixed global contents split over however
@@ -14,6 +15,8 @@
 //   line 3: collective calls and seconds spent in them
 //   rest:   Status::ToString()
 // Exit code 0 on success, 3 on a ckptdb error, 2 on bad arguments.
+// --bad-target R: on load, rank R's target has an entry the step lacks. A
+// failed load whose target is not left as it was is reported as Internal.
 // OP is one of prepare, prepare_storage, write, async_write, write_bytes,
 // finish, read_metadata, read.
 #include <signal.h>
@@ -105,7 +108,7 @@ int main(int argc, char** argv) {
   }
   const std::string mode = argv[1], store = argv[2], out_dir = argv[4];
   const int64_t step = std::atoll(argv[3]);
-  int coordinator = 0, kill_rank = -1;
+  int coordinator = 0, kill_rank = -1, bad_target = -1;
   bool by_columns = false;
   std::map<std::string, std::set<int>> fail;
   for (int i = 5; i < argc; ++i) {
@@ -119,6 +122,8 @@ int main(int argc, char** argv) {
       fail[spec.substr(0, at)].insert(std::atoi(spec.c_str() + at + 1));
     } else if (a == "--layout" && i + 1 < argc) {
       by_columns = std::string(argv[++i]) == "cols";
+    } else if (a == "--bad-target" && i + 1 < argc) {
+      bad_target = std::atoi(argv[++i]);
     } else if (a == "--kill-in-write" && i + 1 < argc) {
       kill_rank = std::atoi(argv[++i]);
     } else {
@@ -181,6 +186,7 @@ int main(int argc, char** argv) {
           if (fails("read_metadata")) r.on_read_metadata = [&] { return Injected("read_metadata", rank); };
           if (fails("read")) r.on_read = [&] { return Injected("read", rank); };
           StateDict target = MakeStateDict(rank, world, true, by_columns);
+          if (rank == bad_target) (void)target.Add("not.saved", Tensor::Zeros(DType::kF32, {2}).value());
           LoadOptions o;
           o.step = step;
           o.coordinator_rank = coordinator;
@@ -188,6 +194,9 @@ int main(int argc, char** argv) {
           st = Load(target, r, o);
           if (st.ok() && !SameContents(MakeStateDict(rank, world, false, by_columns), target)) {
             st = Status::Internal("loaded values differ from the saved ones");
+          }
+          if (bad_target >= 0 && !st.ok() && !SameContents(MakeStateDict(rank, world, true, by_columns), target)) {
+            st = Status::Internal("the failed load changed this rank's target: " + st.ToString());
           }
         }
       }
