@@ -17,13 +17,20 @@
 // Exit code 0 on success, 3 on a ckptdb error, 2 on bad arguments.
 // --bad-target R: on load, rank R's target has an entry the step lacks. A
 // failed load whose target is not left as it was is reported as Internal.
+// Environment, for rendezvous tests: CKPTDB_TEST_REPORT names the report
+// file instead of OUT_DIR/rank-R.txt; CKPTDB_TEST_DIE_CONNECTING=1 makes the
+// process exit (code 9) at its first TCP connect(2) or accept(2) to a peer:
+// a rank that dies after the rendezvous, while the ranks connect.
 // OP is one of prepare, prepare_storage, write, async_write, write_bytes,
 // finish, read_metadata, read.
+#include <dlfcn.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <fstream>
 #include <future>
@@ -36,6 +43,23 @@
 
 using namespace ckptdb;
 using namespace ckptdb::testing;
+
+// Set while ConnectGloo runs under CKPTDB_TEST_DIE_CONNECTING=1.
+static std::atomic<bool> g_die_connecting{false};
+
+// These override libc's for the whole process (gloo's sockets included).
+extern "C" int connect(int fd, const struct sockaddr* addr, socklen_t len) {
+  if (g_die_connecting) _exit(9);
+  using Fn = int (*)(int, const struct sockaddr*, socklen_t);
+  static Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "connect"));
+  return real(fd, addr, len);
+}
+extern "C" int accept(int fd, struct sockaddr* addr, socklen_t* len) {
+  if (g_die_connecting) _exit(9);
+  using Fn = int (*)(int, struct sockaddr*, socklen_t*);
+  static Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "accept"));
+  return real(fd, addr, len);
+}
 
 namespace {
 
@@ -140,7 +164,10 @@ int main(int argc, char** argv) {
     st = config.status();
   } else {
     rank = config->rank;
+    const char* die = std::getenv("CKPTDB_TEST_DIE_CONNECTING");
+    g_die_connecting = die != nullptr && std::string(die) == "1";
     auto comm = ConnectGloo(*config);
+    g_die_connecting = false;
     if (!comm.ok()) {
       st = comm.status();
     } else {
@@ -207,7 +234,8 @@ int main(int argc, char** argv) {
     const char* r = std::getenv("CKPTDB_RANK");
     rank = r ? std::atoi(r) : 0;
   }
-  std::ofstream out(out_dir + "/rank-" + std::to_string(rank) + ".txt");
+  const char* report = std::getenv("CKPTDB_TEST_REPORT");
+  std::ofstream out(report != nullptr ? std::string(report) : out_dir + "/rank-" + std::to_string(rank) + ".txt");
   out << StatusCodeName(st.code()) << "\n";
   std::string failed;
   for (const auto& [r, s] : st.rank_failures()) failed += (failed.empty() ? "" : " ") + std::to_string(r);

@@ -51,8 +51,21 @@ struct DistributedConfig {
 };
 
 // Connects this rank to every other rank over TCP (gloo), after all ranks
-// arrived at the rendezvous. DeadlineExceeded naming the missing ranks when
-// some never arrive within config.timeout. Before the rendezvous,
+// arrived at the rendezvous. Two phases, each bounded by config.timeout
+// (plus a small constant), so a call returns within about twice it:
+//   1. The rendezvous: every rank claims its rank id under the job's keys
+//      and waits for every rank of its world; the ranks exchange addresses.
+//      DeadlineExceeded naming the missing ranks when some never arrive.
+//      Ranks that disagree on the world size fail at once, on every rank
+//      that sees it, naming it ("rank 0 says world size 5, rank 2 says world
+//      size 4"); so do two processes given one rank id ("two processes claim
+//      rank 2 ..."). A rank that finds such a problem records it in the
+//      rendezvous, and every rank still waiting there fails with it.
+//   2. Connecting to every peer at once: DeadlineExceeded (or Unavailable)
+//      naming the peers that did not connect (a rank that died after the
+//      rendezvous).
+// A rank that joins after the others formed their job is not seen by them.
+// Before the rendezvous,
 // config.bind_address is resolved and bound once: InvalidArgument naming the
 // address (and CKPTDB_BIND_ADDRESS) when it does not resolve or is not an
 // address of this host (Unavailable when the resolver failed temporarily).
