@@ -279,7 +279,17 @@ StatusOr<std::unique_ptr<Communicator>> ConnectGloo(const DistributedConfig& con
   // and they exchange their addresses.
   const auto deadline = Clock::now() + config.timeout;
   ASSIGN_OR_RETURN(std::unique_ptr<RendezvousStore> store, OpenRendezvousStore(config.rendezvous, config.timeout));
-  Rendezvous rdv(*store, config, config.job_id + "/", "job '" + config.job_id + "' (rendezvous " + config.rendezvous + ")");
+  const std::string where = "job '" + config.job_id + "'" +
+                            (config.launch_id.empty() ? "" : " (launch '" + config.launch_id + "')") +
+                            " on rendezvous " + config.rendezvous;
+  const bool is_file = config.rendezvous.rfind("file://", 0) == 0;
+  const std::string what_to_do =
+      (is_file ? "Remove the rendezvous directory " + config.rendezvous.substr(7)
+               : "Delete the rendezvous's keys '" + config.job_id + "/*'") +
+      " once no launch of this job runs, or use a new CKPTDB_JOB_ID; a launch id per launch (CKPTDB_LAUNCH_ID, "
+      "set by ckptdb-launch; torchrun's TORCHELASTIC_RUN_ID) keeps launches apart";
+  ASSIGN_OR_RETURN(std::string prefix, LaunchPrefix(*store, config, deadline, where, what_to_do));
+  Rendezvous rdv(*store, config, prefix, where, what_to_do);
   RETURN_IF_ERROR(rdv.Join(deadline));
   try {
     gloo::transport::tcp::attr attr;
@@ -301,6 +311,9 @@ StatusOr<std::unique_ptr<Communicator>> ConnectGloo(const DistributedConfig& con
     StatusOr<std::vector<std::string>> addresses = rdv.AllGather("address", blob, deadline);
     if (!addresses.ok()) return addresses.status();
     RETURN_IF_ERROR(ConnectPairs(*pairs, config, *addresses));
+    // A rank of another launch that took a rank id of this one is found by
+    // the rank that lost it, which records it: check once more.
+    RETURN_IF_ERROR(rdv.CheckNoFailure());
     auto ctx = std::make_shared<MeshContext>(config.rank, config.world_size);
     ctx->setTimeout(config.timeout);
     ctx->Adopt(device, pairs);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdio>
+#include <random>
 #include <thread>
 
 #include "status_codec.h"
@@ -58,16 +59,54 @@ class Poller {
 
 }  // namespace
 
-Rendezvous::Rendezvous(RendezvousStore& store, const DistributedConfig& config, std::string prefix, std::string where)
-    : store_(store), config_(config), prefix_(std::move(prefix)), where_(std::move(where)) {}
+StatusOr<std::string> LaunchPrefix(RendezvousStore& store, const DistributedConfig& config,
+                                   std::chrono::steady_clock::time_point deadline, const std::string& where,
+                                   const std::string& what_to_do) {
+  const std::string base = config.job_id + "/" + (config.launch_id.empty() ? "-" : config.launch_id) + "/";
+  if (config.rank == 0) {
+    char nonce[17];
+    std::snprintf(nonce, sizeof nonce, "%016llx",
+                  static_cast<unsigned long long>(std::mt19937_64{std::random_device{}()}()));
+    ASSIGN_OR_RETURN(bool created, store.CreateKey(base + "launch", nonce));
+    if (created) return base + nonce + "/";
+    Status refused = Status::AlreadyExists(
+        where + " already holds the keys of a launch: a finished or killed launch of this job left them, or "
+        "another launch with the same job id runs now (two launches must not share a job id on one "
+        "rendezvous). " + what_to_do);
+    // Ranks that read the old nonce fail with this message too.
+    StatusOr<std::optional<std::string>> old = store.Get(base + "launch");
+    if (old.ok() && old->has_value()) (void)store.CreateKey(base + **old + "/refused", EncodeStatus(refused));
+    return refused;
+  }
+  Poller poller;
+  while (true) {
+    ASSIGN_OR_RETURN(std::optional<std::string> nonce, store.Get(base + "launch"));
+    if (nonce) return base + *nonce + "/";
+    if (Clock::now() >= deadline) break;
+    poller.Sleep();
+  }
+  return Status::DeadlineExceeded("rendezvous timed out after " + std::to_string(config.timeout.count()) +
+                                  " ms: rank 0 never opened " + where);
+}
+
+Rendezvous::Rendezvous(RendezvousStore& store, const DistributedConfig& config, std::string prefix, std::string where,
+                       std::string what_to_do)
+    : store_(store), config_(config), prefix_(std::move(prefix)), where_(std::move(where)),
+      what_to_do_(std::move(what_to_do)) {}
 
 Status Rendezvous::RecordedFailure() {
-  ASSIGN_OR_RETURN(std::optional<std::string> failed, store_.Get(prefix_ + "failed"));
-  if (!failed) return Status::OK();
-  Status st = DecodeStatus(*failed);
-  if (st.ok()) return Status::Internal("rendezvous: an unreadable failure is recorded for " + where_);
-  return st;
+  // A refusal by a later rank 0 first: it explains a failure of this launch.
+  for (const char* key : {"refused", "failed"}) {
+    ASSIGN_OR_RETURN(std::optional<std::string> failed, store_.Get(prefix_ + key));
+    if (!failed) continue;
+    Status st = DecodeStatus(*failed);
+    if (st.ok()) return Status::Internal("rendezvous: an unreadable failure is recorded for " + where_);
+    return st;
+  }
+  return Status::OK();
 }
+
+Status Rendezvous::CheckNoFailure() { return RecordedFailure(); }
 
 Status Rendezvous::Fail(const Status& st) {
   // Best effort: the caller fails with `st` either way.
@@ -81,11 +120,16 @@ Status Rendezvous::Join(Deadline deadline) {
   const std::string my_key = prefix_ + "rank/" + std::to_string(me);
   ASSIGN_OR_RETURN(bool created, store_.CreateKey(my_key, mine));
   if (!created) {
+    // A stale launch that rank 0 refuses (it records why) rather than a
+    // duplicate rank: wait a little for that explanation.
+    const auto grace = std::min(deadline, Clock::now() + std::chrono::milliseconds(500));
+    for (Poller p; Clock::now() < grace; p.Sleep()) RETURN_IF_ERROR(RecordedFailure());
     StatusOr<std::optional<std::string>> other = store_.Get(my_key);
     const std::string first = other.ok() && other->has_value() ? DescribeClaim(**other) : "another process";
     return Fail(Status::AlreadyExists("two processes claim rank " + std::to_string(me) + " of " + where_ + ": " +
                                       first + " and " + DescribeClaim(mine) +
-                                      "; give every process a rank of its own"));
+                                      "; give every process a rank of its own (if the first is not running, "
+                                      "its launch left its keys behind: " + what_to_do_ + ")"));
   }
   auto disagree = [&](int a, int wa, int b, int wb) {
     return Fail(Status::InvalidArgument("the ranks of " + where_ + " disagree on the world size: rank " +

@@ -1,7 +1,17 @@
 // How the ranks of a job meet before they connect (ConnectGloo), every wait
 // bounded by a deadline.
 //
-// Under the job's key prefix in the RendezvousStore each rank claims its
+// First the launch (LaunchPrefix): the keys of a job live under
+// "<job id>/<launch id>/" ("-" without a launch id). Rank 0 draws a random
+// nonce and creates "launch" there, holding it; the other ranks read it. All
+// further keys live under "<job id>/<launch id>/<nonce>/", so ranks only
+// ever meet ranks that read the same nonce. When "launch" exists already
+// (keys of a finished or killed launch, or of another launch with the same
+// job id and launch id running now), rank 0 refuses, naming the job, the
+// rendezvous and what to do, and records the refusal under the old nonce,
+// so that ranks which read that nonce fail with the same message.
+//
+// Under that prefix each rank claims its
 // rank id ("rank/R", holding its world size, pid and host), then waits until
 // every rank of its world has claimed one, checking as claims appear:
 //   - a rank id claimed twice: "two processes claim rank R of job ...";
@@ -24,14 +34,21 @@
 
 namespace ckptdb {
 
+// The key prefix of this launch of the job (see above). `what_to_do`
+// completes the refusal's message.
+StatusOr<std::string> LaunchPrefix(RendezvousStore& store, const DistributedConfig& config,
+                                   std::chrono::steady_clock::time_point deadline, const std::string& where,
+                                   const std::string& what_to_do);
+
 class Rendezvous {
  public:
   using Deadline = std::chrono::steady_clock::time_point;
 
-  // `prefix`: where this job's keys live in `store` (ends with '/');
-  // `where`: the job and rendezvous, for messages. The store must outlive
-  // this object.
-  Rendezvous(RendezvousStore& store, const DistributedConfig& config, std::string prefix, std::string where);
+  // `prefix`: where this launch's keys live in `store` (LaunchPrefix);
+  // `where`: the job and rendezvous, and `what_to_do` about keys left
+  // behind, for messages. The store must outlive this object.
+  Rendezvous(RendezvousStore& store, const DistributedConfig& config, std::string prefix, std::string where,
+             std::string what_to_do);
 
   // Claims this rank and waits until every rank of the world has claimed
   // one and all agree (see above). DeadlineExceeded naming the ranks that
@@ -46,6 +63,9 @@ class Rendezvous {
   // ranks waiting in the rendezvous fail with it. Returns `st`.
   Status Fail(const Status& st);
 
+  // The failure (or refusal) recorded for this launch, OK when none.
+  Status CheckNoFailure();
+
  private:
   // The recorded failure, if any (OK otherwise).
   Status RecordedFailure();
@@ -54,6 +74,7 @@ class Rendezvous {
   const DistributedConfig config_;
   const std::string prefix_;
   const std::string where_;
+  const std::string what_to_do_;
 };
 
 }  // namespace ckptdb

@@ -2,7 +2,7 @@
 //
 //   ckptdb_rank_helper save|load STORE STEP OUT_DIR [--coordinator C]
 //       [--layout rows|cols] [--fail OP@RANK]... [--kill-in-write RANK]
-//       [--bad-target RANK]
+//       [--bad-target RANK] [--tag T]
 //
 // Joins the job from the environment (DistributedConfig::FromEnvironment),
 // saves or loads a state dict of fixed global contents split over however
@@ -44,6 +44,10 @@
 using namespace ckptdb;
 using namespace ckptdb::testing;
 
+// --tag T: the contents of launch T (seeds 1+10T, 2+10T, 3+10T; the bytes
+// say "of launch T"), so that two launches' data can be told apart.
+static uint32_t g_tag = 0;
+
 // Set while ConnectGloo runs under CKPTDB_TEST_DIE_CONNECTING=1.
 static std::atomic<bool> g_die_connecting{false};
 
@@ -78,8 +82,8 @@ void Split(int64_t n, int world, int rank, int64_t* begin, int64_t* size) {
 StateDict MakeStateDict(int rank, int world, bool zeros, bool by_columns) {
   StateDict sd;
   auto fill = [&](Tensor t) { return zeros ? ZerosLike(t) : t; };
-  (void)sd.Add("replicated", fill(PatternTensor(DType::kF32, {32}, 1)));
-  Tensor global = PatternTensor(DType::kF32, {24, 4}, 2);
+  (void)sd.Add("replicated", fill(PatternTensor(DType::kF32, {32}, 1 + 10 * g_tag)));
+  Tensor global = PatternTensor(DType::kF32, {24, 4}, 2 + 10 * g_tag);
   int64_t b, n;
   if (by_columns) {
     Split(4, world, rank, &b, &n);
@@ -93,11 +97,11 @@ StateDict MakeStateDict(int rank, int world, bool zeros, bool by_columns) {
     Tensor mine = fill(Tensor::Copy(DType::kF32, {n, 4}, global.data_as<float>() + b * 4, n * 4 * 4).value());
     (void)sd.Add("sharded", ShardedTensor::Create(DType::kF32, {24, 4}, {{{b, 0}, mine}}).value());
   }
-  Tensor g2 = PatternTensor(DType::kI16, {10, 3}, 3);
+  Tensor g2 = PatternTensor(DType::kI16, {10, 3}, 3 + 10 * g_tag);
   Split(10, world, world - 1 - rank, &b, &n);
   Tensor part = fill(Tensor::Copy(DType::kI16, {n, 3}, g2.data_as<int16_t>() + b * 3, n * 3 * 2).value());
   (void)sd.Add("uneven", ShardedTensor::Create(DType::kI16, {10, 3}, {{{b, 0}, part}}).value());
-  (void)sd.AddBytes("bytes", zeros ? "" : "hello from the coordinator");
+  (void)sd.AddBytes("bytes", zeros ? "" : "hello from the coordinator" + (g_tag ? " of launch " + std::to_string(g_tag) : ""));
   return sd;
 }
 
@@ -146,6 +150,8 @@ int main(int argc, char** argv) {
       fail[spec.substr(0, at)].insert(std::atoi(spec.c_str() + at + 1));
     } else if (a == "--layout" && i + 1 < argc) {
       by_columns = std::string(argv[++i]) == "cols";
+    } else if (a == "--tag" && i + 1 < argc) {
+      g_tag = static_cast<uint32_t>(std::atoi(argv[++i]));
     } else if (a == "--bad-target" && i + 1 < argc) {
       bad_target = std::atoi(argv[++i]);
     } else if (a == "--kill-in-write" && i + 1 < argc) {

@@ -197,5 +197,90 @@ TEST_F(RendezvousTest, TwoProcessesWithOneRankIdAreNamedOnEveryRank) {
   for (const ProcResult& r : results) EXPECT_NE(r.text.find("two processes claim rank 2"), std::string::npos) << r.text;
 }
 
+// The step of `store` holds exactly what launch `tag` of ckptdb_rank_helper
+// saved: no shard of any other launch.
+void ExpectStepOfLaunch(const std::string& store, int64_t step, uint32_t tag) {
+  auto reader = OpenStoreReader(store);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  auto whole = LoadWhole(**reader, step);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_TRUE(std::get<Tensor>(*whole->Find("replicated")).BitwiseEquals(testing::PatternTensor(DType::kF32, {32}, 1 + 10 * tag)));
+  EXPECT_TRUE(std::get<Tensor>(*whole->Find("sharded")).BitwiseEquals(testing::PatternTensor(DType::kF32, {24, 4}, 2 + 10 * tag)))
+      << "a shard of another launch in " << store;
+  EXPECT_TRUE(std::get<Tensor>(*whole->Find("uneven")).BitwiseEquals(testing::PatternTensor(DType::kI16, {10, 3}, 3 + 10 * tag)))
+      << "a shard of another launch in " << store;
+  EXPECT_EQ(std::get<Bytes>(*whole->Find("bytes")).data, "hello from the coordinator of launch " + std::to_string(tag));
+}
+
+bool HasStep(const std::string& store, int64_t step) {
+  if (!std::filesystem::exists(store + "/db")) return false;
+  auto reader = OpenStoreReader(store);
+  return reader.ok() && (*reader)->ReadMetadata(step).ok();
+}
+
+// Launches 1 and 2 of 4 ranks each, interleaved (0 of 1, 0 of 2, 1 of 1...),
+// each saving step 1 into a store of its own with its own contents.
+std::vector<Proc> TwoLaunches(const std::string& store1, const std::string& store2,
+                              const std::map<std::string, std::string>& env1,
+                              const std::map<std::string, std::string>& env2, const std::string& out_dir) {
+  std::vector<Proc> procs;
+  for (int r = 0; r < 4; ++r) {
+    procs.push_back(Proc{r, 4, {"save", store1, "1", out_dir, "--tag", "1"}, env1});
+    procs.push_back(Proc{r, 4, {"save", store2, "1", out_dir, "--tag", "2"}, env2});
+  }
+  return procs;
+}
+
+// Two launches with one job id on one rendezvous at the same time, each
+// with its launch id (ckptdb-launch sets CKPTDB_LAUNCH_ID, torchrun
+// TORCHELASTIC_RUN_ID): both form their jobs, apart, and each store holds
+// only its own launch's shards. (Without launch ids two such launches cannot
+// be told apart: see ConnectGloo in ckptdb/distributed.h.)
+TEST_F(RendezvousTest, TwoLaunchesWithOneJobIdNeverFormOneJob) {
+  // A launch id each (ckptdb-launch, torchrun): both form their jobs, apart.
+  const std::string s1 = dir_.Sub("ids-1"), s2 = dir_.Sub("ids-2");
+  std::vector<ProcResult> results =
+      RunProcs(TwoLaunches(s1, s2, {{"CKPTDB_LAUNCH_ID", "launch-a"}}, {{"TORCHELASTIC_RUN_ID", "run-b"}}, dir_.path()),
+               Rendezvous(), JobId(), kTimeoutMs, dir_.path());
+  PrintFigures("two launches, one job id, a launch id each", results);
+  for (const ProcResult& r : results) EXPECT_EQ(r.exit_code, 0) << r.text;
+  ExpectStepOfLaunch(s1, 1, 1);
+  ExpectStepOfLaunch(s2, 1, 2);
+}
+
+TEST_F(RendezvousTest, ARendezvousLeftByAFinishedLaunchIsRefusedOrUnseen) {
+  const std::string job = JobId();
+  auto with_tag = [](std::vector<Proc> procs, const std::map<std::string, std::string>& env) {
+    for (Proc& p : procs) {
+      p.args.insert(p.args.end(), {"--tag", "1"});
+      p.env = env;
+    }
+    return procs;
+  };
+  // A finished launch without a launch id leaves its keys.
+  std::vector<ProcResult> first = RunProcs(with_tag(Job(4, dir_.Sub("a"), 1), {}), Rendezvous(), job, kTimeoutMs, dir_.path());
+  for (const ProcResult& r : first) ASSERT_EQ(r.exit_code, 0) << r.text;
+  // The next launch of the job on that rendezvous, without a launch id:
+  // refused on every rank, saying what to do.
+  std::vector<ProcResult> again = RunProcs(with_tag(Job(4, dir_.Sub("a"), 2), {}), Rendezvous(), job, kTimeoutMs, dir_.path());
+  PrintFigures("a stale rendezvous, no launch id", again);
+  ExpectAllFailWithin(again, kBoundS, "CKPTDB_JOB_ID");
+  for (const ProcResult& r : again) {
+    EXPECT_NE(r.text.find("job '" + job + "'"), std::string::npos) << r.text;
+    EXPECT_NE(r.text.find("Remove the rendezvous directory " + dir_.Sub("rdv")), std::string::npos) << r.text;
+  }
+  EXPECT_FALSE(HasStep(dir_.Sub("a"), 2));
+  // With a launch id per launch (ckptdb-launch), the old keys are never
+  // read: the same rendezvous and job id work again, and again.
+  for (const char* id : {"launch-1", "launch-2"}) {
+    std::vector<ProcResult> next =
+        RunProcs(with_tag(Job(4, dir_.Sub("b"), id[7] - '0'), {{"CKPTDB_LAUNCH_ID", id}}), Rendezvous(), job, kTimeoutMs,
+                 dir_.path());
+    for (const ProcResult& r : next) EXPECT_EQ(r.exit_code, 0) << r.text;
+  }
+  ExpectStepOfLaunch(dir_.Sub("b"), 1, 1);
+  ExpectStepOfLaunch(dir_.Sub("b"), 2, 1);
+}
+
 }  // namespace
 }  // namespace ckptdb
