@@ -63,6 +63,13 @@ StatusOr<DistributedConfig> DistributedConfig::FromEnvironment() {
   }
   c.rendezvous = rdv;
   if (const char* j = Env("CKPTDB_JOB_ID")) c.job_id = j;
+  if (const char* l = Env("CKPTDB_LAUNCH_ID")) {
+    c.launch_id = l;
+  } else if (const char* run = Env("TORCHELASTIC_RUN_ID")) {
+    // torchrun keeps its run id across restarts of the workers.
+    c.launch_id = std::string("torchelastic-") + run;
+    if (const char* n = Env("TORCHELASTIC_RESTART_COUNT")) c.launch_id += std::string("-restart-") + n;
+  }
   if (const char* b = Env("CKPTDB_BIND_ADDRESS")) c.bind_address = b;
   if (const char* t = Env("CKPTDB_TIMEOUT_MS")) {
     ASSIGN_OR_RETURN(long long ms, ParseInt("CKPTDB_TIMEOUT_MS", t));

@@ -6,10 +6,8 @@
 #include <gloo/allgatherv.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
-#include <gloo/rendezvous/context.h>
-#include <gloo/rendezvous/file_store.h>
-#include <gloo/rendezvous/prefix_store.h>
-#include <gloo/rendezvous/redis_store.h>
+#include <gloo/context.h>
+#include <gloo/transport/context.h>
 #include <gloo/transport/tcp/device.h>
 #include <netdb.h>
 #include <sys/socket.h>
@@ -19,11 +17,12 @@
 #include <chrono>
 #include <csignal>
 #include <cstring>
-#include <filesystem>
 #include <mutex>
 #include <thread>
 
 #include "ckptdb/distributed.h"
+#include "rendezvous.h"
+#include "rendezvous_store.h"
 #include "status_macros.h"
 
 namespace ckptdb {
@@ -40,13 +39,21 @@ Status FromException(const std::exception& e, const std::string& what) {
   return Status::Unavailable(m);
 }
 
+// A gloo context over pairs that ConnectGloo connected itself.
+class MeshContext final : public gloo::Context {
+ public:
+  MeshContext(int my_rank, int world_size) : gloo::Context(my_rank, world_size) {}
+  void Adopt(std::shared_ptr<gloo::transport::Device> device, std::shared_ptr<gloo::transport::Context> pairs) {
+    device_ = std::move(device);
+    transportContext_ = std::move(pairs);
+  }
+};
+
 class GlooCommunicator final : public Communicator {
  public:
-  GlooCommunicator(std::unique_ptr<gloo::rendezvous::Store> base, std::unique_ptr<gloo::rendezvous::Store> store,
-                   std::shared_ptr<gloo::transport::Device> device, std::shared_ptr<gloo::rendezvous::Context> ctx,
+  GlooCommunicator(std::shared_ptr<gloo::transport::Device> device, std::shared_ptr<gloo::Context> ctx,
                    std::chrono::milliseconds timeout)
-      : base_(std::move(base)), store_(std::move(store)), device_(std::move(device)), ctx_(std::move(ctx)),
-        timeout_(timeout) {}
+      : device_(std::move(device)), ctx_(std::move(ctx)), timeout_(timeout) {}
 
   int rank() const override { return ctx_->rank; }
   int world_size() const override { return ctx_->size; }
@@ -151,71 +158,13 @@ class GlooCommunicator final : public Communicator {
 
   uint32_t NextTag() { return tag_++ & 0x7fffffff; }
 
-  std::unique_ptr<gloo::rendezvous::Store> base_;
-  std::unique_ptr<gloo::rendezvous::Store> store_;
   std::shared_ptr<gloo::transport::Device> device_;
-  std::shared_ptr<gloo::rendezvous::Context> ctx_;
+  std::shared_ptr<gloo::Context> ctx_;
   std::chrono::milliseconds timeout_;
   uint32_t tag_ = 1;
   Status failed_;
   CollectiveStats stats_;
 };
-
-StatusOr<std::unique_ptr<gloo::rendezvous::Store>> OpenStore(const std::string& uri) {
-  try {
-    if (uri.rfind("file://", 0) == 0) {
-      std::string dir = uri.substr(7);
-      std::error_code ec;
-      std::filesystem::create_directories(dir, ec);
-      if (ec) return Status::IOError("cannot create rendezvous directory '" + dir + "': " + ec.message());
-      return std::unique_ptr<gloo::rendezvous::Store>(new gloo::rendezvous::FileStore(dir));
-    }
-    std::string hp = uri.substr(8);
-    size_t colon = hp.rfind(':');
-    std::string host = colon == std::string::npos ? hp : hp.substr(0, colon);
-    int port = 6379;
-    if (colon != std::string::npos) {
-      char* end = nullptr;
-      long p = std::strtol(hp.c_str() + colon + 1, &end, 10);
-      if (*end != '\0' || p <= 0 || p > 65535) return Status::InvalidArgument("bad port in rendezvous '" + uri + "'");
-      port = static_cast<int>(p);
-    }
-    return std::unique_ptr<gloo::rendezvous::Store>(new gloo::rendezvous::RedisStore(host, port));
-  } catch (const std::exception& e) {
-    return Status::Unavailable("cannot reach rendezvous '" + uri + "': " + e.what());
-  }
-}
-
-// Every rank announces itself and waits for all others, so that a rank that
-// never comes is reported by rank number instead of as a connect error.
-Status AwaitArrivals(gloo::rendezvous::Store& store, const DistributedConfig& c) {
-  try {
-    store.set("arrived/" + std::to_string(c.rank), std::vector<char>{'1'});
-  } catch (const std::exception& e) {
-    return Status::Unavailable(std::string("rendezvous: announcing rank: ") + e.what());
-  }
-  const auto deadline = Clock::now() + c.timeout;
-  std::vector<std::string> missing;
-  while (true) {
-    missing.clear();
-    for (int r = 0; r < c.world_size; ++r) {
-      std::string key = "arrived/" + std::to_string(r);
-      try {
-        store.wait({key}, std::chrono::milliseconds(1));
-      } catch (const std::exception&) {
-        missing.push_back(std::to_string(r));
-      }
-    }
-    if (missing.empty()) return Status::OK();
-    if (Clock::now() >= deadline) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  std::string list;
-  for (const std::string& m : missing) list += (list.empty() ? "" : ", ") + m;
-  return Status::DeadlineExceeded("rendezvous timed out after " + std::to_string(c.timeout.count()) +
-                                  " ms: rank(s) " + list + " of " + std::to_string(c.world_size) +
-                                  " never arrived (job '" + c.job_id + "', " + c.rendezvous + ")");
-}
 
 // Checks config.bind_address the way gloo's tcp::CreateDevice will use it
 // (getaddrinfo, then bind to the first address that can be bound), because
@@ -268,24 +217,107 @@ void IgnoreSigpipeUnlessHandled() {
   });
 }
 
+
+// Connects this rank's pair to every peer, all at once (one thread per
+// peer), so that connecting takes one timeout, not one per peer in turn.
+// `addresses[r]`: the blob rank r published, its pairs' addresses for every
+// rank but r, in rank order, each behind a 4-byte length.
+Status ConnectPairs(gloo::transport::Context& pairs, const DistributedConfig& c,
+                    const std::vector<std::string>& addresses) {
+  std::vector<std::string> errors(c.world_size);
+  std::vector<std::thread> threads;
+  for (int peer = 0; peer < c.world_size; ++peer) {
+    if (peer == c.rank) continue;
+    // My address in the peer's blob: entry `c.rank` less the peer itself.
+    const std::string& blob = addresses[peer];
+    const int index = c.rank < peer ? c.rank : c.rank - 1;
+    size_t off = 0;
+    std::vector<char> addr;
+    for (int i = 0; i <= index; ++i) {
+      uint32_t n = 0;
+      if (off + 4 > blob.size()) break;
+      std::memcpy(&n, blob.data() + off, 4);
+      off += 4;
+      if (off + n > blob.size()) break;
+      if (i == index) addr.assign(blob.data() + off, blob.data() + off + n);
+      off += n;
+    }
+    if (addr.empty()) {
+      errors[peer] = "rank " + std::to_string(peer) + " published no address for rank " + std::to_string(c.rank);
+      continue;
+    }
+    threads.emplace_back([&pairs, &errors, peer, addr = std::move(addr)] {
+      try {
+        pairs.getPair(peer)->connect(addr);
+      } catch (const std::exception& e) {
+        errors[peer] = e.what();
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  std::string failed, detail;
+  bool timed_out = false;
+  for (int peer = 0; peer < c.world_size; ++peer) {
+    if (errors[peer].empty()) continue;
+    failed += (failed.empty() ? "" : ", ") + std::to_string(peer);
+    detail += "; rank " + std::to_string(peer) + ": " + errors[peer];
+    timed_out = timed_out || errors[peer].find("imeout") != std::string::npos;
+  }
+  if (failed.empty()) return Status::OK();
+  std::string m = "connecting rank " + std::to_string(c.rank) + " to rank(s) " + failed + " (job '" + c.job_id +
+                  "', timeout " + std::to_string(c.timeout.count()) + " ms; did they die?)" + detail;
+  return timed_out ? Status::DeadlineExceeded(m) : Status::Unavailable(m);
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<Communicator>> ConnectGloo(const DistributedConfig& config) {
   RETURN_IF_ERROR(config.Validate());
   RETURN_IF_ERROR(CheckBindAddress(config.bind_address));
   IgnoreSigpipeUnlessHandled();
-  ASSIGN_OR_RETURN(std::unique_ptr<gloo::rendezvous::Store> base, OpenStore(config.rendezvous));
-  auto store = std::make_unique<gloo::rendezvous::PrefixStore>(config.job_id, *base);
-  RETURN_IF_ERROR(AwaitArrivals(*store, config));
+  // Phase 1, bounded by config.timeout: every rank arrives, the ranks agree,
+  // and they exchange their addresses.
+  const auto deadline = Clock::now() + config.timeout;
+  ASSIGN_OR_RETURN(std::unique_ptr<RendezvousStore> store, OpenRendezvousStore(config.rendezvous, config.timeout));
+  const std::string where = "job '" + config.job_id + "'" +
+                            (config.launch_id.empty() ? "" : " (launch '" + config.launch_id + "')") +
+                            " on rendezvous " + config.rendezvous;
+  const bool is_file = config.rendezvous.rfind("file://", 0) == 0;
+  const std::string what_to_do =
+      (is_file ? "Remove the rendezvous directory " + config.rendezvous.substr(7)
+               : "Delete the rendezvous's keys '" + config.job_id + "/*'") +
+      " once no launch of this job runs, or use a new CKPTDB_JOB_ID; a launch id per launch (CKPTDB_LAUNCH_ID, "
+      "set by ckptdb-launch; torchrun's TORCHELASTIC_RUN_ID) keeps launches apart";
+  ASSIGN_OR_RETURN(std::string prefix, LaunchPrefix(*store, config, deadline, where, what_to_do));
+  Rendezvous rdv(*store, config, prefix, where, what_to_do);
+  RETURN_IF_ERROR(rdv.Join(deadline));
   try {
     gloo::transport::tcp::attr attr;
     attr.hostname = config.bind_address;
     std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
-    auto ctx = std::make_shared<gloo::rendezvous::Context>(config.rank, config.world_size);
+    std::shared_ptr<gloo::transport::Context> pairs = device->createContext(config.rank, config.world_size);
+    // gloo waits 5 times a pair's timeout for its connection: phase 2,
+    // connecting, is bounded by config.timeout too. (Collectives set their
+    // own timeout on every call.)
+    pairs->setTimeout(std::max(std::chrono::milliseconds(1), config.timeout / 5));
+    std::string blob;
+    for (int peer = 0; peer < config.world_size; ++peer) {
+      if (peer == config.rank) continue;
+      const std::vector<char> bytes = pairs->createPair(peer)->address().bytes();
+      const uint32_t n = static_cast<uint32_t>(bytes.size());
+      blob.append(reinterpret_cast<const char*>(&n), 4);
+      blob.append(bytes.data(), bytes.size());
+    }
+    StatusOr<std::vector<std::string>> addresses = rdv.AllGather("address", blob, deadline);
+    if (!addresses.ok()) return addresses.status();
+    RETURN_IF_ERROR(ConnectPairs(*pairs, config, *addresses));
+    // A rank of another launch that took a rank id of this one is found by
+    // the rank that lost it, which records it: check once more.
+    RETURN_IF_ERROR(rdv.CheckNoFailure());
+    auto ctx = std::make_shared<MeshContext>(config.rank, config.world_size);
     ctx->setTimeout(config.timeout);
-    ctx->connectFullMesh(*store, device);
-    return std::unique_ptr<Communicator>(
-        new GlooCommunicator(std::move(base), std::move(store), std::move(device), std::move(ctx), config.timeout));
+    ctx->Adopt(device, pairs);
+    return std::unique_ptr<Communicator>(new GlooCommunicator(std::move(device), std::move(ctx), config.timeout));
   } catch (const std::exception& e) {
     return FromException(e, "connecting rank " + std::to_string(config.rank) + " to its peers");
   }

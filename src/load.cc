@@ -1,5 +1,6 @@
 // The load protocol and resharding reads (include/ckptdb/checkpoint.h).
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <unordered_map>
 #include <unordered_set>
@@ -26,9 +27,20 @@ struct DeviceCopy {
   void* dst;
 };
 
+// A bytes target: resized (and read) only when the load goes ahead.
+struct BytesTarget {
+  const std::string* fqn;
+  Bytes* bytes;
+  const StoredPiece* piece;
+};
+
+// What a rank will read and where it goes. Making one changes nothing in the
+// target; only ExecuteLoad does.
 struct LoadPlan {
   std::vector<ReadItem> reads;
+  std::vector<BytesTarget> bytes_targets;
   std::vector<DeviceCopy> device_copies;
+  std::vector<std::string> missing;  // target FQNs not in the step (allow_missing)
   uint64_t bytes_copied = 0;
 };
 
@@ -186,9 +198,9 @@ Status CheckDistinctKeys(const std::vector<std::string>& keys, const char* what)
   return Status::OK();
 }
 
-// Validates the whole target against the step before anything is read.
-Status PlanLoad(StateDict& target, const StepMetadata& md, const LoadOptions& options, LoadPlan* plan,
-                std::vector<std::string>* missing) {
+// Validates the whole target against the step and plans the reads; changes
+// nothing in the target.
+Status PlanLoad(StateDict& target, const StepMetadata& md, const LoadOptions& options, LoadPlan* plan) {
   std::unordered_set<std::string> only(options.keys.begin(), options.keys.end());
   for (const std::string& k : options.keys) {
     if (target.Find(k) == nullptr) {
@@ -198,19 +210,12 @@ Status PlanLoad(StateDict& target, const StepMetadata& md, const LoadOptions& op
   // One index of the step's entries: a lookup per target entry, not a scan.
   std::unordered_map<std::string, const EntryMetadata*> saved_by_fqn;
   for (const EntryMetadata& e : md.entries) saved_by_fqn.emplace(e.fqn, &e);
-  // Bytes entries are resized (and read) only once everything checked out.
-  struct BytesTarget {
-    const std::string* fqn;
-    Bytes* bytes;
-    const StoredPiece* piece;
-  };
-  std::vector<BytesTarget> bytes_targets;
   for (auto& [fqn, entry] : target.mutable_entries()) {
     if (!only.empty() && only.count(fqn) == 0) continue;
     auto found = saved_by_fqn.find(fqn);
     if (found == saved_by_fqn.end()) {
       if (options.allow_missing) {
-        missing->push_back(fqn);
+        plan->missing.push_back(fqn);
         continue;
       }
       return Status::NotFound("entry '" + fqn + "' is not in step " + std::to_string(md.step) +
@@ -223,25 +228,22 @@ Status PlanLoad(StateDict& target, const StepMetadata& md, const LoadOptions& op
                                      ", the step holds " + EntryKindName(saved->kind));
     }
     if (target_is_bytes) {
-      bytes_targets.push_back(BytesTarget{&fqn, &std::get<Bytes>(entry), &saved->pieces.at(0)});
+      plan->bytes_targets.push_back(BytesTarget{&fqn, &std::get<Bytes>(entry), &saved->pieces.at(0)});
       continue;
     }
     if (!IsTensorKind(saved->kind)) return Status::Internal("unexpected entry kind for '" + fqn + "'");
     RETURN_IF_ERROR(PlanTensorReads(fqn, entry, *saved, options.convert_dtype, plan));
   }
-  for (const BytesTarget& b : bytes_targets) {
-    b.bytes->data.assign(b.piece->nbytes, '\0');
-    plan->reads.push_back(ReadItem{*b.fqn, *b.piece, 0, b.piece->nbytes, b.bytes->data.data(), {}});
-    plan->bytes_copied += b.piece->nbytes;
-  }
+  for (const BytesTarget& b : plan->bytes_targets) plan->bytes_copied += b.piece->nbytes;
   return Status::OK();
 }
 
-Status LoadLocal(StateDict& target, StorageReader& reader, const StepMetadata& md, const LoadOptions& options,
-                 LoadStats* stats) {
-  LoadPlan plan;
-  std::vector<std::string> missing;
-  RETURN_IF_ERROR(PlanLoad(target, md, options, &plan, &missing));
+// Reads what `plan` says into the target: the first step that changes it.
+Status ExecuteLoad(LoadPlan& plan, StorageReader& reader, const StepMetadata& md, LoadStats* stats) {
+  for (const BytesTarget& b : plan.bytes_targets) {
+    b.bytes->data.assign(b.piece->nbytes, '\0');
+    plan.reads.push_back(ReadItem{*b.fqn, *b.piece, 0, b.piece->nbytes, b.bytes->data.data(), {}});
+  }
   StatusOr<ReadStats> rs = GuardedCall("read", [&] { return reader.Read(md, plan.reads); });
   if (!rs.ok()) return rs.status();
   for (const DeviceCopy& c : plan.device_copies) {
@@ -252,8 +254,22 @@ Status LoadLocal(StateDict& target, StorageReader& reader, const StepMetadata& m
     stats->chunks_read += rs->chunks_read;
     stats->stored_bytes_read += rs->stored_bytes_read;
     stats->bytes_copied += plan.bytes_copied;
-    stats->missing.insert(stats->missing.end(), missing.begin(), missing.end());
+    stats->missing.insert(stats->missing.end(), plan.missing.begin(), plan.missing.end());
   }
+  return Status::OK();
+}
+
+// All-gathers this rank's status; a checkpoint error naming every failed rank
+// (the same on every rank) when any failed.
+Status ShareVerdict(Communicator& comm, const Status& mine, const char* what, const char* failure) {
+  std::vector<std::string> all;
+  RETURN_IF_ERROR(comm.AllGather(EncodeStatus(mine), &all).WithContext(std::string("load: ") + what));
+  std::map<int, Status> failures;
+  for (size_t r = 0; r < all.size(); ++r) {
+    Status st = DecodeStatus(all[r]);
+    if (!st.ok()) failures[static_cast<int>(r)] = st;
+  }
+  if (!failures.empty()) return Status::CheckpointError(failure, std::move(failures));
   return Status::OK();
 }
 
@@ -266,24 +282,19 @@ Status Load(StateDict& target, StorageReader& reader, const LoadOptions& options
   Communicator* comm = nullptr;
   RETURN_IF_ERROR(ResolveCommunicator(options.no_dist, options.communicator, options.coordinator_rank, &local, &comm));
 
-  Status result;
+  // 1. Every rank reads the metadata and plans (checks) its whole target;
+  //    the verdicts are shared before any rank reads, so a target that is
+  //    wrong on one rank leaves every rank's target as it was.
+  LoadPlan plan;
   StatusOr<StepMetadata> md = GuardedCall("read_metadata", [&] { return reader.ReadMetadata(options.step); });
-  if (md.ok()) {
-    // CUDA targets: the application's kernels are done with them first.
-    result = CheckAndSynchronizeDevices(target, options.keys);
-    if (result.ok()) result = LoadLocal(target, reader, *md, options, stats);
-  } else {
-    result = md.status();
-  }
-  std::vector<std::string> all;
-  RETURN_IF_ERROR(comm->AllGather(EncodeStatus(result), &all).WithContext("load: exchanging statuses"));
-  std::map<int, Status> failures;
-  for (size_t r = 0; r < all.size(); ++r) {
-    Status st = DecodeStatus(all[r]);
-    if (!st.ok()) failures[static_cast<int>(r)] = st;
-  }
-  if (!failures.empty()) return Status::CheckpointError("Failed to load checkpoint", std::move(failures));
-  return Status::OK();
+  Status planned = md.status();
+  // CUDA targets: the application's kernels are done with them first.
+  if (planned.ok()) planned = CheckAndSynchronizeDevices(target, options.keys);
+  if (planned.ok()) planned = PlanLoad(target, *md, options, &plan);
+  RETURN_IF_ERROR(ShareVerdict(*comm, planned, "exchanging plans",
+                               "Failed to load checkpoint (nothing was read: every rank's target is unchanged)"));
+  // 2. Every rank reads; the outcomes are shared.
+  return ShareVerdict(*comm, ExecuteLoad(plan, reader, *md, stats), "exchanging statuses", "Failed to load checkpoint");
 }
 
 StatusOr<StateDict> LoadWhole(StorageReader& reader, int64_t step, const std::vector<std::string>& fqns) {
@@ -309,7 +320,9 @@ StatusOr<StateDict> LoadWhole(StorageReader& reader, int64_t step, const std::ve
       RETURN_IF_ERROR(sd.Add(e->fqn, std::move(t)));
     }
   }
-  RETURN_IF_ERROR(LoadLocal(sd, reader, md, LoadOptions{}, nullptr));
+  LoadPlan plan;
+  RETURN_IF_ERROR(PlanLoad(sd, md, LoadOptions{}, &plan));
+  RETURN_IF_ERROR(ExecuteLoad(plan, reader, md, nullptr));
   return sd;
 }
 

@@ -24,7 +24,8 @@ class EnvTest : public ::testing::Test {
   }
   static constexpr const char* kVars[] = {"CKPTDB_RANK", "RANK", "CKPTDB_WORLD_SIZE", "WORLD_SIZE", "CKPTDB_LOCAL_RANK",
                                           "LOCAL_RANK", "CKPTDB_RENDEZVOUS", "CKPTDB_JOB_ID", "CKPTDB_BIND_ADDRESS",
-                                          "CKPTDB_TIMEOUT_MS"};
+                                          "CKPTDB_TIMEOUT_MS", "CKPTDB_LAUNCH_ID", "TORCHELASTIC_RUN_ID",
+                                          "TORCHELASTIC_RESTART_COUNT"};
   static std::string Error() {
     auto c = DistributedConfig::FromEnvironment();
     EXPECT_FALSE(c.ok());
@@ -48,6 +49,21 @@ TEST_F(EnvTest, ReadsEverySetting) {
   EXPECT_EQ(c->job_id, "job7");
   EXPECT_EQ(c->bind_address, "10.1.2.3");
   EXPECT_EQ(c->timeout.count(), 1500);
+}
+
+// The launch id: CKPTDB_LAUNCH_ID, else torchrun's run id with its restart
+// count (torchrun keeps the run id when it restarts the workers), else none.
+TEST_F(EnvTest, ReadsTheLaunchId) {
+  setenv("CKPTDB_RANK", "0", 1);
+  setenv("CKPTDB_WORLD_SIZE", "2", 1);
+  setenv("CKPTDB_RENDEZVOUS", "file:///tmp/x", 1);
+  EXPECT_EQ(DistributedConfig::FromEnvironment()->launch_id, "");
+  setenv("TORCHELASTIC_RUN_ID", "r1", 1);
+  EXPECT_EQ(DistributedConfig::FromEnvironment()->launch_id, "torchelastic-r1");
+  setenv("TORCHELASTIC_RESTART_COUNT", "2", 1);
+  EXPECT_EQ(DistributedConfig::FromEnvironment()->launch_id, "torchelastic-r1-restart-2");
+  setenv("CKPTDB_LAUNCH_ID", "mine", 1);
+  EXPECT_EQ(DistributedConfig::FromEnvironment()->launch_id, "mine");
 }
 
 TEST_F(EnvTest, MissingMalformedAndContradictorySettingsAreNamed) {

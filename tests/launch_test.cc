@@ -35,6 +35,20 @@ TEST(Launch, SetsEachRanksEnvironmentAndPrefixesItsOutput) {
   }
 }
 
+// Every launch gets a launch id of its own, so a rendezvous and job id used
+// before (or by a launch running now) serve the next launch too.
+TEST(Launch, EveryLaunchHasItsOwnLaunchIdSoARendezvousCanBeReused) {
+  ckptdb::testing::TempDir dir;
+  const std::string args = "-n 4 --rendezvous file://" + dir.Sub("rdv") + " --job-id same -- " + CKPTDB_RANK_HELPER +
+                           " save " + dir.Sub("store") + " ";
+  Launched first = Launch(args + "1 " + dir.path());
+  ASSERT_EQ(first.code, 0) << first.out;
+  Launched second = Launch(args + "2 " + dir.path());
+  EXPECT_EQ(second.code, 0) << second.out;
+  Launched ids = Launch("-n 2 -- sh -c 'echo \"id=${#CKPTDB_LAUNCH_ID}\"'");
+  EXPECT_NE(ids.out.find("id=23"), std::string::npos) << ids.out;
+}
+
 TEST(Launch, AFailingRankFailsTheJobAndStopsTheOthers) {
   auto t0 = std::chrono::steady_clock::now();
   Launched r = Launch("-n 3 --grace-ms 300 -- sh -c '[ $CKPTDB_RANK = 1 ] && exit 7; exec sleep 60'");

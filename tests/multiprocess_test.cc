@@ -242,6 +242,8 @@ TEST_F(MultiProcessTest, LoadFailureMatrix) {
       {"read_metadata on rank 0", {"--fail", "read_metadata@0"}, "0"},
       {"read on rank 3", {"--fail", "read@3"}, "3"},
       {"coordinator 2, read on rank 0", {"--coordinator", "2", "--fail", "read@0"}, "0"},
+      // Checked on every rank before any rank reads: no target changes.
+      {"a target the step does not match on rank 1", {"--bad-target", "1"}, "1"},
   };
   for (const LoadFault& c : cases) {
     SCOPED_TRACE(c.name);

@@ -2,6 +2,7 @@
 //
 //   ckptdb_rank_helper save|load STORE STEP OUT_DIR [--coordinator C]
 //       [--layout rows|cols] [--fail OP@RANK]... [--kill-in-write RANK]
+//       [--bad-target RANK] [--tag T]
 //
 // Joins the job from the environment (DistributedConfig::FromEnvironment),
 // saves or loads a state dict of fixed global contents split over however
@@ -14,13 +15,22 @@
 //   line 3: collective calls and seconds spent in them
 //   rest:   Status::ToString()
 // Exit code 0 on success, 3 on a ckptdb error, 2 on bad arguments.
+// --bad-target R: on load, rank R's target has an entry the step lacks. A
+// failed load whose target is not left as it was is reported as Internal.
+// Environment, for rendezvous tests: CKPTDB_TEST_REPORT names the report
+// file instead of OUT_DIR/rank-R.txt; CKPTDB_TEST_DIE_CONNECTING=1 makes the
+// process exit (code 9) at its first TCP connect(2) or accept(2) to a peer:
+// a rank that dies after the rendezvous, while the ranks connect.
 // OP is one of prepare, prepare_storage, write, async_write, write_bytes,
 // finish, read_metadata, read.
+#include <dlfcn.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <fstream>
 #include <future>
@@ -33,6 +43,27 @@
 
 using namespace ckptdb;
 using namespace ckptdb::testing;
+
+// --tag T: the contents of launch T (seeds 1+10T, 2+10T, 3+10T; the bytes
+// say "of launch T"), so that two launches' data can be told apart.
+static uint32_t g_tag = 0;
+
+// Set while ConnectGloo runs under CKPTDB_TEST_DIE_CONNECTING=1.
+static std::atomic<bool> g_die_connecting{false};
+
+// These override libc's for the whole process (gloo's sockets included).
+extern "C" int connect(int fd, const struct sockaddr* addr, socklen_t len) {
+  if (g_die_connecting) _exit(9);
+  using Fn = int (*)(int, const struct sockaddr*, socklen_t);
+  static Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "connect"));
+  return real(fd, addr, len);
+}
+extern "C" int accept(int fd, struct sockaddr* addr, socklen_t* len) {
+  if (g_die_connecting) _exit(9);
+  using Fn = int (*)(int, struct sockaddr*, socklen_t*);
+  static Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "accept"));
+  return real(fd, addr, len);
+}
 
 namespace {
 
@@ -51,8 +82,8 @@ void Split(int64_t n, int world, int rank, int64_t* begin, int64_t* size) {
 StateDict MakeStateDict(int rank, int world, bool zeros, bool by_columns) {
   StateDict sd;
   auto fill = [&](Tensor t) { return zeros ? ZerosLike(t) : t; };
-  (void)sd.Add("replicated", fill(PatternTensor(DType::kF32, {32}, 1)));
-  Tensor global = PatternTensor(DType::kF32, {24, 4}, 2);
+  (void)sd.Add("replicated", fill(PatternTensor(DType::kF32, {32}, 1 + 10 * g_tag)));
+  Tensor global = PatternTensor(DType::kF32, {24, 4}, 2 + 10 * g_tag);
   int64_t b, n;
   if (by_columns) {
     Split(4, world, rank, &b, &n);
@@ -66,11 +97,11 @@ StateDict MakeStateDict(int rank, int world, bool zeros, bool by_columns) {
     Tensor mine = fill(Tensor::Copy(DType::kF32, {n, 4}, global.data_as<float>() + b * 4, n * 4 * 4).value());
     (void)sd.Add("sharded", ShardedTensor::Create(DType::kF32, {24, 4}, {{{b, 0}, mine}}).value());
   }
-  Tensor g2 = PatternTensor(DType::kI16, {10, 3}, 3);
+  Tensor g2 = PatternTensor(DType::kI16, {10, 3}, 3 + 10 * g_tag);
   Split(10, world, world - 1 - rank, &b, &n);
   Tensor part = fill(Tensor::Copy(DType::kI16, {n, 3}, g2.data_as<int16_t>() + b * 3, n * 3 * 2).value());
   (void)sd.Add("uneven", ShardedTensor::Create(DType::kI16, {10, 3}, {{{b, 0}, part}}).value());
-  (void)sd.AddBytes("bytes", zeros ? "" : "hello from the coordinator");
+  (void)sd.AddBytes("bytes", zeros ? "" : "hello from the coordinator" + (g_tag ? " of launch " + std::to_string(g_tag) : ""));
   return sd;
 }
 
@@ -105,7 +136,7 @@ int main(int argc, char** argv) {
   }
   const std::string mode = argv[1], store = argv[2], out_dir = argv[4];
   const int64_t step = std::atoll(argv[3]);
-  int coordinator = 0, kill_rank = -1;
+  int coordinator = 0, kill_rank = -1, bad_target = -1;
   bool by_columns = false;
   std::map<std::string, std::set<int>> fail;
   for (int i = 5; i < argc; ++i) {
@@ -119,6 +150,10 @@ int main(int argc, char** argv) {
       fail[spec.substr(0, at)].insert(std::atoi(spec.c_str() + at + 1));
     } else if (a == "--layout" && i + 1 < argc) {
       by_columns = std::string(argv[++i]) == "cols";
+    } else if (a == "--tag" && i + 1 < argc) {
+      g_tag = static_cast<uint32_t>(std::atoi(argv[++i]));
+    } else if (a == "--bad-target" && i + 1 < argc) {
+      bad_target = std::atoi(argv[++i]);
     } else if (a == "--kill-in-write" && i + 1 < argc) {
       kill_rank = std::atoi(argv[++i]);
     } else {
@@ -135,7 +170,10 @@ int main(int argc, char** argv) {
     st = config.status();
   } else {
     rank = config->rank;
+    const char* die = std::getenv("CKPTDB_TEST_DIE_CONNECTING");
+    g_die_connecting = die != nullptr && std::string(die) == "1";
     auto comm = ConnectGloo(*config);
+    g_die_connecting = false;
     if (!comm.ok()) {
       st = comm.status();
     } else {
@@ -181,6 +219,7 @@ int main(int argc, char** argv) {
           if (fails("read_metadata")) r.on_read_metadata = [&] { return Injected("read_metadata", rank); };
           if (fails("read")) r.on_read = [&] { return Injected("read", rank); };
           StateDict target = MakeStateDict(rank, world, true, by_columns);
+          if (rank == bad_target) (void)target.Add("not.saved", Tensor::Zeros(DType::kF32, {2}).value());
           LoadOptions o;
           o.step = step;
           o.coordinator_rank = coordinator;
@@ -188,6 +227,9 @@ int main(int argc, char** argv) {
           st = Load(target, r, o);
           if (st.ok() && !SameContents(MakeStateDict(rank, world, false, by_columns), target)) {
             st = Status::Internal("loaded values differ from the saved ones");
+          }
+          if (bad_target >= 0 && !st.ok() && !SameContents(MakeStateDict(rank, world, true, by_columns), target)) {
+            st = Status::Internal("the failed load changed this rank's target: " + st.ToString());
           }
         }
       }
@@ -198,7 +240,8 @@ int main(int argc, char** argv) {
     const char* r = std::getenv("CKPTDB_RANK");
     rank = r ? std::atoi(r) : 0;
   }
-  std::ofstream out(out_dir + "/rank-" + std::to_string(rank) + ".txt");
+  const char* report = std::getenv("CKPTDB_TEST_REPORT");
+  std::ofstream out(report != nullptr ? std::string(report) : out_dir + "/rank-" + std::to_string(rank) + ".txt");
   out << StatusCodeName(st.code()) << "\n";
   std::string failed;
   for (const auto& [r, s] : st.rank_failures()) failed += (failed.empty() ? "" : " ") + std::to_string(r);

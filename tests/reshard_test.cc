@@ -8,6 +8,7 @@
 #include <cstring>
 #include <mutex>
 #include <random>
+#include <set>
 
 #include "ckptdb/ckptdb.h"
 #include "keys.h"
@@ -281,6 +282,77 @@ TEST_F(ValidationTest, EachMismatchNamesTheFqnAndWhatWasExpected) {
     // Validation failed before anything was read or resized.
     if (target.Find("b") && std::holds_alternative<Bytes>(*target.Find("b"))) {
       EXPECT_EQ(std::get<Bytes>(*target.Find("b")).data, "untouched");
+    }
+  }
+}
+
+// A target that fails validation on one rank fails the load on every rank
+// before any rank reads: the verdicts are shared first, so no rank's memory
+// changes (a resumed job never holds a mix of old and new state), and every
+// rank returns the same error naming the rank(s) whose target was wrong.
+TEST_F(ValidationTest, ABadTargetOnOneRankLeavesEveryRankUntouched) {
+  constexpr int kWorld = 4;
+  struct Case {
+    const char* name;
+    std::set<int> bad_ranks;
+    std::function<void(StateDict&)> spoil;
+    const char* fragment;
+  };
+  const Case cases[] = {
+      {"shape on rank 1", {1}, [](StateDict& t) { (void)t.Add("w", Tensor::Zeros(DType::kF32, {6, 4}).value()); },
+       "entry 'w': shape mismatch: the target is [6, 4], the step holds [4, 6]"},
+      {"dtype on rank 1", {1}, [](StateDict& t) { (void)t.Add("w", Tensor::Zeros(DType::kBF16, {4, 6}).value()); },
+       "entry 'w': dtype mismatch"},
+      {"missing key on rank 1", {1}, [](StateDict& t) { (void)t.Add("nope", Tensor::Zeros(DType::kI8, {2}).value()); },
+       "entry 'nope' is not in step 1"},
+      {"shapes on ranks 1 and 3", {1, 3}, [](StateDict& t) { (void)t.Add("w", Tensor::Zeros(DType::kF32, {2}).value()); },
+       "entry 'w': shape mismatch"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::vector<StateDict> targets(kWorld), copies(kWorld);
+    for (int rank = 0; rank < kWorld; ++rank) {
+      for (StateDict* sd : {&targets[rank], &copies[rank]}) {
+        // Old state, distinct per rank: what a resumed job holds before it loads.
+        if (c.bad_ranks.count(rank)) {
+          c.spoil(*sd);
+        }
+        if (sd->Find("w") == nullptr) (void)sd->Add("w", PatternTensor(DType::kF32, {4, 6}, 60 + rank));
+        (void)sd->Add("s", ShardedTensor::Create(DType::kF32, {8}, {{{2 * rank}, PatternTensor(DType::kF32, {2}, 70 + rank)}})
+                               .value());
+        (void)sd->AddBytes("b", "old state of rank " + std::to_string(rank));
+      }
+    }
+    std::vector<Status> statuses(kWorld);
+    testing::RunRanksAsThreads(kWorld, [&](int rank, Communicator& comm) {
+      auto r = OpenStoreReader(store_);
+      LoadOptions o;
+      o.step = 1;
+      o.communicator = &comm;
+      statuses[rank] = r.ok() ? Load(targets[rank], **r, o) : r.status();
+    });
+    for (int rank = 0; rank < kWorld; ++rank) {
+      SCOPED_TRACE("rank " + std::to_string(rank));
+      const Status& st = statuses[rank];
+      EXPECT_FALSE(st.ok());
+      EXPECT_EQ(st.ToString(), statuses[0].ToString()) << "every rank fails alike";
+      std::set<int> failed;
+      for (const auto& [r, s] : st.rank_failures()) failed.insert(r);
+      EXPECT_EQ(failed, c.bad_ranks) << st;
+      EXPECT_NE(st.ToString().find(c.fragment), std::string::npos) << st;
+      // Not a byte of any rank's target changed.
+      for (const auto& [fqn, e] : copies[rank].entries()) {
+        const Entry* now = targets[rank].Find(fqn);
+        ASSERT_NE(now, nullptr) << fqn;
+        if (const Tensor* t = std::get_if<Tensor>(&e)) {
+          EXPECT_TRUE(std::get<Tensor>(*now).BitwiseEquals(*t)) << fqn;
+        } else if (const ShardedTensor* s = std::get_if<ShardedTensor>(&e)) {
+          EXPECT_TRUE(std::get<ShardedTensor>(*now).local_shards()[0].tensor.BitwiseEquals(s->local_shards()[0].tensor))
+              << fqn;
+        } else {
+          EXPECT_EQ(std::get<Bytes>(*now).data, std::get<Bytes>(e).data) << fqn;
+        }
+      }
     }
   }
 }

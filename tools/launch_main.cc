@@ -1,7 +1,8 @@
 // ckptdb-launch: runs a program as N local ranks of one job.
 //
 // Sets each rank's environment (CKPTDB_RANK, CKPTDB_WORLD_SIZE,
-// CKPTDB_LOCAL_RANK, CKPTDB_RENDEZVOUS, CKPTDB_JOB_ID and the torchrun-style
+// CKPTDB_LOCAL_RANK, CKPTDB_RENDEZVOUS, CKPTDB_JOB_ID, a fresh
+// CKPTDB_LAUNCH_ID per launch, and the torchrun-style
 // RANK, WORLD_SIZE, LOCAL_RANK), prefixes every line a rank prints with
 // "[rank R] ", forwards Ctrl-C and SIGTERM to the ranks, and when a rank
 // fails gives the others a grace period to report their own errors, then
@@ -36,7 +37,8 @@ const char kHelp[] = R"(usage: ckptdb-launch -n N [options] -- PROGRAM [ARGS...]
 Runs PROGRAM as N ranks of one job on this host, each with its environment
 set for ckptdb::DistributedConfig::FromEnvironment():
   CKPTDB_RANK, CKPTDB_WORLD_SIZE, CKPTDB_LOCAL_RANK (and RANK, WORLD_SIZE,
-  LOCAL_RANK), CKPTDB_RENDEZVOUS, CKPTDB_JOB_ID.
+  LOCAL_RANK), CKPTDB_RENDEZVOUS, CKPTDB_JOB_ID, and CKPTDB_LAUNCH_ID (new
+  for every launch: a rendezvous and job id used before can be used again).
 Every output line is prefixed with "[rank R] ".
 
 options:
@@ -95,10 +97,10 @@ void Drain(int r, Rank& k, bool all) {
   }
 }
 
-std::string RandomId() {
+std::string RandomId(const char* kind) {
   std::random_device rd;
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "job-%08x%08x", rd(), rd());
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%s-%08x%08x", kind, rd(), rd());
   return buf;
 }
 
@@ -106,7 +108,8 @@ std::string RandomId() {
 
 int main(int argc, char** argv) {
   int n = 0;
-  std::string rendezvous, job_id = RandomId(), timeout_ms;
+  std::string rendezvous, job_id = RandomId("job"), timeout_ms;
+  const std::string launch_id = RandomId("launch");
   long grace_ms = 10000;
   int i = 1;
   for (; i < argc; ++i) {
@@ -208,6 +211,7 @@ int main(int argc, char** argv) {
       setenv("LOCAL_RANK", rs.c_str(), 1);
       setenv("CKPTDB_RENDEZVOUS", rendezvous.c_str(), 1);
       setenv("CKPTDB_JOB_ID", job_id.c_str(), 1);
+      setenv("CKPTDB_LAUNCH_ID", launch_id.c_str(), 1);
       if (!timeout_ms.empty()) setenv("CKPTDB_TIMEOUT_MS", timeout_ms.c_str(), 1);
       execvp(argv[i], argv + i);
       std::fprintf(stderr, "ckptdb-launch: cannot run '%s': %s\n", argv[i], std::strerror(errno));

@@ -23,12 +23,19 @@
 // metadata. A crash at any point leaves every earlier step intact and no
 // half step visible.
 //
-// Load: every rank reads the step's metadata, checks its target state dict
-// against it, reads only the chunks that cover its target regions (in any
-// sharding: the saved and target layouts need not match), and copies them
-// into the target memory (CUDA targets: each verified chunk through a pinned
-// buffer onto the device as it is read; a strided or converted CUDA target
-// is filled in host memory first, then copied over). Statuses are all-gathered; every rank fails alike.
+// Load:
+//   1. Every rank reads the step's metadata and checks (plans) its whole
+//      target state dict against it, changing nothing. The verdicts are
+//      all-gathered before any rank reads: when any rank's check failed,
+//      every rank returns the same checkpoint error ("Failed to load
+//      checkpoint (nothing was read: ...)") naming each failed rank with its
+//      own error, and no rank's target has changed.
+//   2. Every rank reads only the chunks that cover its target regions (in
+//      any sharding: the saved and target layouts need not match), and
+//      copies them into the target memory (CUDA targets: each verified chunk
+//      through a pinned buffer onto the device as it is read; a strided or
+//      converted CUDA target is filled in host memory first, then copied
+//      over). Statuses are all-gathered; every rank fails alike.
 #ifndef CKPTDB_CHECKPOINT_H_
 #define CKPTDB_CHECKPOINT_H_
 
@@ -96,8 +103,9 @@ struct LoadStats {
 // filled from whichever saved pieces overlap it, reading only the chunks that
 // hold the overlap. Bytes entries are replaced. Entries of the step that the
 // target does not name are not read. The whole target is checked against the
-// step before anything is read: a mismatch leaves the target untouched; a
-// failure while reading (I/O, corruption) may leave it partly filled.
+// step before anything is read, on every rank of the job: a mismatch on any
+// rank leaves every rank's target untouched (and fails every rank alike); a
+// failure while reading (I/O, corruption) may leave targets partly filled.
 Status Load(StateDict& target, StorageReader& reader, const LoadOptions& options, LoadStats* stats = nullptr);
 
 // Reads every entry of a step (or only `fqns`, when not empty; each named
