@@ -1,4 +1,4 @@
-#include "chunk_codec.h"
+#include "format/chunk_codec.h"
 
 #include <gtest/gtest.h>
 

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "fault_injection_fs.h"
-#include "rocksdb_store_internal.h"
+#include "store/rocksdb_store_internal.h"
 #include "test_util.h"
 
 using namespace ckptdb;

@@ -9,7 +9,7 @@
 
 #include "ckptdb/ckptdb.h"
 #include "fault_injection_fs.h"
-#include "rocksdb_store_internal.h"
+#include "store/rocksdb_store_internal.h"
 #include "test_util.h"
 
 namespace ckptdb {

@@ -9,8 +9,8 @@
 #include <mutex>
 
 #include "ckptdb/ckptdb.h"
-#include "device_backend.h"
-#include "device_staging.h"
+#include "device/device_backend.h"
+#include "device/device_staging.h"
 #include "test_util.h"
 #include "thread_communicator.h"
 

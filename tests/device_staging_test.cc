@@ -13,9 +13,9 @@
 #include <thread>
 
 #include "ckptdb/ckptdb.h"
-#include "device_backend.h"
+#include "device/device_backend.h"
 #include "fake_device_backend.h"
-#include "pinned_pool.h"
+#include "device/pinned_pool.h"
 #include "test_util.h"
 #include "thread_communicator.h"
 

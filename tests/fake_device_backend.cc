@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "status_macros.h"
+#include "util/status_macros.h"
 #include "test_util.h"
 
 namespace ckptdb::testing {

@@ -5,7 +5,7 @@
 // pinned, and it fails the copies a test asks it to. The device paths above
 // the backend (chunk-by-chunk staging, the pinned pool, device load targets,
 // AsyncSaver's pinned slots) run for real against it; only the CUDA calls of
-// src/cuda_backend.cc are left to tools/gpu-check.sh on a GPU machine.
+// src/device/cuda_backend.cc are left to tools/gpu-check.sh on a GPU machine.
 #ifndef CKPTDB_TESTS_FAKE_DEVICE_BACKEND_H_
 #define CKPTDB_TESTS_FAKE_DEVICE_BACKEND_H_
 
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "ckptdb/tensor.h"
-#include "device_backend.h"
+#include "device/device_backend.h"
 
 namespace ckptdb::testing {
 

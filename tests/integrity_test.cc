@@ -15,9 +15,9 @@
 #include <fstream>
 
 #include "ckptdb/ckptdb.h"
-#include "keys.h"
-#include "rocksdb_store_internal.h"
-#include "store_dir.h"
+#include "format/keys.h"
+#include "store/rocksdb_store_internal.h"
+#include "store/store_dir.h"
 #include "test_util.h"
 #include "thread_communicator.h"
 

@@ -1,8 +1,8 @@
-#include "metadata_codec.h"
+#include "format/metadata_codec.h"
 
 #include <gtest/gtest.h>
 
-#include "keys.h"
+#include "format/keys.h"
 
 namespace ckptdb {
 namespace {

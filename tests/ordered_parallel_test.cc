@@ -1,4 +1,4 @@
-#include "ordered_parallel.h"
+#include "util/ordered_parallel.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
-#include "region.h"
-#include "box_index.h"
+#include "model/region.h"
+#include "model/box_index.h"
 
 #include <gtest/gtest.h>
 

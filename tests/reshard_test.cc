@@ -11,9 +11,9 @@
 #include <set>
 
 #include "ckptdb/ckptdb.h"
-#include "keys.h"
-#include "metadata_codec.h"
-#include "rocksdb_store_internal.h"
+#include "format/keys.h"
+#include "format/metadata_codec.h"
+#include "store/rocksdb_store_internal.h"
 #include "test_util.h"
 #include "thread_communicator.h"
 

@@ -10,7 +10,7 @@
 #include <functional>
 
 #include "ckptdb/ckptdb.h"
-#include "keys.h"
+#include "format/keys.h"
 #include "test_util.h"
 
 namespace ckptdb {

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "ckptdb/status.h"
-#include "status_codec.h"
+#include "format/status_codec.h"
 
 namespace ckptdb {
 namespace {

@@ -11,8 +11,8 @@
 #include <set>
 
 #include "ckptdb/ckptdb.h"
-#include "keys.h"
-#include "retention.h"
+#include "format/keys.h"
+#include "store/retention.h"
 #include "test_util.h"
 
 namespace ckptdb {

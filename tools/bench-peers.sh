@@ -45,8 +45,8 @@ trap 'rm -rf "$work"' EXIT
 echo "bench-peers: $((size >> 20)) MiB of $data over $world ranks, $repeat runs each, compression $compression" >&2
 "$root/build/ckptdb-bench" --size "$size" --world "$world" --data "$data" --compression "$compression" \
   --repeat "$repeat" --json > "$work/ckptdb.json"
-"$venv/bin/python" "$root/tools/bench_torch.py" --size "$size" --world "$world" --data "$data" \
+"$venv/bin/python" "$root/tools/bench/bench_torch.py" --size "$size" --world "$world" --data "$data" \
   --repeat "$repeat" > "$work/torch.json"
-/usr/bin/python3 "$root/tools/bench_torch.py" --legacy --size "$size" --world "$world" --data "$data" \
+/usr/bin/python3 "$root/tools/bench/bench_torch.py" --legacy --size "$size" --world "$world" --data "$data" \
   --repeat "$repeat" > "$work/torch113.json"
-python3 "$root/tools/bench_report.py" "$work/ckptdb.json" "$work/torch.json" "$work/torch113.json"
+python3 "$root/tools/bench/bench_report.py" "$work/ckptdb.json" "$work/torch.json" "$work/torch113.json"

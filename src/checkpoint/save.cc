@@ -1,0 +1,197 @@
+// The save protocol (include/ckptdb/checkpoint.h has the contract).
+#include <chrono>
+#include <exception>
+#include <unordered_map>
+
+#include "ckptdb.pb.h"
+#include "ckptdb/checkpoint.h"
+#include "device/device_staging.h"
+#include "util/guarded_call.h"
+#include "checkpoint/planner.h"
+#include "comm/resolve_communicator.h"
+#include "util/status_macros.h"
+#include "format/status_codec.h"
+
+namespace ckptdb {
+
+Status ValidateStep(int64_t step) {
+  if (step < 0 || step > kMaxStep) {
+    return Status::InvalidArgument("step " + std::to_string(step) + " is out of range [0, " +
+                                   std::to_string(kMaxStep) + "]");
+  }
+  return Status::OK();
+}
+
+Status ResolveCommunicator(bool no_dist, Communicator* given, int coordinator_rank,
+                           std::unique_ptr<Communicator>* local, Communicator** out) {
+  if (no_dist) {
+    if (coordinator_rank != 0) {
+      return Status::InvalidArgument("no_dist runs in one process as rank 0; coordinator_rank " +
+                                     std::to_string(coordinator_rank) + " is invalid");
+    }
+    *local = NewLocalCommunicator();
+    *out = local->get();
+    return Status::OK();
+  }
+  if (given == nullptr) {
+    return Status::InvalidArgument("no communicator given: pass one in the options, or set no_dist");
+  }
+  if (coordinator_rank < 0 || coordinator_rank >= given->world_size()) {
+    return Status::InvalidArgument("coordinator rank " + std::to_string(coordinator_rank) +
+                                   " is not in the world of size " + std::to_string(given->world_size()));
+  }
+  *out = given;
+  return Status::OK();
+}
+
+namespace {
+
+// Fills each piece's storage fields from what the ranks reported writing.
+Status CompleteMetadata(StepMetadata* md, const std::vector<WriteResult>& results) {
+  std::unordered_map<uint64_t, const WrittenItem*> written;
+  for (const WriteResult& r : results) {
+    for (const WrittenItem& w : r.items) written[(uint64_t{w.key.rank} << 32) | w.key.item] = &w;
+  }
+  for (EntryMetadata& e : md->entries) {
+    for (StoredPiece& p : e.pieces) {
+      auto it = written.find((uint64_t{p.key.rank} << 32) | p.key.item);
+      if (it == written.end()) {
+        return Status::Internal("rank " + std::to_string(p.key.rank) + " did not report writing item " +
+                                std::to_string(p.key.item) + " of '" + e.fqn + "'");
+      }
+      p.chunk_bytes = it->second->chunk_bytes;
+      p.num_chunks = it->second->num_chunks;
+      p.stored_bytes = it->second->stored_bytes;
+    }
+  }
+  return Status::OK();
+}
+
+int64_t NowUnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOptions& options) {
+  RETURN_IF_ERROR(ValidateStep(options.step));
+  std::unique_ptr<Communicator> local;
+  Communicator* comm = nullptr;
+  RETURN_IF_ERROR(ResolveCommunicator(options.no_dist, options.communicator, options.coordinator_rank, &local, &comm));
+  const int rank = comm->rank();
+  const int coordinator = options.coordinator_rank;
+  const bool is_coordinator = rank == coordinator;
+
+  // 1. Plan; every rank merges the same metadata or fails alike. CUDA
+  // tensors stay where they are: the store's workers copy them off the
+  // device chunk by chunk while it writes, once the work queued on their
+  // devices has finished (a device this process cannot use is this rank's
+  // planning error, so every rank learns of it).
+  StatusOr<LocalPlan> plan = Status::Internal("not planned");
+  if (Status devices = CheckAndSynchronizeDevices(state_dict); devices.ok()) {
+    plan = PlanLocal(state_dict, rank, coordinator);
+  } else {
+    plan = devices;
+  }
+  std::vector<std::string> plans;
+  RETURN_IF_ERROR(comm->AllGather(EncodeLocalPlan(plan), &plans).WithContext("save: exchanging plans"));
+  StatusOr<StepMetadata> merged = MergePlans(plans, coordinator);
+  if (!merged.ok()) return merged.status();
+  StepMetadata metadata = std::move(merged).value();
+  metadata.step = options.step;
+
+  // 2. The coordinator prepares storage.
+  std::string report;
+  if (is_coordinator) {
+    proto::PrepareReport r;
+    StatusOr<uint64_t> id = GuardedCall("prepare", [&] { return writer.Prepare(options.step); });
+    if (id.ok()) {
+      r.set_save_id(*id);
+    } else {
+      StatusToProto(id.status(), r.mutable_status());
+    }
+    report = r.SerializeAsString();
+  }
+  RETURN_IF_ERROR(comm->Broadcast(&report, coordinator).WithContext("save: broadcasting prepare"));
+  proto::PrepareReport prepared;
+  if (!prepared.ParseFromString(report)) return Status::Internal("save: the prepare report does not parse");
+  if (prepared.has_status() && prepared.status().code() != 0) {
+    return Status::CheckpointError("failed to prepare storage", {{coordinator, StatusFromProto(prepared.status())}});
+  }
+  SaveContext ctx{options.step, prepared.save_id(), rank, comm->world_size(), coordinator};
+  metadata.save_id = ctx.save_id;
+
+  // 3. Every rank writes its own pieces.
+  proto::WriteReport wr;
+  {
+    Status st = GuardedCall("prepare_storage", [&] { return writer.PrepareStorage(ctx, plan->items); });
+    if (st.ok()) {
+      StatusOr<WriteResult> written = GuardedCall("write", [&] { return writer.Write(ctx, plan->items); });
+      if (written.ok()) {
+        for (const std::string& f : written->files) wr.add_files(f);
+        for (const WrittenItem& w : written->items) {
+          proto::WrittenItem* pw = wr.add_items();
+          pw->mutable_key()->set_rank(w.key.rank);
+          pw->mutable_key()->set_item(w.key.item);
+          pw->set_chunk_bytes(w.chunk_bytes);
+          pw->set_num_chunks(w.num_chunks);
+          pw->set_stored_bytes(w.stored_bytes);
+        }
+      } else {
+        st = written.status();
+      }
+    }
+    if (!st.ok()) StatusToProto(st, wr.mutable_status());
+  }
+  std::vector<std::string> reports;
+  Status gathered = comm->Gather(wr.SerializeAsString(), coordinator, &reports);
+  if (!gathered.ok()) {
+    if (is_coordinator) writer.Abort(ctx);
+    return gathered.WithContext("save: gathering write results");
+  }
+
+  // 4. The coordinator finishes, or discards.
+  std::string outcome;
+  if (is_coordinator) {
+    std::map<int, Status> failures;
+    std::vector<WriteResult> results(reports.size());
+    for (size_t r = 0; r < reports.size(); ++r) {
+      proto::WriteReport p;
+      if (!p.ParseFromString(reports[r])) {
+        failures[static_cast<int>(r)] = Status::Internal("write report does not parse");
+        continue;
+      }
+      if (p.has_status() && p.status().code() != 0) {
+        failures[static_cast<int>(r)] = StatusFromProto(p.status());
+        continue;
+      }
+      results[r].rank = static_cast<int>(r);
+      results[r].files.assign(p.files().begin(), p.files().end());
+      for (const proto::WrittenItem& w : p.items()) {
+        results[r].items.push_back(
+            WrittenItem{StorageKey{w.key().rank(), w.key().item()}, w.chunk_bytes(), w.num_chunks(), w.stored_bytes()});
+      }
+    }
+    Status result;
+    if (!failures.empty()) {
+      writer.Abort(ctx);
+      result = Status::CheckpointError("Failed to write data", std::move(failures));
+    } else {
+      Status st = CompleteMetadata(&metadata, results);
+      metadata.created_unix_ms = NowUnixMs();
+      if (st.ok()) st = GuardedCall("finish", [&] { return writer.Finish(ctx, metadata, results); });
+      if (!st.ok()) {
+        writer.Abort(ctx);
+        result = Status::CheckpointError("Failed to finish checkpoint", {{coordinator, st}});
+      }
+    }
+    outcome = EncodeStatus(result);
+  }
+
+  // 5. Every rank returns the same outcome.
+  RETURN_IF_ERROR(comm->Broadcast(&outcome, coordinator).WithContext("save: broadcasting the outcome"));
+  return DecodeStatus(outcome);
+}
+
+}  // namespace ckptdb

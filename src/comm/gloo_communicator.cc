@@ -1,0 +1,326 @@
+// The gloo-over-TCP Communicator. Only small control messages travel here.
+// Variable-size messages go as a fixed-size length exchange followed by the
+// payload; every call is bounded by the configured timeout, and gloo's
+// exceptions become Status at this edge.
+#include <gloo/allgather.h>
+#include <gloo/allgatherv.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/context.h>
+#include <gloo/transport/context.h>
+#include <gloo/transport/tcp/device.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "ckptdb/distributed.h"
+#include "comm/rendezvous.h"
+#include "comm/rendezvous_store.h"
+#include "util/status_macros.h"
+
+namespace ckptdb {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Status FromException(const std::exception& e, const std::string& what) {
+  std::string m = what + ": " + e.what();
+  if (m.find("imed out") != std::string::npos || m.find("imeout") != std::string::npos) {
+    return Status::DeadlineExceeded(m);
+  }
+  return Status::Unavailable(m);
+}
+
+// A gloo context over pairs that ConnectGloo connected itself.
+class MeshContext final : public gloo::Context {
+ public:
+  MeshContext(int my_rank, int world_size) : gloo::Context(my_rank, world_size) {}
+  void Adopt(std::shared_ptr<gloo::transport::Device> device, std::shared_ptr<gloo::transport::Context> pairs) {
+    device_ = std::move(device);
+    transportContext_ = std::move(pairs);
+  }
+};
+
+class GlooCommunicator final : public Communicator {
+ public:
+  GlooCommunicator(std::shared_ptr<gloo::transport::Device> device, std::shared_ptr<gloo::Context> ctx,
+                   std::chrono::milliseconds timeout)
+      : device_(std::move(device)), ctx_(std::move(ctx)), timeout_(timeout) {}
+
+  int rank() const override { return ctx_->rank; }
+  int world_size() const override { return ctx_->size; }
+  CollectiveStats stats() const override { return stats_; }
+
+  Status Broadcast(std::string* data, int root) override {
+    if (root < 0 || root >= ctx_->size) return Status::InvalidArgument("broadcast root " + std::to_string(root));
+    return Timed("broadcast", data->size(), [&] {
+      uint64_t n = data->size();
+      {
+        gloo::BroadcastOptions o(ctx_);
+        o.setOutput(&n, 1);
+        o.setRoot(root);
+        o.setTag(NextTag());
+        o.setTimeout(timeout_);
+        gloo::broadcast(o);
+      }
+      // One pad byte: gloo buffers are never empty.
+      std::string buf = ctx_->rank == root ? *data + '\0' : std::string(n + 1, '\0');
+      gloo::BroadcastOptions o(ctx_);
+      o.setOutput(buf.data(), buf.size());
+      o.setRoot(root);
+      o.setTag(NextTag());
+      o.setTimeout(timeout_);
+      gloo::broadcast(o);
+      buf.pop_back();
+      *data = std::move(buf);
+    });
+  }
+
+  Status AllGather(const std::string& mine, std::vector<std::string>* out) override {
+    return Timed("all-gather", mine.size(), [&] { AllGatherImpl(mine, out); });
+  }
+
+  Status Gather(const std::string& mine, int root, std::vector<std::string>* out) override {
+    if (root < 0 || root >= ctx_->size) return Status::InvalidArgument("gather root " + std::to_string(root));
+    // Control messages are small: an all-gather costs little more than a
+    // gather, and every rank learns of a dead peer alike.
+    return Timed("gather", mine.size(), [&] {
+      AllGatherImpl(mine, out);
+      if (ctx_->rank != root) out->clear();
+    });
+  }
+
+  Status Barrier() override {
+    return Timed("barrier", 0, [&] {
+      gloo::BarrierOptions o(ctx_);
+      o.setTag(NextTag());
+      o.setTimeout(timeout_);
+      gloo::barrier(o);
+    });
+  }
+
+ private:
+  void AllGatherImpl(const std::string& mine, std::vector<std::string>* out) {
+    const int n = ctx_->size;
+    std::vector<uint64_t> sizes(n);
+    uint64_t my = mine.size() + 1;
+    {
+      gloo::AllgatherOptions o(ctx_);
+      o.setInput(&my, 1);
+      o.setOutput(sizes.data(), sizes.size());
+      o.setTag(NextTag());
+      o.setTimeout(timeout_);
+      gloo::allgather(o);
+    }
+    std::string in = mine + '\0';
+    uint64_t total = 0;
+    std::vector<size_t> counts(n);
+    for (int r = 0; r < n; ++r) total += counts[r] = sizes[r];
+    std::string all(total, '\0');
+    gloo::AllgathervOptions o(ctx_);
+    o.setInput(in.data(), in.size());
+    o.setOutput(all.data(), counts);
+    o.setTag(NextTag());
+    o.setTimeout(timeout_);
+    gloo::allgatherv(o);
+    out->assign(n, std::string());
+    uint64_t off = 0;
+    for (int r = 0; r < n; ++r) {
+      (*out)[r] = all.substr(off, counts[r] - 1);
+      off += counts[r];
+    }
+  }
+
+  template <typename F>
+  Status Timed(const char* what, size_t bytes, F&& f) {
+    if (!failed_.ok()) return failed_.WithContext(std::string(what) + ": the communicator failed earlier");
+    auto t0 = Clock::now();
+    Status st;
+    try {
+      f();
+    } catch (const std::exception& e) {
+      st = FromException(e, std::string(what) + " on rank " + std::to_string(ctx_->rank));
+      failed_ = st;  // gloo pairs are unusable after an error
+    }
+    stats_.calls++;
+    stats_.bytes_sent += bytes;
+    stats_.seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+    return st;
+  }
+
+  uint32_t NextTag() { return tag_++ & 0x7fffffff; }
+
+  std::shared_ptr<gloo::transport::Device> device_;
+  std::shared_ptr<gloo::Context> ctx_;
+  std::chrono::milliseconds timeout_;
+  uint32_t tag_ = 1;
+  Status failed_;
+  CollectiveStats stats_;
+};
+
+// Checks config.bind_address the way gloo's tcp::CreateDevice will use it
+// (getaddrinfo, then bind to the first address that can be bound), because
+// gloo does not check getaddrinfo's error and crashes on a name that does
+// not resolve. Runs before the rendezvous, so that a typo fails at once.
+Status CheckBindAddress(const std::string& host) {
+  const std::string what = "bind address '" + host + "' (CKPTDB_BIND_ADDRESS, DistributedConfig::bind_address)";
+  addrinfo hints;
+  std::memset(&hints, 0, sizeof hints);
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* result = nullptr;
+  const int rv = getaddrinfo(host.c_str(), nullptr, &hints, &result);
+  if (rv != 0) {
+    std::string why = rv == EAI_SYSTEM ? std::strerror(errno) : gai_strerror(rv);
+    std::string m = what + " does not resolve: " + why;
+    return rv == EAI_AGAIN ? Status::Unavailable(m) : Status::InvalidArgument(m);
+  }
+  std::string last_error = "no address";
+  bool bound = false;
+  for (addrinfo* a = result; a != nullptr && !bound; a = a->ai_next) {
+    int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+    if (fd < 0) {
+      last_error = std::strerror(errno);
+      continue;
+    }
+    // Port 0 (getaddrinfo was given no service): any free port, released again.
+    bound = bind(fd, a->ai_addr, a->ai_addrlen) == 0;
+    if (!bound) last_error = std::strerror(errno);
+    close(fd);
+  }
+  freeaddrinfo(result);
+  if (!bound) {
+    return Status::InvalidArgument(what + " resolves, but cannot be bound on this host (" + last_error +
+                                   "): set it to an address of one of this host's interfaces");
+  }
+  return Status::OK();
+}
+
+// gloo writes to its sockets with writev: once a peer has died, a write to
+// it raises SIGPIPE, whose default action kills this (surviving) rank
+// before the write's error can become a Status. So a process that left
+// SIGPIPE at its default ignores it from here on; one that installed its
+// own handler or ignores it already is left alone.
+void IgnoreSigpipeUnlessHandled() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction current;
+    if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
+  });
+}
+
+
+// Connects this rank's pair to every peer, all at once (one thread per
+// peer), so that connecting takes one timeout, not one per peer in turn.
+// `addresses[r]`: the blob rank r published, its pairs' addresses for every
+// rank but r, in rank order, each behind a 4-byte length.
+Status ConnectPairs(gloo::transport::Context& pairs, const DistributedConfig& c,
+                    const std::vector<std::string>& addresses) {
+  std::vector<std::string> errors(c.world_size);
+  std::vector<std::thread> threads;
+  for (int peer = 0; peer < c.world_size; ++peer) {
+    if (peer == c.rank) continue;
+    // My address in the peer's blob: entry `c.rank` less the peer itself.
+    const std::string& blob = addresses[peer];
+    const int index = c.rank < peer ? c.rank : c.rank - 1;
+    size_t off = 0;
+    std::vector<char> addr;
+    for (int i = 0; i <= index; ++i) {
+      uint32_t n = 0;
+      if (off + 4 > blob.size()) break;
+      std::memcpy(&n, blob.data() + off, 4);
+      off += 4;
+      if (off + n > blob.size()) break;
+      if (i == index) addr.assign(blob.data() + off, blob.data() + off + n);
+      off += n;
+    }
+    if (addr.empty()) {
+      errors[peer] = "rank " + std::to_string(peer) + " published no address for rank " + std::to_string(c.rank);
+      continue;
+    }
+    threads.emplace_back([&pairs, &errors, peer, addr = std::move(addr)] {
+      try {
+        pairs.getPair(peer)->connect(addr);
+      } catch (const std::exception& e) {
+        errors[peer] = e.what();
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  std::string failed, detail;
+  bool timed_out = false;
+  for (int peer = 0; peer < c.world_size; ++peer) {
+    if (errors[peer].empty()) continue;
+    failed += (failed.empty() ? "" : ", ") + std::to_string(peer);
+    detail += "; rank " + std::to_string(peer) + ": " + errors[peer];
+    timed_out = timed_out || errors[peer].find("imeout") != std::string::npos;
+  }
+  if (failed.empty()) return Status::OK();
+  std::string m = "connecting rank " + std::to_string(c.rank) + " to rank(s) " + failed + " (job '" + c.job_id +
+                  "', timeout " + std::to_string(c.timeout.count()) + " ms; did they die?)" + detail;
+  return timed_out ? Status::DeadlineExceeded(m) : Status::Unavailable(m);
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Communicator>> ConnectGloo(const DistributedConfig& config) {
+  RETURN_IF_ERROR(config.Validate());
+  RETURN_IF_ERROR(CheckBindAddress(config.bind_address));
+  IgnoreSigpipeUnlessHandled();
+  // Phase 1, bounded by config.timeout: every rank arrives, the ranks agree,
+  // and they exchange their addresses.
+  const auto deadline = Clock::now() + config.timeout;
+  ASSIGN_OR_RETURN(std::unique_ptr<RendezvousStore> store, OpenRendezvousStore(config.rendezvous, config.timeout));
+  const std::string where = "job '" + config.job_id + "'" +
+                            (config.launch_id.empty() ? "" : " (launch '" + config.launch_id + "')") +
+                            " on rendezvous " + config.rendezvous;
+  const bool is_file = config.rendezvous.rfind("file://", 0) == 0;
+  const std::string what_to_do =
+      (is_file ? "Remove the rendezvous directory " + config.rendezvous.substr(7)
+               : "Delete the rendezvous's keys '" + config.job_id + "/*'") +
+      " once no launch of this job runs, or use a new CKPTDB_JOB_ID; a launch id per launch (CKPTDB_LAUNCH_ID, "
+      "set by ckptdb-launch; torchrun's TORCHELASTIC_RUN_ID) keeps launches apart";
+  ASSIGN_OR_RETURN(std::string prefix, LaunchPrefix(*store, config, deadline, where, what_to_do));
+  Rendezvous rdv(*store, config, prefix, where, what_to_do);
+  RETURN_IF_ERROR(rdv.Join(deadline));
+  try {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = config.bind_address;
+    std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
+    std::shared_ptr<gloo::transport::Context> pairs = device->createContext(config.rank, config.world_size);
+    // gloo waits 5 times a pair's timeout for its connection: phase 2,
+    // connecting, is bounded by config.timeout too. (Collectives set their
+    // own timeout on every call.)
+    pairs->setTimeout(std::max(std::chrono::milliseconds(1), config.timeout / 5));
+    std::string blob;
+    for (int peer = 0; peer < config.world_size; ++peer) {
+      if (peer == config.rank) continue;
+      const std::vector<char> bytes = pairs->createPair(peer)->address().bytes();
+      const uint32_t n = static_cast<uint32_t>(bytes.size());
+      blob.append(reinterpret_cast<const char*>(&n), 4);
+      blob.append(bytes.data(), bytes.size());
+    }
+    StatusOr<std::vector<std::string>> addresses = rdv.AllGather("address", blob, deadline);
+    if (!addresses.ok()) return addresses.status();
+    RETURN_IF_ERROR(ConnectPairs(*pairs, config, *addresses));
+    // A rank of another launch that took a rank id of this one is found by
+    // the rank that lost it, which records it: check once more.
+    RETURN_IF_ERROR(rdv.CheckNoFailure());
+    auto ctx = std::make_shared<MeshContext>(config.rank, config.world_size);
+    ctx->setTimeout(config.timeout);
+    ctx->Adopt(device, pairs);
+    return std::unique_ptr<Communicator>(new GlooCommunicator(std::move(device), std::move(ctx), config.timeout));
+  } catch (const std::exception& e) {
+    return FromException(e, "connecting rank " + std::to_string(config.rank) + " to its peers");
+  }
+}
+
+}  // namespace ckptdb

@@ -1,0 +1,205 @@
+// The ranks' meeting protocol (rendezvous.h): claims, checks, failures that
+// every waiting rank sees, and bounded exchanges of values.
+#include "comm/rendezvous.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <random>
+#include <thread>
+
+#include "format/status_codec.h"
+#include "util/status_macros.h"
+
+namespace ckptdb {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string HostName() {
+  char host[HOST_NAME_MAX + 1] = {};
+  if (gethostname(host, sizeof host - 1) != 0) return "?";
+  return host;
+}
+
+// What a rank's claim holds: its world size, pid and host.
+std::string ClaimValue(int world_size) {
+  return "world=" + std::to_string(world_size) + " pid=" + std::to_string(getpid()) + " host=" + HostName();
+}
+
+int ClaimWorld(const std::string& claim) {
+  int world = -1;
+  if (std::sscanf(claim.c_str(), "world=%d", &world) != 1) return -1;
+  return world;
+}
+
+// "pid 123 on host h (world size 4)", from a claim.
+std::string DescribeClaim(const std::string& claim) {
+  int world = -1, pid = -1;
+  char host[256] = {};
+  if (std::sscanf(claim.c_str(), "world=%d pid=%d host=%255s", &world, &pid, host) != 3) return "'" + claim + "'";
+  return "pid " + std::to_string(pid) + " on host " + host + " (world size " + std::to_string(world) + ")";
+}
+
+// Polls with a short, growing interval: the first checks are quick, and a
+// long wait does not flood a shared file system.
+class Poller {
+ public:
+  void Sleep() {
+    std::this_thread::sleep_for(interval_);
+    interval_ = std::min(interval_ * 2, std::chrono::milliseconds(50));
+  }
+
+ private:
+  std::chrono::milliseconds interval_{2};
+};
+
+}  // namespace
+
+StatusOr<std::string> LaunchPrefix(RendezvousStore& store, const DistributedConfig& config,
+                                   std::chrono::steady_clock::time_point deadline, const std::string& where,
+                                   const std::string& what_to_do) {
+  const std::string base = config.job_id + "/" + (config.launch_id.empty() ? "-" : config.launch_id) + "/";
+  if (config.rank == 0) {
+    char nonce[17];
+    std::snprintf(nonce, sizeof nonce, "%016llx",
+                  static_cast<unsigned long long>(std::mt19937_64{std::random_device{}()}()));
+    ASSIGN_OR_RETURN(bool created, store.CreateKey(base + "launch", nonce));
+    if (created) return base + nonce + "/";
+    Status refused = Status::AlreadyExists(
+        where + " already holds the keys of a launch: a finished or killed launch of this job left them, or "
+        "another launch with the same job id runs now (two launches must not share a job id on one "
+        "rendezvous). " + what_to_do);
+    // Ranks that read the old nonce fail with this message too.
+    StatusOr<std::optional<std::string>> old = store.Get(base + "launch");
+    if (old.ok() && old->has_value()) (void)store.CreateKey(base + **old + "/refused", EncodeStatus(refused));
+    return refused;
+  }
+  Poller poller;
+  while (true) {
+    ASSIGN_OR_RETURN(std::optional<std::string> nonce, store.Get(base + "launch"));
+    if (nonce) return base + *nonce + "/";
+    if (Clock::now() >= deadline) break;
+    poller.Sleep();
+  }
+  return Status::DeadlineExceeded("rendezvous timed out after " + std::to_string(config.timeout.count()) +
+                                  " ms: rank 0 never opened " + where);
+}
+
+Rendezvous::Rendezvous(RendezvousStore& store, const DistributedConfig& config, std::string prefix, std::string where,
+                       std::string what_to_do)
+    : store_(store), config_(config), prefix_(std::move(prefix)), where_(std::move(where)),
+      what_to_do_(std::move(what_to_do)) {}
+
+Status Rendezvous::RecordedFailure() {
+  // A refusal by a later rank 0 first: it explains a failure of this launch.
+  for (const char* key : {"refused", "failed"}) {
+    ASSIGN_OR_RETURN(std::optional<std::string> failed, store_.Get(prefix_ + key));
+    if (!failed) continue;
+    Status st = DecodeStatus(*failed);
+    if (st.ok()) return Status::Internal("rendezvous: an unreadable failure is recorded for " + where_);
+    return st;
+  }
+  return Status::OK();
+}
+
+Status Rendezvous::CheckNoFailure() { return RecordedFailure(); }
+
+Status Rendezvous::Fail(const Status& st) {
+  // Best effort: the caller fails with `st` either way.
+  (void)store_.CreateKey(prefix_ + "failed", EncodeStatus(st));
+  return st;
+}
+
+Status Rendezvous::Join(Deadline deadline) {
+  const int me = config_.rank, world = config_.world_size;
+  const std::string mine = ClaimValue(world);
+  const std::string my_key = prefix_ + "rank/" + std::to_string(me);
+  ASSIGN_OR_RETURN(bool created, store_.CreateKey(my_key, mine));
+  if (!created) {
+    // A stale launch that rank 0 refuses (it records why) rather than a
+    // duplicate rank: wait a little for that explanation.
+    const auto grace = std::min(deadline, Clock::now() + std::chrono::milliseconds(500));
+    for (Poller p; Clock::now() < grace; p.Sleep()) RETURN_IF_ERROR(RecordedFailure());
+    StatusOr<std::optional<std::string>> other = store_.Get(my_key);
+    const std::string first = other.ok() && other->has_value() ? DescribeClaim(**other) : "another process";
+    return Fail(Status::AlreadyExists("two processes claim rank " + std::to_string(me) + " of " + where_ + ": " +
+                                      first + " and " + DescribeClaim(mine) +
+                                      "; give every process a rank of its own (if the first is not running, "
+                                      "its launch left its keys behind: " + what_to_do_ + ")"));
+  }
+  auto disagree = [&](int a, int wa, int b, int wb) {
+    return Fail(Status::InvalidArgument("the ranks of " + where_ + " disagree on the world size: rank " +
+                                        std::to_string(a) + " says world size " + std::to_string(wa) + ", rank " +
+                                        std::to_string(b) + " says world size " + std::to_string(wb) +
+                                        "; start every rank with the same CKPTDB_WORLD_SIZE"));
+  };
+  std::vector<bool> seen(world, false);
+  seen[me] = true;
+  Poller poller;
+  while (true) {
+    RETURN_IF_ERROR(RecordedFailure());
+    for (int r = 0; r < world; ++r) {
+      if (seen[r]) continue;
+      ASSIGN_OR_RETURN(std::optional<std::string> claim, store_.Get(prefix_ + "rank/" + std::to_string(r)));
+      if (!claim) continue;
+      const int w = ClaimWorld(*claim);
+      if (w != world) return r < me ? disagree(r, w, me, world) : disagree(me, world, r, w);
+      seen[r] = true;
+    }
+    // A rank that believes the world is larger than this one does.
+    ASSIGN_OR_RETURN(std::optional<std::string> beyond, store_.Get(prefix_ + "rank/" + std::to_string(world)));
+    if (beyond) return disagree(me, world, world, ClaimWorld(*beyond));
+    if (std::all_of(seen.begin(), seen.end(), [](bool b) { return b; })) return Status::OK();
+    if (Clock::now() >= deadline) break;
+    poller.Sleep();
+  }
+  std::string list;
+  for (int r = 0; r < world; ++r) {
+    if (!seen[r]) list += (list.empty() ? "" : ", ") + std::to_string(r);
+  }
+  return Status::DeadlineExceeded("rendezvous timed out after " + std::to_string(config_.timeout.count()) +
+                                  " ms: rank(s) " + list + " of " + std::to_string(world) + " never arrived (" +
+                                  where_ + ")");
+}
+
+StatusOr<std::vector<std::string>> Rendezvous::AllGather(const std::string& name, const std::string& mine,
+                                                         Deadline deadline) {
+  const int world = config_.world_size;
+  const std::string base = prefix_ + name + "/";
+  ASSIGN_OR_RETURN(bool created, store_.CreateKey(base + std::to_string(config_.rank), mine));
+  if (!created) {
+    return Fail(Status::AlreadyExists("rendezvous: '" + base + std::to_string(config_.rank) + "' exists already in " +
+                                      where_));
+  }
+  std::vector<std::string> out(world);
+  std::vector<bool> seen(world, false);
+  out[config_.rank] = mine;
+  seen[config_.rank] = true;
+  Poller poller;
+  while (true) {
+    RETURN_IF_ERROR(RecordedFailure());
+    for (int r = 0; r < world; ++r) {
+      if (seen[r]) continue;
+      ASSIGN_OR_RETURN(std::optional<std::string> v, store_.Get(base + std::to_string(r)));
+      if (!v) continue;
+      out[r] = std::move(*v);
+      seen[r] = true;
+    }
+    if (std::all_of(seen.begin(), seen.end(), [](bool b) { return b; })) return out;
+    if (Clock::now() >= deadline) break;
+    poller.Sleep();
+  }
+  std::string list;
+  for (int r = 0; r < world; ++r) {
+    if (!seen[r]) list += (list.empty() ? "" : ", ") + std::to_string(r);
+  }
+  return Status::DeadlineExceeded("rendezvous timed out after " + std::to_string(config_.timeout.count()) +
+                                  " ms: rank(s) " + list + " of " + std::to_string(world) +
+                                  " arrived but never published their " + name + " (died?) (" + where_ + ")");
+}
+
+}  // namespace ckptdb

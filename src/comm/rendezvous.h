@@ -1,0 +1,82 @@
+// How the ranks of a job meet before they connect (ConnectGloo), every wait
+// bounded by a deadline.
+//
+// First the launch (LaunchPrefix): the keys of a job live under
+// "<job id>/<launch id>/" ("-" without a launch id). Rank 0 draws a random
+// nonce and creates "launch" there, holding it; the other ranks read it. All
+// further keys live under "<job id>/<launch id>/<nonce>/", so ranks only
+// ever meet ranks that read the same nonce. When "launch" exists already
+// (keys of a finished or killed launch, or of another launch with the same
+// job id and launch id running now), rank 0 refuses, naming the job, the
+// rendezvous and what to do, and records the refusal under the old nonce,
+// so that ranks which read that nonce fail with the same message.
+//
+// Under that prefix each rank claims its
+// rank id ("rank/R", holding its world size, pid and host), then waits until
+// every rank of its world has claimed one, checking as claims appear:
+//   - a rank id claimed twice: "two processes claim rank R of job ...";
+//   - a claim whose world size differs, or a claim of rank W in a world of
+//     W: "... rank A says world size X, rank B says Y".
+// A rank that finds a problem also records it under "failed", and every
+// rank still waiting in the rendezvous fails with it at once, instead of at
+// the deadline. Ranks then exchange values (their TCP addresses) the same
+// way.
+#ifndef CKPTDB_SRC_RENDEZVOUS_H_
+#define CKPTDB_SRC_RENDEZVOUS_H_
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "ckptdb/distributed.h"
+#include "ckptdb/status.h"
+#include "comm/rendezvous_store.h"
+
+namespace ckptdb {
+
+// The key prefix of this launch of the job (see above). `what_to_do`
+// completes the refusal's message.
+StatusOr<std::string> LaunchPrefix(RendezvousStore& store, const DistributedConfig& config,
+                                   std::chrono::steady_clock::time_point deadline, const std::string& where,
+                                   const std::string& what_to_do);
+
+class Rendezvous {
+ public:
+  using Deadline = std::chrono::steady_clock::time_point;
+
+  // `prefix`: where this launch's keys live in `store` (LaunchPrefix);
+  // `where`: the job and rendezvous, and `what_to_do` about keys left
+  // behind, for messages. The store must outlive this object.
+  Rendezvous(RendezvousStore& store, const DistributedConfig& config, std::string prefix, std::string where,
+             std::string what_to_do);
+
+  // Claims this rank and waits until every rank of the world has claimed
+  // one and all agree (see above). DeadlineExceeded naming the ranks that
+  // never arrived.
+  Status Join(Deadline deadline);
+
+  // Publishes `mine` under `name` and returns every rank's value, indexed
+  // by rank, once all are there.
+  StatusOr<std::vector<std::string>> AllGather(const std::string& name, const std::string& mine, Deadline deadline);
+
+  // Records `st` as this job's failure (when none is recorded yet), so that
+  // ranks waiting in the rendezvous fail with it. Returns `st`.
+  Status Fail(const Status& st);
+
+  // The failure (or refusal) recorded for this launch, OK when none.
+  Status CheckNoFailure();
+
+ private:
+  // The recorded failure, if any (OK otherwise).
+  Status RecordedFailure();
+
+  RendezvousStore& store_;
+  const DistributedConfig config_;
+  const std::string prefix_;
+  const std::string where_;
+  const std::string what_to_do_;
+};
+
+}  // namespace ckptdb
+
+#endif  // CKPTDB_SRC_RENDEZVOUS_H_

@@ -1,0 +1,258 @@
+#include "format/chunk_codec.h"
+
+#include <zstd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+namespace ckptdb {
+
+namespace {
+
+void PutLE32(char* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+}
+void PutLE64(char* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+}
+uint32_t GetLE32(const char* p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
+  return v;
+}
+uint64_t GetLE64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
+  return v;
+}
+
+void WriteHeader(char* p, ChunkCodec codec, uint32_t raw_len, uint64_t sum, ChunkFilter filter = ChunkFilter::kNone,
+                 uint8_t filter_param = 0) {
+  p[0] = static_cast<char>(kChunkVersion);
+  p[1] = static_cast<char>(codec);
+  p[2] = static_cast<char>(filter);
+  p[3] = static_cast<char>(filter_param);
+  PutLE32(p + 4, raw_len);
+  PutLE64(p + 8, sum);
+}
+
+struct Header {
+  ChunkCodec codec;
+  ChunkFilter filter;
+  uint8_t filter_param;
+  uint32_t raw_len;
+  uint64_t checksum;
+};
+
+Status ParseHeader(std::string_view value, Header* h) {
+  if (value.size() < kChunkHeaderSize) {
+    return Status::DataLoss("chunk value of " + std::to_string(value.size()) + " bytes is shorter than its header");
+  }
+  const char* p = value.data();
+  if (static_cast<uint8_t>(p[0]) != kChunkVersion) {
+    return Status::DataLoss("chunk has unknown format version " + std::to_string(static_cast<uint8_t>(p[0])));
+  }
+  uint8_t codec = static_cast<uint8_t>(p[1]);
+  if (codec > static_cast<uint8_t>(ChunkCodec::kZstd)) {
+    return Status::DataLoss("chunk has unknown codec " + std::to_string(codec));
+  }
+  const uint8_t filter = static_cast<uint8_t>(p[2]), param = static_cast<uint8_t>(p[3]);
+  if (filter > static_cast<uint8_t>(ChunkFilter::kBytePlanes) || (filter == 0 && param != 0)) {
+    return Status::DataLoss("chunk has unknown filter " + std::to_string(filter));
+  }
+  if (filter == static_cast<uint8_t>(ChunkFilter::kBytePlanes) && param != 2 && param != 4 && param != 8) {
+    return Status::DataLoss("chunk has byte planes of invalid width " + std::to_string(param));
+  }
+  h->codec = static_cast<ChunkCodec>(codec);
+  h->filter = static_cast<ChunkFilter>(filter);
+  h->filter_param = param;
+  h->raw_len = GetLE32(p + 4);
+  h->checksum = GetLE64(p + 8);
+  return Status::OK();
+}
+
+// Byte j of element i goes to plane j: out[j * count + i] = in[i * width + j].
+void SplitPlanes(const char* in, size_t n, size_t width, char* out) {
+  const size_t count = n / width;
+  for (size_t i = 0; i < count; ++i) {
+    for (size_t j = 0; j < width; ++j) out[j * count + i] = in[i * width + j];
+  }
+}
+
+void JoinPlanes(const char* in, size_t n, size_t width, char* out) {
+  const size_t count = n / width;
+  for (size_t j = 0; j < width; ++j) {
+    const char* plane = in + j * count;
+    for (size_t i = 0; i < count; ++i) out[i * width + j] = plane[i];
+  }
+}
+
+// Per-thread zstd contexts and scratch: chunks are encoded and decoded on
+// worker threads, each reusing its own.
+ZSTD_CCtx* CCtx() {
+  static thread_local std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx*)> ctx(ZSTD_createCCtx(), ZSTD_freeCCtx);
+  return ctx.get();
+}
+ZSTD_DCtx* DCtx() {
+  static thread_local std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> ctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
+  return ctx.get();
+}
+std::string& Scratch() {
+  static thread_local std::string s;
+  return s;
+}
+
+// Copies n bytes and returns the XXH3-64 of them, a cache-sized block at a
+// time: each block is hashed right after it was copied, while it is still in
+// cache, instead of a separate pass over the whole buffer.
+uint64_t CopyAndChecksum(char* dst, const char* src, size_t n) {
+  constexpr size_t kBlock = 64 << 10;
+  if (n <= kBlock) {
+    std::memcpy(dst, src, n);
+    return XXH3_64bits(dst, n);
+  }
+  XXH3_state_t state;
+  XXH3_64bits_reset(&state);
+  for (size_t off = 0; off < n; off += kBlock) {
+    const size_t len = std::min(kBlock, n - off);
+    std::memcpy(dst + off, src + off, len);
+    XXH3_64bits_update(&state, dst + off, len);
+  }
+  return XXH3_64bits_digest(&state);
+}
+
+// Bytes of a sample that kAuto compresses to decide whether a chunk is worth
+// compressing at all.
+constexpr size_t kAutoSample = 64 << 10;
+
+}  // namespace
+
+uint64_t Checksum(const void* data, size_t n) { return XXH3_64bits(data, n); }
+
+Status ValidateCompression(Compression c, const std::string& name) {
+  switch (c) {
+    case Compression::kNone: case Compression::kZstd: case Compression::kAuto: return Status::OK();
+  }
+  return Status::InvalidArgument(name + " " + std::to_string(static_cast<int>(c)) +
+                                 " is not a Compression (kNone = 0, kZstd = 1, kAuto = 2)");
+}
+
+void EncodeChunk(const void* raw, size_t n, Compression compression, int zstd_level, std::string* out,
+                 size_t plane_width) {
+  if (compression != Compression::kNone && n > 0) {
+    const uint64_t sum = Checksum(raw, n);
+    const char* src = static_cast<const char*>(raw);
+    ChunkFilter filter = ChunkFilter::kNone;
+    if ((plane_width == 2 || plane_width == 4 || plane_width == 8) && n % plane_width == 0) {
+      std::string& planes = Scratch();
+      planes.resize(n);
+      SplitPlanes(src, n, plane_width, planes.data());
+      src = planes.data();
+      filter = ChunkFilter::kBytePlanes;
+    }
+    bool worth = true;
+    if (compression == Compression::kAuto && n > 2 * kAutoSample) {
+      // The sample takes an equal slice of every plane (the exponent plane
+      // compresses, the mantissa planes mostly do not).
+      const size_t w = filter == ChunkFilter::kNone ? 1 : plane_width;
+      const size_t slice = kAutoSample / w, plane = n / w;
+      std::string sample(slice * w, '\0');
+      for (size_t j = 0; j < w; ++j) std::memcpy(&sample[j * slice], src + j * plane, slice);
+      std::string probe(ZSTD_compressBound(sample.size()), '\0');
+      size_t z = ZSTD_compressCCtx(CCtx(), probe.data(), probe.size(), sample.data(), sample.size(), zstd_level);
+      worth = !ZSTD_isError(z) && z < sample.size() * 98 / 100;
+    }
+    if (worth) {
+      size_t bound = ZSTD_compressBound(n);
+      out->resize(kChunkHeaderSize + bound);
+      size_t z = ZSTD_compressCCtx(CCtx(), &(*out)[kChunkHeaderSize], bound, src, n, zstd_level);
+      bool use = !ZSTD_isError(z) && (compression == Compression::kZstd || z < n);
+      if (use) {
+        out->resize(kChunkHeaderSize + z);
+        WriteHeader(&(*out)[0], ChunkCodec::kZstd, static_cast<uint32_t>(n), sum, filter,
+                    filter == ChunkFilter::kNone ? 0 : static_cast<uint8_t>(plane_width));
+        return;
+      }
+    }
+  }
+  out->resize(kChunkHeaderSize + n);
+  const uint64_t copied_sum = CopyAndChecksum(&(*out)[kChunkHeaderSize], static_cast<const char*>(raw), n);
+  WriteHeader(&(*out)[0], ChunkCodec::kRaw, static_cast<uint32_t>(n), copied_sum);
+}
+
+Status DecodeChunk(std::string_view value, uint64_t expected_raw, void* dest) {
+  Header h;
+  Status st = ParseHeader(value, &h);
+  if (!st.ok()) return st;
+  if (h.raw_len != expected_raw) {
+    return Status::DataLoss("chunk holds " + std::to_string(h.raw_len) + " bytes, metadata expects " +
+                            std::to_string(expected_raw));
+  }
+  std::string_view payload = value.substr(kChunkHeaderSize);
+  if (h.codec == ChunkCodec::kRaw) {
+    if (h.filter != ChunkFilter::kNone) return Status::DataLoss("raw chunk has a filter");
+    if (payload.size() != h.raw_len) {
+      return Status::DataLoss("raw chunk payload is " + std::to_string(payload.size()) + " bytes, header says " +
+                              std::to_string(h.raw_len));
+    }
+    // Copy and verify in one pass over the bytes.
+    if (CopyAndChecksum(static_cast<char*>(dest), payload.data(), h.raw_len) != h.checksum) {
+      return Status::DataLoss("chunk checksum mismatch");
+    }
+    return Status::OK();
+  } else {
+    const bool planes = h.filter == ChunkFilter::kBytePlanes;
+    if (planes && h.raw_len % h.filter_param != 0) {
+      return Status::DataLoss("chunk of " + std::to_string(h.raw_len) + " bytes does not split into planes of " +
+                              std::to_string(h.filter_param));
+    }
+    char* target = static_cast<char*>(dest);
+    if (planes) {
+      Scratch().resize(h.raw_len);
+      target = Scratch().data();
+    }
+    size_t z = ZSTD_decompressDCtx(DCtx(), target, h.raw_len, payload.data(), payload.size());
+    if (ZSTD_isError(z)) return Status::DataLoss(std::string("zstd chunk does not decode: ") + ZSTD_getErrorName(z));
+    if (z != h.raw_len) {
+      return Status::DataLoss("zstd chunk decodes to " + std::to_string(z) + " bytes, header says " +
+                              std::to_string(h.raw_len));
+    }
+    if (planes) JoinPlanes(target, h.raw_len, h.filter_param, static_cast<char*>(dest));
+  }
+  if (Checksum(dest, h.raw_len) != h.checksum) return Status::DataLoss("chunk checksum mismatch");
+  return Status::OK();
+}
+
+Status DecodeChunkView(std::string_view value, uint64_t expected_raw, std::string* scratch, std::string_view* out) {
+  Header h;
+  Status st = ParseHeader(value, &h);
+  if (!st.ok()) return st;
+  if (h.codec == ChunkCodec::kRaw && h.filter == ChunkFilter::kNone && h.raw_len == expected_raw &&
+      value.size() == kChunkHeaderSize + h.raw_len) {
+    std::string_view payload = value.substr(kChunkHeaderSize);
+    if (Checksum(payload.data(), payload.size()) != h.checksum) return Status::DataLoss("chunk checksum mismatch");
+    *out = payload;
+    return Status::OK();
+  }
+  // Everything else (and every malformed raw chunk, for its precise error).
+  scratch->resize(expected_raw);
+  st = DecodeChunk(value, expected_raw, scratch->data());
+  if (st.ok()) *out = std::string_view(scratch->data(), expected_raw);
+  return st;
+}
+
+StatusOr<std::string> DecodeChunkToString(std::string_view value) {
+  Header h;
+  Status st = ParseHeader(value, &h);
+  if (!st.ok()) return st;
+  std::string out(h.raw_len, '\0');
+  st = DecodeChunk(value, h.raw_len, out.data());
+  if (!st.ok()) return st;
+  return out;
+}
+
+}  // namespace ckptdb

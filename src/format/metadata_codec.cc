@@ -1,0 +1,185 @@
+#include "format/metadata_codec.h"
+
+#include <unordered_set>
+
+#include "model/box_index.h"
+#include "format/chunk_codec.h"
+#include "model/region.h"
+
+namespace ckptdb {
+
+void ToProto(const EntryMetadata& e, proto::Entry* out) {
+  out->set_fqn(e.fqn);
+  out->set_kind(static_cast<proto::EntryKind>(static_cast<int>(e.kind)));
+  out->set_dtype(static_cast<proto::DType>(static_cast<int>(e.dtype)));
+  for (int64_t d : e.shape) out->add_shape(d);
+  for (const StoredPiece& p : e.pieces) {
+    proto::Piece* q = out->add_pieces();
+    for (int64_t o : p.offsets) q->add_offsets(o);
+    for (int64_t s : p.sizes) q->add_sizes(s);
+    q->mutable_key()->set_rank(p.key.rank);
+    q->mutable_key()->set_item(p.key.item);
+    q->set_nbytes(p.nbytes);
+    q->set_chunk_bytes(p.chunk_bytes);
+    q->set_num_chunks(p.num_chunks);
+    q->set_stored_bytes(p.stored_bytes);
+  }
+}
+
+void ToProto(const StepMetadata& m, proto::Metadata* out) {
+  out->set_format_version(m.format_version);
+  out->set_step(m.step);
+  out->set_created_unix_ms(m.created_unix_ms);
+  out->set_world_size(m.world_size);
+  out->set_save_id(m.save_id);
+  out->set_coordinator_rank(m.coordinator_rank);
+  for (const EntryMetadata& e : m.entries) ToProto(e, out->add_entries());
+}
+
+StatusOr<EntryMetadata> FromProto(const proto::Entry& e) {
+  EntryMetadata out;
+  out.fqn = e.fqn();
+  if (e.kind() < 1 || e.kind() > 3) {
+    return Status::InvalidArgument("entry '" + e.fqn() + "' has unknown kind " + std::to_string(e.kind()));
+  }
+  out.kind = static_cast<EntryKind>(static_cast<int>(e.kind()));
+  auto dt = DTypeFromNumber(e.dtype());
+  if (!dt.ok()) return dt.status().WithContext("entry '" + e.fqn() + "'");
+  out.dtype = *dt;
+  out.shape.assign(e.shape().begin(), e.shape().end());
+  for (const proto::Piece& q : e.pieces()) {
+    StoredPiece p;
+    p.offsets.assign(q.offsets().begin(), q.offsets().end());
+    p.sizes.assign(q.sizes().begin(), q.sizes().end());
+    p.key.rank = q.key().rank();
+    p.key.item = q.key().item();
+    p.nbytes = q.nbytes();
+    p.chunk_bytes = q.chunk_bytes();
+    p.num_chunks = q.num_chunks();
+    p.stored_bytes = q.stored_bytes();
+    out.pieces.push_back(std::move(p));
+  }
+  return out;
+}
+
+StatusOr<StepMetadata> FromProto(const proto::Metadata& m) {
+  StepMetadata out;
+  out.format_version = m.format_version();
+  out.step = m.step();
+  out.created_unix_ms = m.created_unix_ms();
+  out.world_size = m.world_size();
+  out.save_id = m.save_id();
+  out.coordinator_rank = m.coordinator_rank();
+  out.entries.reserve(m.entries_size());
+  for (const proto::Entry& e : m.entries()) {
+    auto em = FromProto(e);
+    if (!em.ok()) return em.status();
+    out.entries.push_back(std::move(em).value());
+  }
+  return out;
+}
+
+namespace {
+
+Status ValidatePiece(const EntryMetadata& e, size_t index, const StoredPiece& p, bool check_storage) {
+  const std::string where = "entry '" + e.fqn + "' piece " + std::to_string(index);
+  Box box{p.offsets, p.sizes};
+  Status st = CheckBoxWithin(box, e.shape);
+  if (!st.ok()) return st.WithContext(where);
+  uint64_t expect = static_cast<uint64_t>(BoxNumel(box)) * DTypeSize(e.dtype);
+  if (p.nbytes != expect) {
+    return Status::InvalidArgument(where + " records " + std::to_string(p.nbytes) + " bytes, its region " +
+                                   BoxToString(box) + " holds " + std::to_string(expect));
+  }
+  if (!check_storage) return Status::OK();
+  if (p.nbytes > 0) {
+    if (p.chunk_bytes == 0 || p.chunk_bytes > kMaxChunkRawBytes) {
+      return Status::InvalidArgument(where + " has invalid chunk size " + std::to_string(p.chunk_bytes));
+    }
+    uint64_t chunks = (p.nbytes + p.chunk_bytes - 1) / p.chunk_bytes;
+    if (chunks != p.num_chunks) {
+      return Status::InvalidArgument(where + " records " + std::to_string(p.num_chunks) + " chunks, " +
+                                     std::to_string(chunks) + " expected");
+    }
+  } else if (p.num_chunks != 0) {
+    return Status::InvalidArgument(where + " is empty but records " + std::to_string(p.num_chunks) + " chunks");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status ValidateStepMetadata(const StepMetadata& m, bool check_storage) {
+  if (m.format_version != kFormatVersion) {
+    return Status::InvalidArgument("unsupported format version " + std::to_string(m.format_version) +
+                                   " (this build reads version " + std::to_string(kFormatVersion) + ")");
+  }
+  if (m.world_size < 1 || m.coordinator_rank < 0 || m.coordinator_rank >= m.world_size) {
+    return Status::InvalidArgument("invalid world size " + std::to_string(m.world_size) + " or coordinator rank " +
+                                   std::to_string(m.coordinator_rank));
+  }
+  std::unordered_set<std::string> seen;
+  for (const EntryMetadata& e : m.entries) {
+    if (e.fqn.empty()) return Status::InvalidArgument("entry with an empty FQN");
+    if (!seen.insert(e.fqn).second) return Status::InvalidArgument("duplicate FQN '" + e.fqn + "'");
+    auto numel = NumElements(e.shape);
+    if (!numel.ok()) return numel.status().WithContext("entry '" + e.fqn + "'");
+    if (e.kind == EntryKind::kBytes && (e.shape.size() != 1 || e.dtype != DType::kU8 || e.pieces.size() != 1)) {
+      return Status::InvalidArgument("bytes entry '" + e.fqn + "' must be one u8 piece of shape [length]");
+    }
+    if (e.kind == EntryKind::kTensor && e.pieces.size() != 1) {
+      return Status::InvalidArgument("tensor entry '" + e.fqn + "' has " + std::to_string(e.pieces.size()) +
+                                     " pieces, expected 1");
+    }
+    int64_t covered = 0;
+    std::vector<Box> boxes;
+    boxes.reserve(e.pieces.size());
+    for (size_t i = 0; i < e.pieces.size(); ++i) {
+      Status st = ValidatePiece(e, i, e.pieces[i], check_storage);
+      if (!st.ok()) return st;
+      boxes.push_back(Box{e.pieces[i].offsets, e.pieces[i].sizes});
+      covered += BoxNumel(boxes.back());
+    }
+    // Pairwise disjoint, found through an index (n log n), not by trying
+    // every pair.
+    std::vector<const Box*> ptrs;
+    ptrs.reserve(boxes.size());
+    for (const Box& b : boxes) ptrs.push_back(&b);
+    size_t a = 0, b = 0;
+    if (FindOverlappingPair(ptrs, &a, &b)) {
+      return Status::InvalidArgument("entry '" + e.fqn + "': saved shards " + BoxToString(boxes[a]) + " and " +
+                                     BoxToString(boxes[b]) + " overlap");
+    }
+    // Disjoint pieces within the shape cover it exactly when their element
+    // counts add up to the shape's.
+    if (covered != *numel) {
+      return Status::InvalidArgument("entry '" + e.fqn + "' of shape " + ShapeToString(e.shape) + ": its shards hold " +
+                                     std::to_string(covered) + " of " + std::to_string(*numel) + " elements");
+    }
+  }
+  return Status::OK();
+}
+
+std::string EncodeMetadataValue(const StepMetadata& m) {
+  proto::Metadata pm;
+  ToProto(m, &pm);
+  std::string bytes;
+  pm.SerializeToString(&bytes);
+  std::string value;
+  EncodeChunk(bytes.data(), bytes.size(), Compression::kNone, 0, &value);
+  return value;
+}
+
+StatusOr<StepMetadata> DecodeMetadataValue(std::string_view value) {
+  auto bytes = DecodeChunkToString(value);
+  if (!bytes.ok()) return bytes.status().WithContext("metadata");
+  proto::Metadata pm;
+  if (!pm.ParseFromString(*bytes)) return Status::DataLoss("metadata does not parse as ckptdb.proto.Metadata");
+  auto m = FromProto(pm);
+  if (!m.ok()) return Status::DataLoss("metadata: " + m.status().message());
+  Status st = ValidateStepMetadata(*m);
+  if (!st.ok()) return Status::DataLoss("metadata: " + st.message());
+  return m;
+}
+
+}  // namespace ckptdb

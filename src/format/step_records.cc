@@ -1,0 +1,113 @@
+#include "format/step_records.h"
+
+#include <cstring>
+
+#include "format/chunk_codec.h"
+#include "ckptdb/checkpoint.h"
+#include "util/status_macros.h"
+
+namespace ckptdb {
+
+namespace {
+
+void PutLE(std::string* out, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+uint64_t GetLE(const char* p, int bytes) {
+  uint64_t v = 0;
+  for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
+  return v;
+}
+
+}  // namespace
+
+Status ValidateTagName(const std::string& name) {
+  if (name.empty()) return Status::InvalidArgument("empty tag name");
+  if (name.size() > 128) {
+    return Status::InvalidArgument("tag name '" + name.substr(0, 32) + "...' is longer than 128 characters");
+  }
+  if (name == "latest") return Status::InvalidArgument("'latest' is reserved and cannot be a tag name");
+  const unsigned char first = static_cast<unsigned char>(name[0]);
+  if (!((first >= 'a' && first <= 'z') || (first >= 'A' && first <= 'Z'))) {
+    return Status::InvalidArgument("tag name '" + name + "' must start with a letter");
+  }
+  for (unsigned char c : name) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+              c == '-';
+    if (!ok) {
+      return Status::InvalidArgument("tag name '" + name + "' may hold only letters, digits, '.', '_' and '-'");
+    }
+  }
+  return Status::OK();
+}
+
+StepSummary SummarizeStep(const StepMetadata& m) {
+  StepSummary s;
+  s.created_unix_ms = m.created_unix_ms;
+  s.world_size = m.world_size;
+  s.entries = m.entries.size();
+  s.logical_bytes = m.logical_bytes();
+  s.stored_bytes = m.stored_bytes();
+  s.save_id = m.save_id;
+  return s;
+}
+
+std::string EncodeSummaryValue(const StepSummary& s) {
+  std::string raw;
+  raw.push_back(static_cast<char>(kSummaryVersion));
+  PutLE(&raw, static_cast<uint64_t>(s.created_unix_ms), 8);
+  PutLE(&raw, static_cast<uint32_t>(s.world_size), 4);
+  PutLE(&raw, s.entries, 8);
+  PutLE(&raw, s.logical_bytes, 8);
+  PutLE(&raw, s.stored_bytes, 8);
+  PutLE(&raw, s.save_id, 8);
+  std::string out;
+  EncodeChunk(raw.data(), raw.size(), Compression::kNone, 1, &out);
+  return out;
+}
+
+StatusOr<StepSummary> DecodeSummaryValue(std::string_view value) {
+  std::string raw;
+  {
+    auto decoded = DecodeChunkToString(value);
+    if (!decoded.ok()) return Status::DataLoss("summary record: " + decoded.status().message());
+    raw = std::move(decoded).value();
+  }
+  if (raw.size() != kSummaryRawSize) {
+    return Status::DataLoss("summary record has " + std::to_string(raw.size()) + " bytes, expected " +
+                            std::to_string(kSummaryRawSize));
+  }
+  if (static_cast<uint8_t>(raw[0]) != kSummaryVersion) {
+    return Status::DataLoss("summary record has unknown version " + std::to_string(static_cast<uint8_t>(raw[0])));
+  }
+  const char* p = raw.data() + 1;
+  StepSummary s;
+  s.created_unix_ms = static_cast<int64_t>(GetLE(p, 8));
+  s.world_size = static_cast<int32_t>(GetLE(p + 8, 4));
+  s.entries = GetLE(p + 12, 8);
+  s.logical_bytes = GetLE(p + 20, 8);
+  s.stored_bytes = GetLE(p + 28, 8);
+  s.save_id = GetLE(p + 36, 8);
+  if (s.world_size < 1) return Status::DataLoss("summary record has world size " + std::to_string(s.world_size));
+  return s;
+}
+
+std::string EncodeTagValue(int64_t step) {
+  std::string raw;
+  PutLE(&raw, static_cast<uint64_t>(step), 8);
+  std::string out;
+  EncodeChunk(raw.data(), raw.size(), Compression::kNone, 1, &out);
+  return out;
+}
+
+StatusOr<int64_t> DecodeTagValue(std::string_view value) {
+  auto raw = DecodeChunkToString(value);
+  if (!raw.ok()) return Status::DataLoss("tag value: " + raw.status().message());
+  if (raw->size() != 8) return Status::DataLoss("tag value has " + std::to_string(raw->size()) + " bytes, expected 8");
+  const int64_t step = static_cast<int64_t>(GetLE(raw->data(), 8));
+  if (step < 0 || step > kMaxStep) return Status::DataLoss("tag value names step " + std::to_string(step));
+  return step;
+}
+
+}  // namespace ckptdb

@@ -1,0 +1,145 @@
+#include "store/chunk_reader.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <tuple>
+
+#include "format/chunk_codec.h"
+#include "format/keys.h"
+#include "util/ordered_parallel.h"
+#include "store/rocksdb_status.h"
+#include "util/status_macros.h"
+
+namespace ckptdb {
+
+StatusOr<ReadStats> ReadChunks(rocksdb::DB* db, const StepMetadata& md, const std::vector<ReadItem>& items,
+                               int threads) {
+  // One job per chunk, with every item that wants part of it: several
+  // target shards on one rank that overlap one chunk read (and verify) it
+  // once.
+  struct Job {
+    const StoredPiece* piece;
+    uint32_t chunk;
+    std::vector<const ReadItem*> items;
+  };
+  std::vector<Job> jobs;
+  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, size_t> job_of;  // (rank, item, chunk) -> job
+  for (const ReadItem& item : items) {
+    const StoredPiece& p = item.piece;
+    if (item.length == 0) continue;
+    if (item.offset + item.length > p.nbytes || p.chunk_bytes == 0) {
+      return Status::Internal("read of bytes [" + std::to_string(item.offset) + ", " +
+                              std::to_string(item.offset + item.length) + ") of '" + item.fqn + "' is outside its " +
+                              std::to_string(p.nbytes) + " bytes");
+    }
+    const uint32_t first = static_cast<uint32_t>(item.offset / p.chunk_bytes);
+    const uint32_t last = static_cast<uint32_t>((item.offset + item.length - 1) / p.chunk_bytes);
+    for (uint32_t c = first; c <= last; ++c) {
+      auto [it, fresh] = job_of.emplace(std::make_tuple(p.key.rank, p.key.item, c), jobs.size());
+      if (fresh) jobs.push_back(Job{&p, c, {}});
+      jobs[it->second].items.push_back(&item);
+    }
+  }
+
+  std::atomic<uint64_t> stored{0}, raw{0};
+  rocksdb::ReadOptions ro;
+  ro.fill_cache = false;        // chunks are read once; keep the cache for index blocks
+  // RocksDB's block checksums too, although every chunk carries its own:
+  // a damaged block must not reach RocksDB's parser (Debian's build asserts
+  // on a damaged key and aborts the process); it becomes DataLoss instead.
+  ro.verify_checksums = true;
+  auto where = [&](const ReadItem& item, uint32_t c) {
+    const StoredPiece& p = item.piece;
+    return "entry '" + item.fqn + "' (step " + std::to_string(md.step) + ", rank " + std::to_string(p.key.rank) +
+           " item " + std::to_string(p.key.item) + ") chunk " + std::to_string(c) + " of " +
+           std::to_string(p.num_chunks);
+  };
+  // Fetches chunk c of the item's piece into `value`.
+  auto get = [&](const ReadItem& item, uint32_t c, rocksdb::PinnableSlice* value) -> Status {
+    const StoredPiece& p = item.piece;
+    rocksdb::Status s = db->Get(ro, db->DefaultColumnFamily(),
+                                EncodeDataKey(DataKey{md.step, md.save_id, p.key.rank, p.key.item, c}), value);
+    if (s.IsNotFound()) return Status::DataLoss(where(item, c) + " is missing from the store");
+    return FromRocks(s, "reading " + where(item, c));
+  };
+  // Hands one item its part of a verified chunk.
+  auto deliver = [&](const ReadItem& item, uint32_t c, std::string_view chunk, uint64_t cbegin) -> Status {
+    const StoredPiece& p = item.piece;
+    const uint64_t cend = cbegin + chunk.size();
+    uint64_t want_begin = std::max<uint64_t>(cbegin, item.offset);
+    uint64_t want_end = std::min<uint64_t>(cend, item.offset + item.length);
+    if (!item.sink) {
+      std::memcpy(static_cast<char*>(item.dest) + (want_begin - item.offset), chunk.data() + (want_begin - cbegin),
+                  want_end - want_begin);
+      return Status::OK();
+    }
+    const char* data = chunk.data() + (want_begin - cbegin);
+    std::string joined;  // an element cut by the chunk's end, made whole
+    const uint64_t es = std::max<uint32_t>(item.element_bytes, 1);
+    if (p.chunk_bytes % es != 0) {
+      // Chunks split elements: this chunk hands over the elements that start
+      // in it; the tail of the last one comes from the next chunk.
+      const uint64_t range_end = item.offset + item.length;
+      want_begin = std::min(range_end, (want_begin + es - 1) / es * es);
+      want_end = std::min(range_end, (want_end + es - 1) / es * es);
+      if (want_begin >= want_end) return Status::OK();
+      data = chunk.data() + (want_begin - cbegin);
+      if (want_end > cend) {
+        rocksdb::PinnableSlice next_value;
+        RETURN_IF_ERROR(get(item, c + 1, &next_value));
+        const uint64_t nlen = std::min<uint64_t>(p.chunk_bytes, p.nbytes - cend);
+        std::string next_scratch;
+        std::string_view next;
+        Status ns = DecodeChunkView(next_value.ToStringView(), nlen, &next_scratch, &next);
+        if (!ns.ok()) return Status::DataLoss(where(item, c + 1) + ": " + ns.message());
+        joined.assign(data, cend - want_begin);
+        joined.append(next.data(), want_end - cend);
+        data = joined.data();
+      }
+    }
+    // Not DataLoss: the chunk was verified; the sink's own error stands.
+    Status sunk = item.sink(want_begin, data, want_end - want_begin);
+    if (!sunk.ok()) return sunk.WithContext(where(item, c));
+    return Status::OK();
+  };
+  auto fetch = [&](size_t j, std::string* scratch) -> Status {
+    const Job& job = jobs[j];
+    const ReadItem& first = *job.items.front();
+    const StoredPiece& p = *job.piece;
+    const uint32_t c = job.chunk;
+    rocksdb::PinnableSlice value;
+    RETURN_IF_ERROR(get(first, c, &value));
+    const uint64_t cbegin = uint64_t{c} * p.chunk_bytes;
+    const uint64_t clen = std::min<uint64_t>(p.chunk_bytes, p.nbytes - cbegin);
+    stored += value.size();
+    raw += clen;
+    if (job.items.size() == 1 && !first.sink && first.offset <= cbegin &&
+        cbegin + clen <= first.offset + first.length) {
+      // The whole chunk lands in the destination: decode straight into it.
+      Status st = DecodeChunk(value.ToStringView(), clen, static_cast<char*>(first.dest) + (cbegin - first.offset));
+      if (!st.ok()) return Status::DataLoss(where(first, c) + ": " + st.message());
+      return Status::OK();
+    }
+    // Part of a chunk, scattered, or for several items: verify the chunk
+    // whole (the checksum covers it all) where it lies, then hand each item
+    // its part.
+    std::string_view chunk;
+    Status st = DecodeChunkView(value.ToStringView(), clen, scratch, &chunk);
+    if (!st.ok()) return Status::DataLoss(where(first, c) + ": " + st.message());
+    for (const ReadItem* item : job.items) RETURN_IF_ERROR(deliver(*item, c, chunk, cbegin));
+    return Status::OK();
+  };
+  // The chunks land in disjoint places, so "consume" has nothing to do; the
+  // ordered runner just gives bounded parallelism and first-error semantics.
+  RETURN_IF_ERROR(RunOrdered(jobs.size(), threads, static_cast<size_t>(std::max(1, threads)) * 4, fetch,
+                             [](size_t, std::string&) { return Status::OK(); }));
+  ReadStats stats;
+  stats.chunks_read = jobs.size();
+  stats.stored_bytes_read = stored.load();
+  stats.raw_bytes_read = raw.load();
+  return stats;
+}
+
+}  // namespace ckptdb

@@ -1,0 +1,374 @@
+// The RocksDB store's reader side: a read-only view that never blocks the
+// writer, chunked range reads with verification, and the step listing.
+#include <rocksdb/db.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include "format/chunk_codec.h"
+#include "ckptdb/checkpoint.h"
+#include "ckptdb/rocksdb_store.h"
+#include "format/keys.h"
+#include "format/metadata_codec.h"
+#include "store/rocksdb_options.h"
+#include "store/rocksdb_status.h"
+#include "util/status_macros.h"
+#include "format/step_records.h"
+#include "store/chunk_reader.h"
+#include "util/ordered_parallel.h"
+#include "store/store_dir.h"
+
+namespace fs = std::filesystem;
+
+namespace ckptdb {
+
+namespace {
+
+// How many times Refresh tries to open a consistent view.
+constexpr int kOpenAttempts = 25;
+
+class RocksDBStoreReader final : public StoreReader {
+ public:
+  RocksDBStoreReader(std::string path, ReaderOptions options) : path_(std::move(path)), options_(options) {}
+  ~RocksDBStoreReader() override {
+    if (db_) db_->Close().PermitUncheckedError();
+  }
+
+  const std::string& path() const override { return path_; }
+
+  Status Refresh() override {
+    if (db_) {
+      db_->Close().PermitUncheckedError();
+      db_.reset();
+    }
+    // OpenForReadOnly reads the MANIFEST (which files hold what) and then
+    // replays the WAL; it is not atomic against a live writer. Had a save's
+    // ingestion (a MANIFEST edit) landed between the two, and its metadata
+    // commit (a WAL write) before the replay, the view would hold the step's
+    // metadata without its data; had a flush or a delete landed there, steps
+    // could vanish. So a view counts only when the MANIFEST did not change
+    // while it was being opened: then it is the state of the store at one
+    // moment, every commit whole. A writer may also delete a file between our
+    // listing and opening it: such races are transient, so try again.
+    Status last;
+    for (int attempt = 0; attempt < kOpenAttempts; ++attempt) {
+      if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(std::min(2 << attempt, 100)));
+      const std::string before = ManifestState();
+      rocksdb::DB* db = nullptr;
+      rocksdb::Options o = DatabaseOptions();
+      o.allow_mmap_reads = options_.mmap_reads;
+      o.create_if_missing = false;
+      o.max_open_files = options_.open_all_files ? -1 : std::clamp(options_.max_open_files, 16, 100000);
+      rocksdb::Status s = rocksdb::DB::OpenForReadOnly(o, DbDir(path_), &db);
+      if (MayOpenDamagedStore(s, DbDir(path_))) {
+        // A damaged table file: the other steps stay readable.
+        UseDamagedStoreOptions(&o);
+        s = rocksdb::DB::OpenForReadOnly(o, DbDir(path_), &db);
+      }
+      std::unique_ptr<rocksdb::DB> opened(db);
+      Status wal = s.ok() ? CheckWriteAheadLogPresent(path_) : Status::OK();
+      // Only a view taken while the set of files stood still counts; a
+      // failure while it changed may be a race with the writer, not damage.
+      const bool steady = !before.empty() && ManifestState() == before;
+      if (!s.ok() || !wal.ok()) {
+        last = !s.ok() ? FromRocks(s, "opening store '" + path_ + "' read-only") : wal;
+        if (steady || (!s.ok() && !s.IsIOError() && !s.IsCorruption() && !s.IsPathNotFound())) break;
+        continue;
+      }
+      if (!steady) {
+        opened->Close().PermitUncheckedError();
+        last = Status::Unavailable("store '" + path_ + "' kept changing while it was opened read-only (" +
+                                   std::to_string(kOpenAttempts) + " attempts); try again");
+        continue;
+      }
+      db_ = std::move(opened);
+      return Status::OK();
+    }
+    return last;
+  }
+
+  StatusOr<StepMetadata> ReadMetadata(int64_t step) override {
+    return Retrying([&] { return ReadMetadataOnce(step); });
+  }
+  StatusOr<std::vector<StepInfo>> ListSteps() override {
+    return Retrying([&] { return ListStepsOnce(); });
+  }
+  StatusOr<int64_t> LatestStep() override {
+    return Retrying([&] { return LatestStepOnce(); });
+  }
+  StatusOr<int64_t> LatestStepAtOrBefore(int64_t step) override {
+    return Retrying([&] { return LatestStepAtOrBeforeOnce(step); });
+  }
+  StatusOr<bool> HasStep(int64_t step) override {
+    return Retrying([&] { return HasStepOnce(step); });
+  }
+  StatusOr<std::map<std::string, int64_t>> ListTags() override {
+    return Retrying([&] { return ListTagsOnce(); });
+  }
+  StatusOr<std::vector<RecordDamage>> FindDamagedRecords() override {
+    return Retrying([&] { return FindDamagedRecordsOnce(); });
+  }
+  StatusOr<int64_t> ResolveTag(const std::string& name) override {
+    return Retrying([&] { return ResolveTagOnce(name); });
+  }
+
+ private:
+  // With files opened lazily, the writer may have deleted (compacted or
+  // pruned) a file of the version this reader opened; a refreshed view has
+  // what is current. Listing calls retry on that; Read does not.
+  template <typename F>
+  auto Retrying(F f) -> decltype(f()) {
+    for (int attempt = 0;; ++attempt) {
+      auto r = f();
+      if (r.ok() || options_.open_all_files || attempt >= 2) return r;
+      const Status& st = r.status();
+      if (st.code() != StatusCode::kIOError || st.message().find("No such file") == std::string::npos) return r;
+      if (!Refresh().ok()) return r;
+    }
+  }
+
+  StatusOr<StepMetadata> ReadMetadataOnce(int64_t step) {
+    RETURN_IF_ERROR(ValidateStep(step));
+    std::string value;
+    rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), MetadataKey(step), &value);
+    if (s.IsNotFound()) {
+      std::string hint;
+      auto latest = LatestStepOnce();
+      hint = latest.ok() ? " (latest step is " + std::to_string(*latest) + ")" : " (the store has no steps)";
+      return Status::NotFound("step " + std::to_string(step) + " not found in store '" + path_ + "'" + hint);
+    }
+    RETURN_IF_ERROR(FromRocks(s, "reading the metadata of step " + std::to_string(step)));
+    auto md = DecodeMetadataValue(value);
+    if (!md.ok()) return md.status().WithContext("step " + std::to_string(step));
+    if (md->step != step) {
+      return Status::DataLoss("step " + std::to_string(step) + ": metadata records step " + std::to_string(md->step));
+    }
+    return md;
+  }
+
+ public:
+  StatusOr<ReadStats> Read(const StepMetadata& md, const std::vector<ReadItem>& items) override {
+    return ReadChunks(db_.get(), md, items, options_.threads > 0 ? options_.threads : DefaultParallelism());
+  }
+
+
+ private:
+  StatusOr<std::vector<StepInfo>> ListStepsOnce() {
+    std::vector<StepInfo> out;
+    // Metadata keys say which steps exist; the summary record beside each
+    // (same batch) says what ListSteps reports without decoding the whole
+    // Metadata. A step without a summary (a store written before summaries
+    // existed) falls back to its metadata.
+    rocksdb::ReadOptions ro;
+    ro.fill_cache = false;
+    std::unique_ptr<rocksdb::Iterator> mit(db_->NewIterator(ro));
+    std::unique_ptr<rocksdb::Iterator> sit(db_->NewIterator(ro));
+    sit->Seek(std::string(1, kSummaryPrefix));
+    for (mit->Seek(std::string(1, kMetadataPrefix)); mit->Valid(); mit->Next()) {
+      int64_t step;
+      if (!ParseMetadataKey(mit->key().ToStringView(), &step)) break;
+      int64_t sstep = -1;
+      while (sit->Valid() && ParseSummaryKey(sit->key().ToStringView(), &sstep) && sstep < step) sit->Next();
+      StepInfo info;
+      info.step = step;
+      StepSummary sum;
+      bool has_summary = false;
+      if (sit->Valid() && sstep == step) {
+        auto decoded = DecodeSummaryValue(sit->value().ToStringView());
+        if (decoded.ok()) {
+          sum = *decoded;
+          has_summary = true;
+        }
+      }
+      if (has_summary) {
+        info.created_unix_ms = sum.created_unix_ms;
+        info.world_size = sum.world_size;
+        info.entries = sum.entries;
+        info.logical_bytes = sum.logical_bytes;
+        info.stored_bytes = sum.stored_bytes;
+      } else if (auto md = DecodeMetadataValue(mit->value().ToStringView()); md.ok()) {
+        // No summary (a store written before summaries existed), or a
+        // damaged one.
+        info.created_unix_ms = md->created_unix_ms;
+        info.world_size = md->world_size;
+        info.entries = md->entries.size();
+        info.logical_bytes = md->logical_bytes();
+        info.stored_bytes = md->stored_bytes();
+      } else {
+        info.damaged = true;
+      }
+      out.push_back(std::move(info));
+    }
+    RETURN_IF_ERROR(FromRocks(mit->status(), "listing steps of '" + path_ + "'"));
+    RETURN_IF_ERROR(FromRocks(sit->status(), "listing steps of '" + path_ + "'"));
+    ASSIGN_OR_RETURN(auto tags, ListTagsOnce());
+    for (const auto& [name, step] : tags) {
+      auto pos = std::lower_bound(out.begin(), out.end(), step,
+                                  [](const StepInfo& a, int64_t s) { return a.step < s; });
+      if (pos != out.end() && pos->step == step) pos->tags.push_back(name);  // names arrive sorted
+    }
+    return out;
+  }
+
+  StatusOr<int64_t> LatestStepOnce() {
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+    // Data keys ('D') sort before metadata keys ('M'): the last key before
+    // 'N' is the highest step's metadata, if any.
+    it->SeekForPrev(std::string(1, kMetadataPrefix + 1));
+    int64_t step;
+    if (it->Valid() && ParseMetadataKey(it->key().ToStringView(), &step)) return step;
+    RETURN_IF_ERROR(FromRocks(it->status(), "finding the latest step"));
+    return Status::NotFound("store '" + path_ + "' has no committed step");
+  }
+
+  StatusOr<int64_t> LatestStepAtOrBeforeOnce(int64_t step) {
+    RETURN_IF_ERROR(ValidateStep(step));
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+    it->SeekForPrev(MetadataKey(step));
+    int64_t found;
+    if (it->Valid() && ParseMetadataKey(it->key().ToStringView(), &found)) return found;
+    RETURN_IF_ERROR(FromRocks(it->status(), "finding the latest step at or before " + std::to_string(step)));
+    return Status::NotFound("store '" + path_ + "' has no committed step at or before " + std::to_string(step));
+  }
+
+  StatusOr<bool> HasStepOnce(int64_t step) {
+    RETURN_IF_ERROR(ValidateStep(step));
+    rocksdb::PinnableSlice v;
+    rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), db_->DefaultColumnFamily(), MetadataKey(step), &v);
+    if (s.IsNotFound()) return false;
+    RETURN_IF_ERROR(FromRocks(s, "looking up step " + std::to_string(step)));
+    return true;
+  }
+
+  StatusOr<std::map<std::string, int64_t>> ListTagsOnce() {
+    std::map<std::string, int64_t> tags;
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+    for (it->Seek(std::string(1, kTagPrefix)); it->Valid(); it->Next()) {
+      std::string name;
+      if (!ParseTagKey(it->key().ToStringView(), &name)) break;
+      auto step = DecodeTagValue(it->value().ToStringView());
+      if (step.ok()) tags[name] = *step;  // a damaged tag is left out
+    }
+    RETURN_IF_ERROR(FromRocks(it->status(), "listing tags of '" + path_ + "'"));
+    return tags;
+  }
+
+  StatusOr<std::vector<RecordDamage>> FindDamagedRecordsOnce() {
+    std::vector<RecordDamage> out;
+    rocksdb::ReadOptions ro;
+    ro.fill_cache = false;
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
+    for (it->Seek(std::string(1, kMetadataPrefix)); it->Valid(); it->Next()) {
+      const std::string_view key = it->key().ToStringView();
+      int64_t step;
+      uint64_t id;
+      std::string name;
+      if (ParseMetadataKey(key, &step)) {
+        auto md = DecodeMetadataValue(it->value().ToStringView());
+        if (!md.ok()) out.push_back({"metadata of step " + std::to_string(step), md.status()});
+      } else if (ParseSummaryKey(key, &step)) {
+        auto sum = DecodeSummaryValue(it->value().ToStringView());
+        if (!sum.ok()) out.push_back({"summary of step " + std::to_string(step), sum.status()});
+      } else if (ParseTagKey(key, &name)) {
+        auto tagged = DecodeTagValue(it->value().ToStringView());
+        if (!tagged.ok()) out.push_back({"tag '" + name + "'", tagged.status()});
+      } else if (!ParsePendingKey(key, &step, &id)) {
+        break;
+      }
+    }
+    RETURN_IF_ERROR(FromRocks(it->status(), "reading the records of '" + path_ + "'"));
+    return out;
+  }
+
+  StatusOr<int64_t> ResolveTagOnce(const std::string& name) {
+    RETURN_IF_ERROR(ValidateTagName(name));
+    std::string v;
+    rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), TagKey(name), &v);
+    if (s.IsNotFound()) return Status::NotFound("no tag '" + name + "' in store '" + path_ + "'");
+    RETURN_IF_ERROR(FromRocks(s, "reading tag '" + name + "'"));
+    auto step = DecodeTagValue(v);
+    if (!step.ok()) return step.status().WithContext("tag '" + name + "'");
+    ASSIGN_OR_RETURN(bool exists, HasStepOnce(*step));
+    if (!exists) {
+      return Status::NotFound("tag '" + name + "' names step " + std::to_string(*step) +
+                              ", which is no longer in store '" + path_ + "'");
+    }
+    return step;
+  }
+
+ public:
+  StatusOr<StoreStats> GetStoreStats() override {
+    StoreStats st;
+    std::vector<rocksdb::LiveFileMetaData> files;
+    db_->GetLiveFilesMetaData(&files);
+    for (const auto& f : files) {
+      st.sst_files++;
+      st.sst_bytes += f.size;
+      if (f.level >= 0) {
+        if (st.files_per_level.size() <= static_cast<size_t>(f.level)) st.files_per_level.resize(f.level + 1);
+        st.files_per_level[f.level]++;
+      }
+    }
+    uint64_t v = 0;
+    if (db_->GetIntProperty(rocksdb::DB::Properties::kEstimateLiveDataSize, &v)) st.live_data_bytes = v;
+    if (db_->GetIntProperty(rocksdb::DB::Properties::kEstimateNumKeys, &v)) st.estimated_keys = v;
+    std::error_code ec;
+    for (auto it = fs::recursive_directory_iterator(DbDir(path_), ec); !ec && it != fs::recursive_directory_iterator();
+         it.increment(ec)) {
+      std::error_code fec;
+      if (!it->is_regular_file(fec)) continue;
+      const uint64_t size = it->file_size(fec);
+      if (fec) continue;  // removed by the writer meanwhile
+      st.disk_bytes += size;
+      if (it->path().extension() == ".log") {
+        st.wal_files++;
+        st.wal_bytes += size;
+      }
+    }
+    if (fs::is_directory(StagingRoot(path_), ec)) {
+      for (auto it = fs::directory_iterator(StagingRoot(path_), ec); !ec && it != fs::directory_iterator();
+           it.increment(ec)) {
+        st.staging_dirs++;
+      }
+    }
+    return st;
+  }
+
+ private:
+  // The name of the current MANIFEST and its size, or "" when unreadable: it
+  // changes with every change of the set of files (ingest, flush,
+  // compaction, DeleteFilesInRange), and with nothing else.
+  std::string ManifestState() const {
+    std::ifstream current(DbDir(path_) + "/CURRENT");
+    std::string name;
+    if (!std::getline(current, name) || name.empty()) return "";
+    std::error_code ec;
+    const uintmax_t size = fs::file_size(DbDir(path_) + "/" + name, ec);
+    if (ec) return "";
+    return name + ":" + std::to_string(size);
+  }
+
+  const std::string path_;
+  const ReaderOptions options_;
+  std::unique_ptr<rocksdb::DB> db_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<StoreReader>> OpenStoreReader(const std::string& path, const ReaderOptions& options) {
+  ASSIGN_OR_RETURN(StorePathState state, InspectStorePath(path));
+  if (state == StorePathState::kMissing) return Status::NotFound("no store at '" + path + "'");
+  if (state == StorePathState::kEmptyDir) {
+    return Status::FailedPrecondition("'" + path + "' is an empty directory, not a ckptdb store");
+  }
+  RETURN_IF_ERROR(CheckStoreFormat(path, /*for_writing=*/false));
+  auto reader = std::make_unique<RocksDBStoreReader>(path, options);
+  RETURN_IF_ERROR(reader->Refresh());
+  return std::unique_ptr<StoreReader>(std::move(reader));
+}
+
+}  // namespace ckptdb

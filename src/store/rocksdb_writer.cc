@@ -1,0 +1,654 @@
+// The RocksDB store's writer side: staging SST files, ingestion, the metadata
+// commit, and sweeping what failed saves left behind.
+#include <rocksdb/convenience.h>
+#include <rocksdb/db.h>
+#include <rocksdb/sst_file_writer.h>
+#include <rocksdb/table.h>
+#include <rocksdb/write_batch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+
+#include "format/chunk_codec.h"
+#include "ckptdb/checkpoint.h"
+#include "ckptdb/rocksdb_store.h"
+#include "format/keys.h"
+#include "format/metadata_codec.h"
+#include "store/retention.h"
+#include "store/rocksdb_options.h"
+#include "store/rocksdb_status.h"
+#include "store/rocksdb_store_internal.h"
+#include "util/status_macros.h"
+#include "format/step_records.h"
+#include "util/ordered_parallel.h"
+#include "store/sst_chunk_writer.h"
+#include "store/store_dir.h"
+
+namespace fs = std::filesystem;
+
+namespace ckptdb {
+
+rocksdb::Options DatabaseOptions() {
+  rocksdb::Options o;
+  o.create_if_missing = true;
+  o.compression = rocksdb::kNoCompression;
+  o.bottommost_compression = rocksdb::kNoCompression;
+  // Blocks are checksummed with XXH3 (the fastest of RocksDB's checksums)
+  // and verified on every read: see chunk_reader.cc.
+  rocksdb::BlockBasedTableOptions table;
+  table.checksum = rocksdb::kXXH3;
+  o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  o.write_buffer_size = 16 << 20;
+  o.max_background_jobs = 2;
+  o.keep_log_file_num = 4;
+  // A damaged or missing write-ahead log is an error, never a shorter
+  // history: the sizes of synced WALs are recorded in the MANIFEST and
+  // checked on open, and a record that fails its checksum anywhere but in
+  // an unsynced tail (a crash while writing it) stops recovery.
+  o.track_and_verify_wals_in_manifest = true;
+  // No MADV_RANDOM / POSIX_FADV_RANDOM on SST files: chunks are megabytes
+  // read front to back, and with random advice every 4 KiB page of an
+  // mmap'd file is its own synchronous disk read (a cold load of 512 MiB:
+  // 3.29 s instead of 0.27 s, ckptdb-bench --size 512MiB --world 2).
+  o.advise_random_on_open = false;
+  o.wal_recovery_mode = rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
+  return o;
+}
+
+bool MayOpenDamagedStore(const rocksdb::Status& s, const std::string& db_dir) {
+  if (s.ok() || !(s.IsIOError() || s.IsCorruption() || s.IsInvalidArgument())) return false;
+  const std::string m = s.ToString();
+  if (m.find(".sst") == std::string::npos && m.find(".ldb") == std::string::npos) return false;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(db_dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    if (it->path().extension() != ".log") continue;
+    std::error_code sec;
+    if (fs::file_size(it->path(), sec) != 0 || sec) return false;
+  }
+  return !ec;
+}
+
+void UseDamagedStoreOptions(rocksdb::Options* o) {
+  o->paranoid_checks = false;
+  o->skip_checking_sst_file_sizes_on_db_open = true;
+}
+
+namespace {
+
+uint64_t NewSaveId() {
+  static std::mutex mu;
+  static std::mt19937_64 rng{std::random_device{}() ^
+                             static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())};
+  std::lock_guard<std::mutex> lock(mu);
+  uint64_t id = 0;
+  while (id == 0) id = rng();
+  return id;
+}
+
+Status ValidateOptions(const StoreOptions& o) {
+  if (o.chunk_bytes < 4096 || o.chunk_bytes > kMaxChunkRawBytes) {
+    return Status::InvalidArgument("StoreOptions.chunk_bytes " + std::to_string(o.chunk_bytes) +
+                                   " is outside [4096, " + std::to_string(kMaxChunkRawBytes) + "]");
+  }
+  if (o.zstd_level < 1 || o.zstd_level > 19) {
+    return Status::InvalidArgument("StoreOptions.zstd_level " + std::to_string(o.zstd_level) + " is outside [1, 19]");
+  }
+  if (o.max_open_files < 16 || o.max_open_files > 100000) {
+    return Status::InvalidArgument("StoreOptions.max_open_files " + std::to_string(o.max_open_files) +
+                                   " is outside [16, 100000]");
+  }
+  if (o.max_sst_file_bytes < o.chunk_bytes) {
+    return Status::InvalidArgument("StoreOptions.max_sst_file_bytes is smaller than chunk_bytes");
+  }
+  RETURN_IF_ERROR(ValidateCompression(o.compression, "StoreOptions.compression"));
+  RETURN_IF_ERROR(ValidateRetentionPolicy(o.retention, "StoreOptions.retention"));
+  return Status::OK();
+}
+
+class RocksDBStoreWriter final : public StoreWriter {
+ public:
+  RocksDBStoreWriter(std::string path, StoreOptions options, const StoreWriterSeams& seams)
+      : path_(std::move(path)), options_(options), env_(seams.env),
+        split_elements_(seams.split_elements),
+        flush_after_commit_(seams.flush_after_commit) {}
+
+  ~RocksDBStoreWriter() override {
+    if (db_) db_->Close().PermitUncheckedError();
+  }
+
+  const std::string& path() const override { return path_; }
+
+  Status OpenDatabase() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return OpenLocked();
+  }
+
+  StatusOr<uint64_t> Prepare(int64_t step) override {
+    RETURN_IF_ERROR(ValidateStep(step));
+    std::lock_guard<std::mutex> lock(mu_);
+    RETURN_IF_ERROR(OpenLocked());
+    RETURN_IF_ERROR(CheckStepFree(step));
+    uint64_t id = NewSaveId();
+    std::error_code ec;
+    fs::create_directories(StagingDir(path_, id), ec);
+    if (ec) return FsError("cannot create staging directory", StagingDir(path_, id), ec);
+    // Durable before anything of this attempt is ingested: the sweep deletes
+    // only data that a pending record names.
+    rocksdb::WriteOptions wo;
+    wo.sync = true;
+    RETURN_IF_ERROR(FromRocks(db_->Put(wo, PendingKey(step, id), ""), "recording the save of step " +
+                                                                           std::to_string(step) + " as pending"));
+    return id;
+  }
+
+  Status PrepareStorage(const SaveContext& ctx, const std::vector<WriteItem>& items) override {
+    for (const WriteItem& it : items) {
+      if (it.key.rank != static_cast<uint32_t>(ctx.rank)) {
+        return Status::Internal("item of '" + it.fqn + "' has rank " + std::to_string(it.key.rank) +
+                                " in its key, but this is rank " + std::to_string(ctx.rank));
+      }
+      if (it.nbytes > 0 && it.data == nullptr && !it.source) {
+        return Status::InvalidArgument("entry '" + it.fqn + "' has no data");
+      }
+    }
+    std::error_code ec;
+    // The coordinator made it; on a store shared across hosts it may appear
+    // later here, so make sure it exists.
+    fs::create_directories(StagingDir(path_, ctx.save_id), ec);
+    if (ec) return FsError("cannot create staging directory", StagingDir(path_, ctx.save_id), ec);
+    return Status::OK();
+  }
+
+  StatusOr<WriteResult> Write(const SaveContext& ctx, const std::vector<WriteItem>& items) override {
+    ChunkWriteOptions o;
+    o.chunk_bytes = options_.chunk_bytes;
+    o.compression = options_.compression;
+    o.zstd_level = options_.zstd_level;
+    o.max_sst_file_bytes = options_.max_sst_file_bytes;
+    o.invalidate_page_cache = options_.sst_invalidate_page_cache;
+    o.threads = options_.threads > 0 ? options_.threads : DefaultParallelism();
+    o.split_elements = split_elements_;
+    return WriteItemsToSst(StagingDir(path_, ctx.save_id), ctx, items, Options(), o);
+  }
+
+
+  Status Finish(const SaveContext& ctx, const StepMetadata& metadata, const std::vector<WriteResult>& results) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    RETURN_IF_ERROR(OpenLocked());
+    Status v = ValidateStepMetadata(metadata);
+    if (!v.ok()) return Status::Internal("refusing to commit inconsistent metadata: " + v.message());
+    std::vector<std::string> files;
+    for (const WriteResult& r : results) files.insert(files.end(), r.files.begin(), r.files.end());
+    if (!files.empty()) {
+      rocksdb::IngestExternalFileOptions io;
+      io.move_files = true;             // hard links: no copy of the data
+      io.snapshot_consistency = false;  // no reader needs these keys before the commit
+      io.allow_global_seqno = true;
+      io.allow_blocking_flush = true;
+      io.write_global_seqno = false;
+      RETURN_IF_ERROR(FromRocks(db_->IngestExternalFile(files, io), "ingesting " + std::to_string(files.size()) +
+                                                                        " SST files of step " +
+                                                                        std::to_string(ctx.step)));
+    }
+    // The step may have been committed by another save on this writer since
+    // Prepare; the DB lock keeps other processes out.
+    RETURN_IF_ERROR(CheckStepFree(ctx.step));
+    rocksdb::WriteBatch batch;
+    RETURN_IF_ERROR(FromRocks(batch.Put(MetadataKey(ctx.step), EncodeMetadataValue(metadata)), "metadata batch"));
+    RETURN_IF_ERROR(
+        FromRocks(batch.Put(SummaryKey(ctx.step), EncodeSummaryValue(SummarizeStep(metadata))), "metadata batch"));
+    RETURN_IF_ERROR(FromRocks(batch.Delete(PendingKey(ctx.step, ctx.save_id)), "metadata batch"));
+    // Retention: the steps the policy drops go in the same batch, so the new
+    // step and the pruning commit together or not at all.
+    std::vector<int64_t> pruned;
+    if (options_.retention.enabled()) {
+      ASSIGN_OR_RETURN(History h, ReadHistory());
+      h.steps.insert(std::upper_bound(h.steps.begin(), h.steps.end(), ctx.step), ctx.step);
+      pruned = StepsToPrune(h.steps, h.TaggedSteps(), options_.retention);
+      // A save never commits a step only to delete it (a step numbered below
+      // the ones kept, saved late): what the caller just saved stays.
+      pruned.erase(std::remove(pruned.begin(), pruned.end(), ctx.step), pruned.end());
+      AddStepDeletes(pruned, h, &batch);
+    }
+    rocksdb::WriteOptions wo;
+    wo.sync = true;
+    RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), "committing the metadata of step " + std::to_string(ctx.step)));
+    RemoveStaging(ctx.save_id);
+    pruned_by_last_commit_ = pruned;
+    // The commit stands. Move it out of the WAL into a checksummed SST now,
+    // so that a committed step never depends on the log for long; and give
+    // the space of pruned steps back. Both are best effort (the next commit,
+    // delete or sweep retries them).
+    (void)FlushLocked();
+    (void)ReclaimSteps(pruned);
+    return Status::OK();
+  }
+
+  void Abort(const SaveContext& ctx) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (db_) (void)DropSaveData(ctx.step, ctx.save_id);
+    RemoveStaging(ctx.save_id);
+  }
+
+  // Moves what is in the memtable (and so only in the WAL) into an SST.
+  Status FlushLocked() {
+    if (!flush_after_commit_) return Status::OK();
+    rocksdb::FlushOptions fo;
+    fo.wait = true;
+    fo.allow_write_stall = true;
+    return FromRocks(db_->Flush(fo), "flushing the commit log of '" + path_ + "'");
+  }
+
+  StatusOr<SweepStats> Sweep() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    RETURN_IF_ERROR(OpenLocked());
+    return SweepLocked();
+  }
+
+  StatusOr<SweepStats> FindLeftovers() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    RETURN_IF_ERROR(OpenLocked());
+    return SweepLocked(/*dry_run=*/true);
+  }
+
+  Status DeleteStep(int64_t step) override { return DeleteSteps({step}); }
+
+  Status DeleteSteps(const std::vector<int64_t>& steps) override {
+    for (int64_t step : steps) RETURN_IF_ERROR(ValidateStep(step));
+    std::vector<int64_t> sorted = steps;
+    std::sort(sorted.begin(), sorted.end());
+    sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+    std::lock_guard<std::mutex> lock(mu_);
+    RETURN_IF_ERROR(OpenLocked());
+    ASSIGN_OR_RETURN(History h, ReadHistory());
+    for (int64_t step : sorted) {
+      if (!std::binary_search(h.steps.begin(), h.steps.end(), step)) {
+        return Status::NotFound("step " + std::to_string(step) + " not found in store '" + path_ + "'");
+      }
+    }
+    return DeleteStepsLocked(sorted, h);
+  }
+
+  StatusOr<std::vector<int64_t>> Prune(const RetentionPolicy& policy, bool dry_run) override {
+    RETURN_IF_ERROR(ValidateRetentionPolicy(policy));
+    std::lock_guard<std::mutex> lock(mu_);
+    RETURN_IF_ERROR(OpenLocked());
+    ASSIGN_OR_RETURN(History h, ReadHistory());
+    std::vector<int64_t> drop = StepsToPrune(h.steps, h.TaggedSteps(), policy);
+    if (!dry_run && !drop.empty()) RETURN_IF_ERROR(DeleteStepsLocked(drop, h));
+    return drop;
+  }
+
+  std::vector<int64_t> PrunedByLastCommit() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return pruned_by_last_commit_;
+  }
+
+  StatusOr<std::optional<int64_t>> Tag(int64_t step, const std::string& name) override {
+    RETURN_IF_ERROR(ValidateStep(step));
+    RETURN_IF_ERROR(ValidateTagName(name));
+    std::lock_guard<std::mutex> lock(mu_);
+    RETURN_IF_ERROR(OpenLocked());
+    std::string v;
+    rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), MetadataKey(step), &v);
+    if (s.IsNotFound()) {
+      return Status::NotFound("step " + std::to_string(step) + " not found in store '" + path_ + "'");
+    }
+    RETURN_IF_ERROR(FromRocks(s, "reading the metadata of step " + std::to_string(step)));
+    std::optional<int64_t> previous;
+    s = db_->Get(rocksdb::ReadOptions(), TagKey(name), &v);
+    if (s.ok()) {
+      auto old = DecodeTagValue(v);  // a damaged value is simply replaced
+      if (old.ok()) previous = *old;
+    } else if (!s.IsNotFound()) {
+      RETURN_IF_ERROR(FromRocks(s, "reading tag '" + name + "'"));
+    }
+    rocksdb::WriteOptions wo;
+    wo.sync = true;
+    RETURN_IF_ERROR(FromRocks(db_->Put(wo, TagKey(name), EncodeTagValue(step)), "writing tag '" + name + "'"));
+    (void)FlushLocked();
+    return previous;
+  }
+
+  Status DeleteTag(const std::string& name) override {
+    RETURN_IF_ERROR(ValidateTagName(name));
+    std::lock_guard<std::mutex> lock(mu_);
+    RETURN_IF_ERROR(OpenLocked());
+    std::string v;
+    rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), TagKey(name), &v);
+    if (s.IsNotFound()) return Status::NotFound("no tag '" + name + "' in store '" + path_ + "'");
+    RETURN_IF_ERROR(FromRocks(s, "reading tag '" + name + "'"));
+    rocksdb::WriteOptions wo;
+    wo.sync = true;
+    RETURN_IF_ERROR(FromRocks(db_->Delete(wo, TagKey(name)), "deleting tag '" + name + "'"));
+    (void)FlushLocked();
+    return Status::OK();
+  }
+
+ private:
+  // The committed steps and the tags, as the writer sees them now.
+  struct History {
+    std::vector<int64_t> steps;                      // increasing
+    std::vector<std::pair<std::string, int64_t>> tags;  // name -> step
+    std::set<int64_t> TaggedSteps() const {
+      std::set<int64_t> out;
+      for (const auto& t : tags) {
+        if (t.second >= 0) out.insert(t.second);
+      }
+      return out;
+    }
+  };
+
+  StatusOr<History> ReadHistory() {
+    History h;
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+    for (it->Seek(std::string(1, kMetadataPrefix)); it->Valid(); it->Next()) {
+      int64_t step;
+      if (!ParseMetadataKey(it->key().ToStringView(), &step)) break;
+      h.steps.push_back(step);
+    }
+    for (it->Seek(std::string(1, kTagPrefix)); it->Valid(); it->Next()) {
+      std::string name;
+      if (!ParseTagKey(it->key().ToStringView(), &name)) break;
+      // A damaged tag names no step: it protects none from retention, and
+      // DeleteTag removes it.
+      auto step = DecodeTagValue(it->value().ToStringView());
+      h.tags.emplace_back(std::move(name), step.ok() ? *step : -1);
+    }
+    RETURN_IF_ERROR(FromRocks(it->status(), "listing steps and tags of '" + path_ + "'"));
+    return h;
+  }
+
+  // Adds to `batch` what removes each of `steps` (committed) whole: its
+  // metadata, summary, the tags on it and a range delete of all its data.
+  void AddStepDeletes(const std::vector<int64_t>& steps, const History& h, rocksdb::WriteBatch* batch) {
+    for (int64_t step : steps) {
+      batch->Delete(MetadataKey(step)).PermitUncheckedError();
+      batch->Delete(SummaryKey(step)).PermitUncheckedError();
+      for (const auto& [name, tagged] : h.tags) {
+        if (tagged == step) batch->Delete(TagKey(name)).PermitUncheckedError();
+      }
+      batch->DeleteRange(db_->DefaultColumnFamily(), DataSaveBegin(step, 0), DataSaveEnd(step, UINT64_MAX))
+          .PermitUncheckedError();
+    }
+  }
+
+  Status DeleteStepsLocked(const std::vector<int64_t>& steps, const History& h) {
+    if (steps.empty()) return Status::OK();
+    // The metadata goes in the same batch as the range deletes: each step
+    // disappears whole, and its data becomes unreachable at once.
+    rocksdb::WriteBatch batch;
+    AddStepDeletes(steps, h, &batch);
+    rocksdb::WriteOptions wo;
+    wo.sync = true;
+    const std::string what = steps.size() == 1 ? "deleting step " + std::to_string(steps[0])
+                                               : "deleting " + std::to_string(steps.size()) + " steps";
+    RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), what));
+    (void)FlushLocked();  // the delete leaves the WAL at once, as commits do
+    Status reclaimed = ReclaimSteps(steps);
+    RestoreReserve(path_);
+    return reclaimed;
+  }
+
+  // One DeleteFilesInRanges call for every step (one MANIFEST edit; a call
+  // per step made pruning 1,000 steps take seconds).
+  Status ReclaimSteps(const std::vector<int64_t>& steps) {
+    if (steps.empty()) return Status::OK();
+    std::vector<std::string> bounds;
+    bounds.reserve(2 * steps.size());
+    for (int64_t step : steps) {
+      bounds.push_back(DataSaveBegin(step, 0));
+      bounds.push_back(DataSaveEnd(step, UINT64_MAX));
+    }
+    std::vector<rocksdb::Slice> slices(bounds.begin(), bounds.end());
+    std::vector<rocksdb::RangePtr> ranges;
+    ranges.reserve(steps.size());
+    for (size_t i = 0; i < steps.size(); ++i) ranges.emplace_back(&slices[2 * i], &slices[2 * i + 1]);
+    return FromRocks(rocksdb::DeleteFilesInRanges(db_.get(), db_->DefaultColumnFamily(), ranges.data(), ranges.size(),
+                                                  /*include_end=*/false),
+                     "reclaiming the files of " + std::to_string(steps.size()) + " deleted step(s)");
+  }
+
+  rocksdb::Options Options() const {
+    rocksdb::Options o = DatabaseOptions();
+    o.max_open_files = options_.max_open_files;
+    if (env_ != nullptr) o.env = env_;
+    return o;
+  }
+
+  Status OpenLocked() {
+    if (db_) return Status::OK();
+    RETURN_IF_ERROR(ValidateOptions(options_));
+    ASSIGN_OR_RETURN(StorePathState state, InspectStorePath(path_));
+    (void)state;
+    // Refuses a newer format; brings an older one's marker up to this one.
+    RETURN_IF_ERROR(CreateStoreDir(path_));
+    RETURN_IF_ERROR(CheckWriteAheadLogPresent(path_));
+    // On a (nearly) full disk, make room for RocksDB's own files first.
+    ReleaseReserveIfLow(path_);
+    RETURN_IF_ERROR(CheckRoomToOpen(path_));
+    rocksdb::DB* db = nullptr;
+    rocksdb::Options o = Options();
+    rocksdb::Status s = rocksdb::DB::Open(o, DbDir(path_), &db);
+    if (MayOpenDamagedStore(s, DbDir(path_))) {
+      // A damaged table file: open anyway, so that the other steps stay
+      // usable and the damaged one can be dropped.
+      UseDamagedStoreOptions(&o);
+      s = rocksdb::DB::Open(o, DbDir(path_), &db);
+    }
+    if (s.IsIOError() && s.ToString().find("lock") != std::string::npos) {
+      return Status::Unavailable("store '" + path_ + "' is open for writing by another process: " + s.ToString());
+    }
+    RETURN_IF_ERROR(FromRocks(s, "opening store '" + path_ + "'"));
+    db_.reset(db);
+    if (options_.sweep_on_open) {
+      auto swept = SweepLocked();
+      if (!swept.ok()) return swept.status().WithContext("sweeping store '" + path_ + "' on open");
+    }
+    RestoreReserve(path_);
+    return Status::OK();
+  }
+
+  Status CheckStepFree(int64_t step) {
+    std::string v;
+    rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), MetadataKey(step), &v);
+    if (s.ok()) return Status::AlreadyExists("step " + std::to_string(step) + " already exists in store '" + path_ + "'");
+    if (s.IsNotFound()) return Status::OK();
+    return FromRocks(s, "checking whether step " + std::to_string(step) + " exists");
+  }
+
+  // Removes the keys of one save attempt and the files holding only them.
+  Status DropSaveData(int64_t step, uint64_t save_id) {
+    std::string begin = DataSaveBegin(step, save_id);
+    std::string end = DataSaveEnd(step, save_id);
+    rocksdb::WriteBatch batch;
+    RETURN_IF_ERROR(FromRocks(batch.DeleteRange(db_->DefaultColumnFamily(), begin, end), "dropping save data"));
+    RETURN_IF_ERROR(FromRocks(batch.Delete(PendingKey(step, save_id)), "dropping save data"));
+    rocksdb::WriteOptions wo;
+    wo.sync = true;
+    RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), "dropping the data of a failed save of step " +
+                                                          std::to_string(step)));
+    return ReclaimRange(begin, end);
+  }
+
+  // Gives back the space of a deleted key range: files wholly inside it are
+  // dropped without rewriting anything.
+  Status ReclaimRange(const std::string& begin, const std::string& end) {
+    rocksdb::Slice b(begin), e(end);
+    return FromRocks(rocksdb::DeleteFilesInRange(db_.get(), db_->DefaultColumnFamily(), &b, &e, false),
+                     "reclaiming deleted files");
+  }
+
+  void RemoveStaging(uint64_t save_id) {
+    std::error_code ec;
+    fs::remove_all(StagingDir(path_, save_id), ec);
+  }
+
+  StatusOr<SweepStats> SweepLocked(bool dry_run = false) {
+    constexpr uint64_t kUnreadable = 0;  // save ids are never 0
+    SweepStats stats;
+    // Committed (step -> save id).
+    std::map<int64_t, uint64_t> committed;
+    {
+      // The save id comes from the step's summary record when it has one
+      // (cheap), else from its metadata.
+      std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+      std::unique_ptr<rocksdb::Iterator> sit(db_->NewIterator(rocksdb::ReadOptions()));
+      sit->Seek(std::string(1, kSummaryPrefix));
+      for (it->Seek(std::string(1, kMetadataPrefix)); it->Valid(); it->Next()) {
+        int64_t step;
+        if (!ParseMetadataKey(it->key().ToStringView(), &step)) break;
+        int64_t sstep = -1;
+        while (sit->Valid() && ParseSummaryKey(sit->key().ToStringView(), &sstep) && sstep < step) sit->Next();
+        if (sit->Valid() && sstep == step) {
+          auto sum = DecodeSummaryValue(sit->value().ToStringView());
+          if (sum.ok()) {
+            committed[step] = sum->save_id;
+            continue;
+          }
+        }
+        auto md = DecodeMetadataValue(it->value().ToStringView());
+        // A step whose metadata is unreadable keeps all its data: never delete
+        // what might be committed.
+        committed[step] = md.ok() ? md->save_id : kUnreadable;
+      }
+      RETURN_IF_ERROR(FromRocks(it->status(), "listing steps"));
+      RETURN_IF_ERROR(FromRocks(sit->status(), "listing step summaries"));
+    }
+    // The save attempts known to have been in flight (pending records).
+    std::set<std::pair<int64_t, uint64_t>> pending;
+    {
+      std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+      for (it->Seek(std::string(1, kPendingPrefix)); it->Valid(); it->Next()) {
+        int64_t step;
+        uint64_t id;
+        if (!ParsePendingKey(it->key().ToStringView(), &step, &id)) break;
+        pending.emplace(step, id);
+      }
+      RETURN_IF_ERROR(FromRocks(it->status(), "listing pending saves"));
+    }
+    // The save attempts that have data, from the files' key ranges (every
+    // ingested file holds the keys of one save of one rank): no file is
+    // opened, so a damaged file of a committed step cannot stop a sweep.
+    // Data of a save that is neither committed nor pending is left alone:
+    // it may belong to a step whose commit record was lost (a damaged log),
+    // and only a pending record proves that a save was never committed.
+    std::vector<std::pair<int64_t, uint64_t>> orphans;
+    for (const auto& [step, id] : SavesWithData()) {
+      auto c = committed.find(step);
+      if (c != committed.end() && (c->second == id || c->second == kUnreadable)) continue;
+      if (pending.count({step, id}) > 0) {
+        orphans.emplace_back(step, id);
+      } else if (HasLiveData(step, id)) {
+        stats.unaccounted_saves++;
+      }
+    }
+    if (!dry_run) {
+      for (const auto& [step, id] : orphans) RETURN_IF_ERROR(DropSaveData(step, id));
+      // Pending records of saves that left no data (or were committed).
+      rocksdb::WriteBatch batch;
+      for (const auto& [step, id] : pending) {
+        // (DropSaveData removed those of the dropped saves already.)
+        const bool dropped = std::find(orphans.begin(), orphans.end(), std::make_pair(step, id)) != orphans.end();
+        if (!dropped) batch.Delete(PendingKey(step, id)).PermitUncheckedError();
+      }
+      if (batch.Count() > 0) {
+        rocksdb::WriteOptions wo;
+        wo.sync = true;
+        RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), "clearing pending records"));
+      }
+    }
+    stats.orphan_saves = orphans.size();
+    std::error_code ec;
+    if (fs::exists(StagingRoot(path_), ec)) {
+      for (const auto& d : fs::directory_iterator(StagingRoot(path_), ec)) {
+        if (!dry_run) fs::remove_all(d.path(), ec);
+        ++stats.staging_dirs;
+      }
+    }
+    return stats;
+  }
+
+  // (step, save id) of every save attempt whose keys some live file holds.
+  // Files holding keys of several attempts (none are written so, but a
+  // compaction could merge them) are scanned, one seek per attempt; a file
+  // that cannot be read there is skipped.
+  std::set<std::pair<int64_t, uint64_t>> SavesWithData() {
+    std::set<std::pair<int64_t, uint64_t>> out;
+    std::vector<rocksdb::LiveFileMetaData> files;
+    db_->GetLiveFilesMetaData(&files);
+    for (const rocksdb::LiveFileMetaData& f : files) {
+      DataKey a, b;
+      if (!ParseDataKey(f.smallestkey, &a) || !ParseDataKey(f.largestkey, &b)) continue;  // metadata, tombstones
+      if (a.step == b.step && a.save_id == b.save_id) {
+        out.emplace(a.step, a.save_id);
+        continue;
+      }
+      rocksdb::ReadOptions ro;
+      ro.fill_cache = false;
+      std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
+      for (it->Seek(f.smallestkey); it->Valid() && it->key().compare(f.largestkey) <= 0;) {
+        DataKey k;
+        if (!ParseDataKey(it->key().ToStringView(), &k)) break;
+        out.emplace(k.step, k.save_id);
+        if (k.save_id == UINT64_MAX) {
+          if (k.step == INT64_MAX) break;
+          it->Seek(DataSaveBegin(k.step + 1, 0));
+        } else {
+          it->Seek(DataSaveBegin(k.step, k.save_id + 1));
+        }
+      }
+    }
+    return out;
+  }
+
+  // Whether some key of the attempt is visible (not range-deleted). When its
+  // files cannot be read, it counts as there.
+  bool HasLiveData(int64_t step, uint64_t save_id) {
+    rocksdb::ReadOptions ro;
+    ro.fill_cache = false;
+    const std::string end = DataSaveEnd(step, save_id);
+    rocksdb::Slice upper(end);
+    ro.iterate_upper_bound = &upper;
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
+    it->Seek(DataSaveBegin(step, save_id));
+    return it->Valid() || !it->status().ok();
+  }
+
+  const std::string path_;
+  const StoreOptions options_;
+  rocksdb::Env* const env_;  // null: RocksDB's default
+  const bool split_elements_;
+  const bool flush_after_commit_;
+  mutable std::mutex mu_;  // guards db_, the step check + commit, deletes and tags
+  std::unique_ptr<rocksdb::DB> db_;
+  std::vector<int64_t> pruned_by_last_commit_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<StoreWriter>> OpenStoreWriterWithSeams(const std::string& path, const StoreOptions& options,
+                                                                const StoreWriterSeams& seams) {
+  RETURN_IF_ERROR(ValidateOptions(options));
+  ASSIGN_OR_RETURN(StorePathState state, InspectStorePath(path));
+  if (state == StorePathState::kStore) RETURN_IF_ERROR(CheckStoreFormat(path, /*for_writing=*/true));
+  return std::unique_ptr<StoreWriter>(new RocksDBStoreWriter(path, options, seams));
+}
+
+StatusOr<std::unique_ptr<StoreWriter>> OpenStoreWriterWithEnv(const std::string& path, const StoreOptions& options,
+                                                              rocksdb::Env* env) {
+  StoreWriterSeams seams;
+  seams.env = env;
+  return OpenStoreWriterWithSeams(path, options, seams);
+}
+
+StatusOr<std::unique_ptr<StoreWriter>> OpenStoreWriter(const std::string& path, const StoreOptions& options) {
+  return OpenStoreWriterWithSeams(path, options, StoreWriterSeams{});
+}
+
+}  // namespace ckptdb

@@ -1,0 +1,100 @@
+#include "store/sst_chunk_writer.h"
+
+#include <rocksdb/sst_file_writer.h>
+
+#include <algorithm>
+#include <memory>
+
+#include "format/chunk_codec.h"
+#include "format/keys.h"
+#include "util/ordered_parallel.h"
+#include "store/rocksdb_status.h"
+#include "util/status_macros.h"
+
+namespace ckptdb {
+
+uint64_t PieceChunkBytes(uint64_t chunk_bytes, DType dtype) {
+  const uint64_t es = DTypeSize(dtype);
+  return es > 1 ? chunk_bytes - chunk_bytes % es : chunk_bytes;
+}
+
+StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext& ctx,
+                                      const std::vector<WriteItem>& items, const rocksdb::Options& db_options,
+                                      const ChunkWriteOptions& o) {
+  WriteResult result;
+  result.rank = ctx.rank;
+  std::vector<const WriteItem*> sorted;
+  for (const WriteItem& it : items) sorted.push_back(&it);
+  // SST keys must be added in order: by item number, then chunk.
+  std::sort(sorted.begin(), sorted.end(), [](const WriteItem* a, const WriteItem* b) { return a->key.item < b->key.item; });
+
+  // Every chunk of every item, in key order.
+  struct Job {
+    size_t item;  // index into `sorted` and result.items
+    uint32_t chunk;
+  };
+  std::vector<Job> jobs;
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    const WriteItem* it = sorted[i];
+    WrittenItem w;
+    w.key = it->key;
+    w.chunk_bytes = o.split_elements ? o.chunk_bytes : PieceChunkBytes(o.chunk_bytes, it->dtype);
+    w.num_chunks = static_cast<uint32_t>((it->nbytes + w.chunk_bytes - 1) / w.chunk_bytes);
+    result.items.push_back(w);
+    for (uint32_t c = 0; c < w.num_chunks; ++c) jobs.push_back(Job{i, c});
+  }
+
+  std::unique_ptr<rocksdb::SstFileWriter> sst;
+  uint64_t file_bytes = 0;
+  std::string file;
+  auto finish_file = [&]() -> Status {
+    if (!sst) return Status::OK();
+    rocksdb::Status s = sst->Finish();  // syncs the file
+    sst.reset();
+    if (!s.ok()) return FromRocks(s, "finishing SST file " + file);
+    result.files.push_back(file);
+    return Status::OK();
+  };
+  auto produce = [&](size_t j, std::string* value) -> Status {
+    const WriteItem* it = sorted[jobs[j].item];
+    const uint64_t chunk_bytes = result.items[jobs[j].item].chunk_bytes;
+    const uint64_t begin = uint64_t{jobs[j].chunk} * chunk_bytes;
+    const uint64_t len = std::min<uint64_t>(chunk_bytes, it->nbytes - begin);
+    const size_t planes = IsFloatingPoint(it->dtype) ? DTypeSize(it->dtype) : 0;
+    if (!it->source) {
+      EncodeChunk(static_cast<const char*>(it->data) + begin, len, o.compression, o.zstd_level, value, planes);
+      return Status::OK();
+    }
+    // Off the device into a staging buffer, encoded while it is held; other
+    // workers copy and encode the next chunks meanwhile.
+    Status st = it->source(begin, len, [&](const char* bytes) {
+      EncodeChunk(bytes, len, o.compression, o.zstd_level, value, planes);
+    });
+    return st.ok() ? st : st.WithContext("chunk " + std::to_string(jobs[j].chunk) + " of '" + it->fqn + "'");
+  };
+  auto consume = [&](size_t j, std::string& value) -> Status {
+    const WriteItem* it = sorted[jobs[j].item];
+    if (!sst || file_bytes >= o.max_sst_file_bytes) {
+      RETURN_IF_ERROR(finish_file());
+      file = dir + "/rank-" + std::to_string(ctx.rank) + "-" + std::to_string(result.files.size()) + ".sst";
+      sst = std::make_unique<rocksdb::SstFileWriter>(rocksdb::EnvOptions(), db_options, nullptr,
+                                                     o.invalidate_page_cache);
+      RETURN_IF_ERROR(FromRocks(sst->Open(file), "opening SST file " + file));
+      file_bytes = 0;
+    }
+    DataKey k{ctx.step, ctx.save_id, it->key.rank, it->key.item, jobs[j].chunk};
+    RETURN_IF_ERROR(FromRocks(sst->Put(EncodeDataKey(k), value),
+                              "writing chunk " + std::to_string(jobs[j].chunk) + " of '" + it->fqn + "'"));
+    file_bytes += value.size();
+    result.items[jobs[j].item].stored_bytes += value.size();
+    return Status::OK();
+  };
+  // A window of a few chunks per worker keeps every core busy while bounding
+  // the memory held by encoded chunks waiting for their turn.
+  RETURN_IF_ERROR(RunOrdered(jobs.size(), o.threads, static_cast<size_t>(std::max(1, o.threads)) * 2 + 2, produce,
+                             consume));
+  RETURN_IF_ERROR(finish_file());
+  return result;
+}
+
+}  // namespace ckptdb

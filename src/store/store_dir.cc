@@ -1,0 +1,165 @@
+#include "store/store_dir.h"
+
+#include "util/status_macros.h"
+
+#include <fcntl.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+namespace fs = std::filesystem;
+
+namespace ckptdb {
+
+namespace {
+constexpr char kMarkerName[] = "CKPTDB";
+constexpr char kMarkerFirstLine[] = "ckptdb store";
+
+std::string MarkerText() { return std::string(kMarkerFirstLine) + "\nformat " + std::to_string(kStoreFormat) + "\n"; }
+
+Status WriteMarker(const fs::path& marker) {
+  std::error_code ec;
+  std::string tmp = marker.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << MarkerText();
+    out.flush();
+    if (!out) return Status::IOError("cannot write the store marker '" + tmp + "'");
+  }
+  fs::rename(tmp, marker, ec);
+  if (ec) return FsError("cannot create the store marker", marker.string(), ec);
+  return Status::OK();
+}
+}  // namespace
+
+std::string ReservePath(const std::string& store) { return (fs::path(store) / "reserve").string(); }
+
+uint64_t FreeBytes(const std::string& path) {
+  struct statvfs st;
+  if (statvfs(path.c_str(), &st) != 0) return UINT64_MAX;
+  return static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+}
+
+bool ReleaseReserveIfLow(const std::string& store) {
+  if (FreeBytes(store) >= kReserveBytes) return false;
+  std::error_code ec;
+  return fs::remove(ReservePath(store), ec);
+}
+
+Status CheckRoomToOpen(const std::string& store) {
+  const uint64_t free = FreeBytes(store);
+  if (free >= kMinFreeBytesToOpen) return Status::OK();
+  return Status::IOError("no space left for store '" + store + "': " + std::to_string(free) +
+                         " bytes free on its file system, and opening it for writing needs " +
+                         std::to_string(kMinFreeBytesToOpen) +
+                         " (its reserve is used up); free space outside the store, then prune it "
+                         "with 'ckptdb rm' or 'ckptdb gc'");
+}
+
+void RestoreReserve(const std::string& store) {
+  std::error_code ec;
+  const std::string path = ReservePath(store);
+  if (fs::exists(path, ec) || FreeBytes(store) < 2 * kReserveBytes) return;
+  const std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  // Real blocks (not a sparse file), so that deleting it frees them.
+  bool ok = posix_fallocate(fd, 0, static_cast<off_t>(kReserveBytes)) == 0 && ::fsync(fd) == 0;
+  ::close(fd);
+  if (ok) fs::rename(tmp, path, ec);
+  if (!ok || ec) fs::remove(tmp, ec);
+}
+
+StatusOr<int> ReadStoreFormat(const std::string& path) {
+  const std::string marker = (fs::path(path) / kMarkerName).string();
+  std::ifstream in(marker);
+  if (!in) return Status::IOError("cannot read the store marker '" + marker + "'");
+  std::string first, word;
+  long long format = -1;
+  if (!std::getline(in, first) || first != kMarkerFirstLine || !(in >> word >> format) || word != "format" ||
+      format < 0) {
+    return Status::DataLoss("the store marker '" + marker + "' is damaged: it should read \"" +
+                            std::string(kMarkerFirstLine) + "\" and \"format N\"");
+  }
+  if (format > 1000000) format = 1000000;
+  return static_cast<int>(format);
+}
+
+Status CheckStoreFormat(const std::string& path, bool for_writing) {
+  auto format = ReadStoreFormat(path);
+  if (!format.ok()) return format.status();
+  if (*format > kStoreFormat) {
+    return Status::FailedPrecondition("store '" + path + "' has format " + std::to_string(*format) +
+                                      ", newer than this ckptdb's format " + std::to_string(kStoreFormat) +
+                                      "; refusing to " + (for_writing ? "write to" : "read") +
+                                      " it (use a newer ckptdb)");
+  }
+  if (*format < kOldestReadableStoreFormat) {
+    return Status::FailedPrecondition("store '" + path + "' has format " + std::to_string(*format) +
+                                      ", older than the oldest this ckptdb reads (" +
+                                      std::to_string(kOldestReadableStoreFormat) + ")");
+  }
+  return Status::OK();
+}
+
+Status FsError(const std::string& what, const std::string& path, const std::error_code& ec) {
+  return Status::IOError(what + " '" + path + "': " + ec.message());
+}
+
+std::string DbDir(const std::string& store) { return (fs::path(store) / "db").string(); }
+std::string StagingRoot(const std::string& store) { return (fs::path(store) / "staging").string(); }
+std::string StagingDir(const std::string& store, uint64_t save_id) {
+  char name[17];
+  std::snprintf(name, sizeof name, "%016llx", static_cast<unsigned long long>(save_id));
+  return (fs::path(store) / "staging" / name).string();
+}
+
+Status CheckWriteAheadLogPresent(const std::string& store) {
+  const fs::path db = DbDir(store);
+  std::error_code ec;
+  if (!fs::exists(db / "CURRENT", ec)) return Status::OK();  // never opened for writing
+  bool has_manifest = false;
+  for (auto it = fs::directory_iterator(db, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (it->path().extension() == ".log") return Status::OK();
+    if (name.rfind("MANIFEST-", 0) == 0) has_manifest = true;
+  }
+  if (ec) return FsError("cannot list", db.string(), ec);
+  if (!has_manifest) return Status::OK();  // RocksDB reports that itself
+  return Status::DataLoss("store '" + store + "' is damaged: its write-ahead log (a *.log file in " + db.string() +
+                          ") is missing; it may have held the latest commits, so the store is not opened as if "
+                          "its history were whole. Restore the file if you have it");
+}
+
+StatusOr<StorePathState> InspectStorePath(const std::string& path) {
+  if (path.empty()) return Status::InvalidArgument("empty store path");
+  std::error_code ec;
+  fs::file_status st = fs::status(path, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory) return FsError("cannot inspect", path, ec);
+  if (!fs::exists(st)) return StorePathState::kMissing;
+  if (!fs::is_directory(st)) {
+    return Status::FailedPrecondition("'" + path + "' is a file, not a ckptdb store (a store is a directory)");
+  }
+  if (fs::is_regular_file(fs::path(path) / kMarkerName, ec)) return StorePathState::kStore;
+  if (fs::is_empty(path, ec) && !ec) return StorePathState::kEmptyDir;
+  return Status::FailedPrecondition("'" + path + "' is not a ckptdb store (no " + kMarkerName +
+                                    " marker file in a non-empty directory); refusing to touch it");
+}
+
+Status CreateStoreDir(const std::string& path) {
+  std::error_code ec;
+  fs::create_directories(path, ec);
+  if (ec) return FsError("cannot create store directory", path, ec);
+  fs::path marker = fs::path(path) / kMarkerName;
+  if (fs::exists(marker, ec)) {
+    ASSIGN_OR_RETURN(int format, ReadStoreFormat(path));
+    if (format == kStoreFormat) return Status::OK();
+    RETURN_IF_ERROR(CheckStoreFormat(path, /*for_writing=*/true));  // newer: refused
+  }
+  return WriteMarker(marker);
+}
+
+}  // namespace ckptdb
