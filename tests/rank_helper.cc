@@ -1,7 +1,8 @@
 // ckptdb_rank_helper: one rank of a multi-process test job.
 //
 //   ckptdb_rank_helper save|load STORE STEP OUT_DIR [--coordinator C]
-//       [--layout rows|cols] [--fail OP@RANK]... [--kill-in-write RANK]
+//       [--layout rows|cols] [--fail OP@RANK]... [--kill-in-write RANK]...
+//       [--stall-in-write RANK]...
 //       [--bad-target RANK] [--tag T]
 //
 // Joins the job from the environment (DistributedConfig::FromEnvironment),
@@ -32,6 +33,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <thread>
+#include <chrono>
 #include <fstream>
 #include <future>
 #include <map>
@@ -136,7 +139,9 @@ int main(int argc, char** argv) {
   }
   const std::string mode = argv[1], store = argv[2], out_dir = argv[4];
   const int64_t step = std::atoll(argv[3]);
-  int coordinator = 0, kill_rank = -1, bad_target = -1;
+  int coordinator = 0, bad_target = -1;
+  std::set<int> kill_ranks;   // --kill-in-write, repeatable (a whole host)
+  std::set<int> stall_ranks;  // --stall-in-write: sleep 3 s after writing
   bool by_columns = false;
   std::map<std::string, std::set<int>> fail;
   for (int i = 5; i < argc; ++i) {
@@ -155,7 +160,9 @@ int main(int argc, char** argv) {
     } else if (a == "--bad-target" && i + 1 < argc) {
       bad_target = std::atoi(argv[++i]);
     } else if (a == "--kill-in-write" && i + 1 < argc) {
-      kill_rank = std::atoi(argv[++i]);
+      kill_ranks.insert(std::atoi(argv[++i]));
+    } else if (a == "--stall-in-write" && i + 1 < argc) {
+      stall_ranks.insert(std::atoi(argv[++i]));
     } else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;
@@ -203,7 +210,11 @@ int main(int argc, char** argv) {
           };
           // Die in the middle of the save: this rank's SST file is written to
           // staging, its report never sent.
-          if (rank == kill_rank) w.after_write = [] { kill(getpid(), SIGKILL); };
+          if (kill_ranks.count(rank) > 0) w.after_write = [] { kill(getpid(), SIGKILL); };
+          // Or stall there (its host's link may be cut meanwhile).
+          if (stall_ranks.count(rank) > 0) {
+            w.after_write = [] { std::this_thread::sleep_for(std::chrono::seconds(3)); };
+          }
           SaveOptions o;
           o.step = step;
           o.coordinator_rank = coordinator;

@@ -12,6 +12,7 @@ PACKAGES=(
   libzstd-dev libxxhash-dev
   libgtest-dev
   python3
+  iproute2
 )
 
 missing=()

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Ranks on different hosts (tools/hosts.sh: network namespaces joined by a
+# bridge, each rank bound to its own host's address), with the store on a
+# file system every host sees:
+#   1. save on 3 hosts x 2 ranks (file:// rendezvous on the shared disk);
+#   2. load on 2 hosts x 3 ranks, as column shards (another world size and
+#      sharding), every byte checked by the ranks;
+#   3. save on 3 hosts x 2 ranks with a redis:// rendezvous served from host 0;
+#   4. a whole host dies mid-save (both its ranks killed after writing):
+#      every survivor fails within the timeout and nothing is committed;
+#   5. a host is unplugged mid-save (its link cut while its ranks stall after
+#      writing: no connection is closed, nothing answers): the same.
+# The test bed is always torn down. Skipped (exit 77) where network
+# namespaces cannot be made.
+#   tests/hosts_test.sh SOURCE_DIR RANK_HELPER CKPTDB_CLI
+set -uo pipefail
+src="$1"; helper="$2"; cli="$3"
+hosts="$src/tools/hosts.sh"
+name="ckh$$"
+work="$(mktemp -d)"
+redis_pid=""
+cleanup() {
+  if [ -n "$redis_pid" ]; then kill "$redis_pid" 2>/dev/null; wait "$redis_pid" 2>/dev/null; fi
+  "$hosts" down "$name" 3
+  rm -rf "$work"
+}
+trap cleanup EXIT
+if [ "$(id -u)" -ne 0 ] || ! "$hosts" up "$name" 3 2>"$work/up.err"; then
+  echo "hosts_test: skipped: cannot create network namespaces: $(cat "$work/up.err" 2>/dev/null)"
+  exit 77
+fi
+store="$work/store"
+fail() { echo "hosts_test: FAILED: $*" >&2; exit 1; }
+
+# run_job WORLD PER_HOST RENDEZVOUS OUT TIMEOUT_MS OP STEP [OPTIONS...]:
+# starts WORLD ranks of the helper, PER_HOST on each host in order, and
+# waits for all of them.
+run_job() {
+  local world="$1" per_host="$2" rdv="$3" out="$4" timeout="$5" op="$6" step="$7"; shift 7
+  local job="job-$RANDOM$RANDOM" pids=()
+  mkdir -p "$out"
+  for r in $(seq 0 $(( world - 1 ))); do
+    local h=$(( r / per_host ))
+    "$hosts" exec "$name" "$h" env CKPTDB_RANK="$r" CKPTDB_WORLD_SIZE="$world" CKPTDB_RENDEZVOUS="$rdv" \
+      CKPTDB_JOB_ID="$job" CKPTDB_LAUNCH_ID="$job" CKPTDB_BIND_ADDRESS="$("$hosts" addr "$h")" \
+      CKPTDB_TIMEOUT_MS="$timeout" "$helper" "$op" "$store" "$step" "$out" "$@" >"$out/stdout-$r.txt" 2>&1 &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do { wait "$p"; } 2>/dev/null; done
+}
+expect_ok() {  # expect_ok OUT WORLD
+  for r in $(seq 0 $(( $2 - 1 ))); do
+    [ "$(head -1 "$1/rank-$r.txt" 2>/dev/null)" = OK ] || fail "$1 rank $r: $(cat "$1/rank-$r.txt" "$1/stdout-$r.txt" 2>/dev/null)"
+  done
+}
+
+mkdir -p "$work/rdv"
+run_job 6 2 "file://$work/rdv" "$work/save1" 10000 save 1
+expect_ok "$work/save1" 6
+echo "hosts_test: save on 3 hosts x 2 ranks: ok"
+
+run_job 6 3 "file://$work/rdv" "$work/load1" 10000 load 1 --layout cols
+expect_ok "$work/load1" 6
+echo "hosts_test: load on 2 hosts x 3 ranks as column shards: ok"
+
+port=$(( 20000 + $$ % 20000 ))
+"$hosts" exec "$name" 0 redis-server --bind "$("$hosts" addr 0)" --port "$port" --save "" --appendonly no --protected-mode no \
+  >"$work/redis.log" 2>&1 &  # (it listens only inside the test bed)
+redis_pid=$!
+for _ in $(seq 50); do
+  "$hosts" exec "$name" 2 redis-cli -h "$("$hosts" addr 0)" -p "$port" ping 2>/dev/null | grep -q PONG && break
+  sleep 0.1
+done
+run_job 6 2 "redis://$("$hosts" addr 0):$port" "$work/save2" 10000 save 2
+expect_ok "$work/save2" 6
+echo "hosts_test: save with a redis:// rendezvous on host 0: ok"
+
+start=$(date +%s%N)
+run_job 6 2 "file://$work/rdv" "$work/save3" 3000 save 3 --kill-in-write 4 --kill-in-write 5
+took_ms=$(( ($(date +%s%N) - start) / 1000000 ))
+for r in 0 1 2 3; do
+  code="$(head -1 "$work/save3/rank-$r.txt" 2>/dev/null)"
+  [ -n "$code" ] && [ "$code" != OK ] || fail "survivor $r after host 2 died: '$code'"
+done
+[ "$took_ms" -lt 9000 ] || fail "survivors took $took_ms ms (timeout 3 s)"
+steps="$("$cli" ls "$store" --json | grep -o '"step": [0-9]*' | tr -d '"step: ' | tr '\n' ' ')"
+[ "$steps" = "1 2 " ] || fail "steps after the failed save: '$steps'"
+"$cli" verify "$store" >/dev/null || fail "verify after the failed save"
+echo "hosts_test: host 2 died mid-save: survivors failed in ${took_ms} ms, nothing committed: ok"
+
+# A host unplugged: its ranks stall 3 s after writing; the link goes down
+# after 1 s, so their reports never arrive and no socket is closed.
+start=$(date +%s%N)
+run_job 6 2 "file://$work/rdv" "$work/save4" 3000 save 4 --stall-in-write 4 --stall-in-write 5 &
+job=$!
+sleep 1
+"$hosts" cut "$name" 2
+{ wait "$job"; } 2>/dev/null
+took_ms=$(( ($(date +%s%N) - start) / 1000000 ))
+for r in 0 1 2 3; do
+  code="$(head -1 "$work/save4/rank-$r.txt" 2>/dev/null)"
+  [ -n "$code" ] && [ "$code" != OK ] || fail "survivor $r after host 2 was unplugged: '$code'"
+done
+steps="$("$cli" ls "$store" --json | grep -o '"step": [0-9]*' | tr -d '"step: ' | tr '\n' ' ')"
+[ "$steps" = "1 2 " ] || fail "steps after the unplugged save: '$steps'"
+[ "$took_ms" -lt 15000 ] || fail "the job took $took_ms ms (timeout 3 s)"
+echo "hosts_test: host 2 unplugged mid-save: every survivor failed ($(sed -n 4p "$work/save4/rank-0.txt" | cut -c1-160)), the job ended in ${took_ms} ms, nothing committed: ok"

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# A multi-host test bed on one machine (needs root): N "hosts", each a Linux
+# network namespace with its own address, joined by veth pairs to a bridge
+# that lives in a namespace of its own, so nothing is added to this
+# machine's own network. The addresses (198.18.0.0/24, a range reserved for
+# network tests) exist only inside these namespaces. Every host sees the
+# same file system unless a test gives it a directory of its own.
+#   tools/hosts.sh up NAME N        create NAME-sw and NAME-h0 .. NAME-h{N-1}
+#   tools/hosts.sh down NAME N      delete them (missing ones are fine)
+#   tools/hosts.sh addr I           the address of host I (198.18.0.(I+1))
+#   tools/hosts.sh exec NAME I CMD  run CMD on host I
+#   tools/hosts.sh cut NAME I       unplug host I (its link goes down)
+# NAME keeps concurrent test beds apart (short: interface names are derived
+# from it and limited to 15 characters).
+set -euo pipefail
+
+addr() { echo "198.18.0.$(( $1 + 1 ))"; }
+
+case "${1:-}" in
+  up)
+    name="$2"; n="$3"
+    ip netns add "$name-sw"
+    ip -n "$name-sw" link set lo up
+    ip -n "$name-sw" link add br0 type bridge
+    ip -n "$name-sw" link set br0 up
+    for i in $(seq 0 $(( n - 1 ))); do
+      ns="$name-h$i"
+      ip netns add "$ns"
+      ip -n "$ns" link set lo up
+      # One end in the host, one on the bridge.
+      ip -n "$ns" link add eth0 type veth peer name "p$i" netns "$name-sw"
+      ip -n "$name-sw" link set "p$i" master br0
+      ip -n "$name-sw" link set "p$i" up
+      ip -n "$ns" addr add "$(addr "$i")/24" dev eth0
+      ip -n "$ns" link set eth0 up
+    done
+    ;;
+  down)
+    name="$2"; n="$3"
+    for i in $(seq 0 $(( n - 1 ))); do ip netns del "$name-h$i" 2>/dev/null || true; done
+    ip netns del "$name-sw" 2>/dev/null || true
+    ;;
+  addr)
+    addr "$2"
+    ;;
+  exec)
+    name="$2"; i="$3"; shift 3
+    exec ip netns exec "$name-h$i" "$@"
+    ;;
+  cut)
+    ip -n "$2-sw" link set "p$3" down
+    ;;
+  *)
+    sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+    exit 2
+    ;;
+esac
