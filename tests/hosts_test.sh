@@ -9,7 +9,10 @@
 #   4. a whole host dies mid-save (both its ranks killed after writing):
 #      every survivor fails within the timeout and nothing is committed;
 #   5. a host is unplugged mid-save (its link cut while its ranks stall after
-#      writing: no connection is closed, nothing answers): the same.
+#      writing: no connection is closed, nothing answers): the same;
+#   6. each host has only its own disk (a mount namespace per rank): the
+#      ranks that do not see the coordinator's store fail clearly, on every
+#      rank, and nothing is committed.
 # The test bed is always torn down. Skipped (exit 77) where network
 # namespaces cannot be made.
 #   tests/hosts_test.sh SOURCE_DIR RANK_HELPER CKPTDB_CLI
@@ -41,9 +44,16 @@ run_job() {
   mkdir -p "$out"
   for r in $(seq 0 $(( world - 1 ))); do
     local h=$(( r / per_host ))
-    "$hosts" exec "$name" "$h" env CKPTDB_RANK="$r" CKPTDB_WORLD_SIZE="$world" CKPTDB_RENDEZVOUS="$rdv" \
-      CKPTDB_JOB_ID="$job" CKPTDB_LAUNCH_ID="$job" CKPTDB_BIND_ADDRESS="$("$hosts" addr "$h")" \
-      CKPTDB_TIMEOUT_MS="$timeout" "$helper" "$op" "$store" "$step" "$out" "$@" >"$out/stdout-$r.txt" 2>&1 &
+    local wrap=()
+    if [ -n "${local_disks:-}" ]; then
+      # This host's own disk at $work/local: the store is not shared.
+      mkdir -p "$work/disk-h$h" "$work/local"
+      wrap=(unshare -m sh -c 'mount --bind "$1" "$2" && shift 2 && exec "$@"' sh "$work/disk-h$h" "$work/local")
+    fi
+    "$hosts" exec "$name" "$h" "${wrap[@]}" env CKPTDB_RANK="$r" CKPTDB_WORLD_SIZE="$world" \
+      CKPTDB_RENDEZVOUS="$rdv" CKPTDB_JOB_ID="$job" CKPTDB_LAUNCH_ID="$job" \
+      CKPTDB_BIND_ADDRESS="$("$hosts" addr "$h")" CKPTDB_TIMEOUT_MS="$timeout" \
+      "$helper" "$op" "${store_path:-$store}" "$step" "$out" "$@" >"$out/stdout-$r.txt" 2>&1 &
     pids+=($!)
   done
   for p in "${pids[@]}"; do { wait "$p"; } 2>/dev/null; done
@@ -104,4 +114,17 @@ done
 steps="$("$cli" ls "$store" --json | grep -o '"step": [0-9]*' | tr -d '"step: ' | tr '\n' ' ')"
 [ "$steps" = "1 2 " ] || fail "steps after the unplugged save: '$steps'"
 [ "$took_ms" -lt 15000 ] || fail "the job took $took_ms ms (timeout 3 s)"
+"$hosts" plug "$name" 2
 echo "hosts_test: host 2 unplugged mid-save: every survivor failed ($(sed -n 4p "$work/save4/rank-0.txt" | cut -c1-160)), the job ended in ${took_ms} ms, nothing committed: ok"
+
+# No shared file system: every rank sees its own host's disk at one path.
+local_disks=1 store_path="$work/local/store" run_job 6 2 "file://$work/rdv" "$work/save5" 20000 save 5
+for r in 0 1 2 3 4 5; do
+  code="$(head -1 "$work/save5/rank-$r.txt" 2>/dev/null)"
+  [ "$code" = FailedPrecondition ] || fail "rank $r with a store no other host sees: '$code' $(cat "$work/save5/rank-$r.txt")"
+  grep -q "is not shared with the coordinator" "$work/save5/rank-$r.txt" || fail "rank $r: $(cat "$work/save5/rank-$r.txt")"
+done
+[ "$(sed -n 2p "$work/save5/rank-0.txt")" = "2 3 4 5" ] || fail "failed ranks: $(sed -n 2p "$work/save5/rank-0.txt")"
+[ ! -e "$work/disk-h0/store/db" ] || [ -z "$("$cli" ls "$work/disk-h0/store" --json | grep '"step"')" ] \
+  || fail "a step was committed on host 0's disk"
+echo "hosts_test: a store on each host's own disk: every rank failed clearly ($(sed -n 4p "$work/save5/rank-0.txt" | cut -c1-140)...), nothing committed: ok"

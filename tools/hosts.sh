@@ -10,6 +10,7 @@
 #   tools/hosts.sh addr I           the address of host I (198.18.0.(I+1))
 #   tools/hosts.sh exec NAME I CMD  run CMD on host I
 #   tools/hosts.sh cut NAME I       unplug host I (its link goes down)
+#   tools/hosts.sh plug NAME I      plug it back in
 # NAME keeps concurrent test beds apart (short: interface names are derived
 # from it and limited to 15 characters).
 set -euo pipefail
@@ -50,8 +51,11 @@ case "${1:-}" in
   cut)
     ip -n "$2-sw" link set "p$3" down
     ;;
+  plug)
+    ip -n "$2-sw" link set "p$3" up
+    ;;
   *)
-    sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

@@ -80,6 +80,9 @@ void UseDamagedStoreOptions(rocksdb::Options* o) {
 
 namespace {
 
+// How long a rank waits to see the coordinator's staging directory.
+constexpr std::chrono::milliseconds kStagingVisibleWithin{10000};
+
 uint64_t NewSaveId() {
   static std::mutex mu;
   static std::mt19937_64 rng{std::random_device{}() ^
@@ -137,6 +140,7 @@ class RocksDBStoreWriter final : public StoreWriter {
     std::error_code ec;
     fs::create_directories(StagingDir(path_, id), ec);
     if (ec) return FsError("cannot create staging directory", StagingDir(path_, id), ec);
+    RETURN_IF_ERROR(WriteStagingMark(path_, id));
     // Durable before anything of this attempt is ingested: the sweep deletes
     // only data that a pending record names.
     rocksdb::WriteOptions wo;
@@ -156,12 +160,9 @@ class RocksDBStoreWriter final : public StoreWriter {
         return Status::InvalidArgument("entry '" + it.fqn + "' has no data");
       }
     }
-    std::error_code ec;
-    // The coordinator made it; on a store shared across hosts it may appear
-    // later here, so make sure it exists.
-    fs::create_directories(StagingDir(path_, ctx.save_id), ec);
-    if (ec) return FsError("cannot create staging directory", StagingDir(path_, ctx.save_id), ec);
-    return Status::OK();
+    // The coordinator made the directory and marked it: a rank that does not
+    // see it is on a host where the store is not the coordinator's.
+    return WaitForStagingMark(path_, ctx.save_id, kStagingVisibleWithin);
   }
 
   StatusOr<WriteResult> Write(const SaveContext& ctx, const std::vector<WriteItem>& items) override {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <thread>
 #include <filesystem>
 #include <fstream>
 
@@ -71,6 +72,49 @@ void RestoreReserve(const std::string& store) {
   ::close(fd);
   if (ok) fs::rename(tmp, path, ec);
   if (!ok || ec) fs::remove(tmp, ec);
+}
+
+namespace {
+constexpr char kStagingMarkName[] = "COORDINATOR";
+
+std::string ThisHost() {
+  char name[256] = {0};
+  if (gethostname(name, sizeof name - 1) != 0) return "?";
+  return name;
+}
+}  // namespace
+
+Status WriteStagingMark(const std::string& store, uint64_t save_id) {
+  const fs::path dir = StagingDir(store, save_id);
+  const std::string tmp = (dir / kStagingMarkName).string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << ThisHost() << "\n";
+    out.flush();
+    if (!out) return Status::IOError("cannot write '" + tmp + "'");
+  }
+  std::error_code ec;
+  fs::rename(tmp, dir / kStagingMarkName, ec);
+  if (ec) return FsError("cannot write the staging mark", (dir / kStagingMarkName).string(), ec);
+  return Status::OK();
+}
+
+Status WaitForStagingMark(const std::string& store, uint64_t save_id, std::chrono::milliseconds limit) {
+  const fs::path mark = fs::path(StagingDir(store, save_id)) / kStagingMarkName;
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (true) {
+    std::error_code ec;
+    // (A network file system may show a new directory a moment late.)
+    if (fs::exists(mark, ec)) return Status::OK();
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return Status::FailedPrecondition(
+      "store '" + store + "' is not shared with the coordinator: on this host (" + ThisHost() +
+      ") the coordinator's staging directory for this save (" + mark.parent_path().string() + ") did not appear within " +
+      std::to_string(limit.count() / 1000) +
+      " s. Every rank writes its files into the store for the coordinator to commit: put the store on a file "
+      "system every host sees, at the same path");
 }
 
 StatusOr<int> ReadStoreFormat(const std::string& path) {

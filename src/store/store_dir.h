@@ -3,6 +3,7 @@
 #ifndef CKPTDB_SRC_STORE_DIR_H_
 #define CKPTDB_SRC_STORE_DIR_H_
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <system_error>
@@ -72,6 +73,14 @@ void RestoreReserve(const std::string& store);
 std::string DbDir(const std::string& store);
 std::string StagingRoot(const std::string& store);
 std::string StagingDir(const std::string& store, uint64_t save_id);
+
+// The coordinator's mark in a save's staging directory (Prepare writes it):
+// every rank's PrepareStorage waits (up to `limit`) to see it, so that a
+// store that is not on a file system shared by every host fails clearly,
+// naming this host, instead of each rank writing into a staging directory of
+// its own that the coordinator never sees.
+Status WriteStagingMark(const std::string& store, uint64_t save_id);
+Status WaitForStagingMark(const std::string& store, uint64_t save_id, std::chrono::milliseconds limit);
 
 // Converts a std::filesystem error into a Status naming the path.
 Status FsError(const std::string& what, const std::string& path, const std::error_code& ec);
