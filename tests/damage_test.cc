@@ -189,5 +189,20 @@ TEST_F(DamageTest, ADamagedSummaryFallsBackToTheMetadata) {
   EXPECT_EQ(v.code, 0) << v.out;
 }
 
+// A failed save writes (and removes) a pending record; that must leave the
+// log empty too, or a damaged SST would then stop the store from opening.
+TEST_F(DamageTest, AfterAFailedSaveADamagedSstStillAffectsItsStepOnly) {
+  {
+    auto w = OpenStoreWriter(store_);
+    ASSERT_TRUE(w.ok()) << w.status();
+    testing::FaultyWriter faulty(w->get());
+    faulty.on_finish = [] { return Status::IOError("injected"); };
+    ASSERT_FALSE(testing::SaveNoDist(StepState(9), faulty, 9).ok());
+  }
+  const std::string f = SstOfStep(2);
+  fs::resize_file(f, fs::file_size(f) / 2);
+  ExpectOnlyStepTwoDamaged(f);
+}
+
 }  // namespace
 }  // namespace ckptdb

@@ -456,5 +456,52 @@ TEST(Integrity, AFullDiskNeverAbortsAndRmAndGcFreeSpace) {
   EXPECT_TRUE(LoadWhole(**r, 4).ok());
 }
 
+// The marker of a format-1 store is rewritten only by a writer that holds
+// the database: a writer that cannot open it (another process writes the
+// store) leaves it as it was, for that process and its readers.
+TEST(Integrity, AFormatOneMarkerIsUpgradedOnlyUnderTheLock) {
+  TempDir dir;
+  const std::string store = dir.Sub("s");
+  auto holder = OpenStoreWriter(store);
+  ASSERT_TRUE(holder.ok()) << holder.status();
+  ASSERT_OK((*holder)->OpenDatabase());
+  WriteMarker(store, "ckptdb store\nformat 1\n");
+  auto second = OpenStoreWriter(store);
+  ASSERT_TRUE(second.ok()) << second.status();
+  Status st = (*second)->OpenDatabase();
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st;
+  EXPECT_EQ(ReadMarker(store), "ckptdb store\nformat 1\n");
+}
+
+// A crash while a store was being created can leave only the marker's
+// temporary file: the directory is still a place to create a store in.
+TEST(Integrity, ADirectoryHoldingOnlyTheMarkersTemporaryIsEmpty) {
+  TempDir dir;
+  const std::string store = dir.Sub("s");
+  fs::create_directories(store);
+  std::ofstream(store + "/CKPTDB.tmp") << "ckptdb st";
+  SaveSteps(store, 1, false);
+  ExpectEveryStepLoads(store, 1);
+}
+
+// A sweep while a save of the same writer is in flight (AsyncSaver beside a
+// `Sweep` call) leaves that save alone.
+TEST(Integrity, ASweepDuringASaveLeavesTheSaveAlone) {
+  TempDir dir;
+  const std::string store = dir.Sub("s");
+  auto w = OpenStoreWriter(store);
+  ASSERT_TRUE(w.ok()) << w.status();
+  testing::FaultyWriter faulty(w->get());
+  Status swept;
+  faulty.on_finish = [&] {
+    auto s = (*w)->Sweep();
+    swept = s.status();
+    return Status::OK();
+  };
+  ASSERT_OK(testing::SaveNoDist(StepState(0), faulty, 0));
+  EXPECT_OK(swept);
+  ExpectEveryStepLoads(store, 1);
+}
+
 }  // namespace
 }  // namespace ckptdb

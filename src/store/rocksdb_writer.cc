@@ -12,6 +12,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <regex>
 #include <set>
 
 #include "format/chunk_codec.h"
@@ -62,8 +63,9 @@ rocksdb::Options DatabaseOptions() {
 
 bool MayOpenDamagedStore(const rocksdb::Status& s, const std::string& db_dir) {
   if (s.ok() || !(s.IsIOError() || s.IsCorruption() || s.IsInvalidArgument())) return false;
-  const std::string m = s.ToString();
-  if (m.find(".sst") == std::string::npos && m.find(".ldb") == std::string::npos) return false;
+  // The error names a table file of the database (NNNNNN.sst or .ldb).
+  static const std::regex kTableFile("/[0-9]+\\.(sst|ldb)\\b");
+  if (!std::regex_search(s.ToString(), kTableFile)) return false;
   std::error_code ec;
   for (auto it = fs::directory_iterator(db_dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
     if (it->path().extension() != ".log") continue;
@@ -147,6 +149,7 @@ class RocksDBStoreWriter final : public StoreWriter {
     wo.sync = true;
     RETURN_IF_ERROR(FromRocks(db_->Put(wo, PendingKey(step, id), ""), "recording the save of step " +
                                                                            std::to_string(step) + " as pending"));
+    in_flight_.insert(id);
     return id;
   }
 
@@ -220,6 +223,7 @@ class RocksDBStoreWriter final : public StoreWriter {
     wo.sync = true;
     RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), "committing the metadata of step " + std::to_string(ctx.step)));
     RemoveStaging(ctx.save_id);
+    in_flight_.erase(ctx.save_id);
     pruned_by_last_commit_ = pruned;
     // The commit stands. Move it out of the WAL into a checksummed SST now,
     // so that a committed step never depends on the log for long; and give
@@ -232,7 +236,13 @@ class RocksDBStoreWriter final : public StoreWriter {
 
   void Abort(const SaveContext& ctx) override {
     std::lock_guard<std::mutex> lock(mu_);
-    if (db_) (void)DropSaveData(ctx.step, ctx.save_id);
+    in_flight_.erase(ctx.save_id);
+    if (db_) {
+      (void)DropSaveData(ctx.step, ctx.save_id);
+      // Out of the WAL, as commits are: a store whose WAL is empty can still
+      // be opened when one of its SST files is damaged.
+      (void)FlushLocked();
+    }
     RemoveStaging(ctx.save_id);
   }
 
@@ -427,8 +437,7 @@ class RocksDBStoreWriter final : public StoreWriter {
     RETURN_IF_ERROR(ValidateOptions(options_));
     ASSIGN_OR_RETURN(StorePathState state, InspectStorePath(path_));
     (void)state;
-    // Refuses a newer format; brings an older one's marker up to this one.
-    RETURN_IF_ERROR(CreateStoreDir(path_));
+    RETURN_IF_ERROR(CreateStoreDir(path_));  // refuses a newer format
     RETURN_IF_ERROR(CheckWriteAheadLogPresent(path_));
     // On a (nearly) full disk, make room for RocksDB's own files first.
     ReleaseReserveIfLow(path_);
@@ -447,6 +456,11 @@ class RocksDBStoreWriter final : public StoreWriter {
     }
     RETURN_IF_ERROR(FromRocks(s, "opening store '" + path_ + "'"));
     db_.reset(db);
+    // The lock is ours: no older writer is writing format 1 beside us.
+    if (Status up = UpgradeStoreFormat(path_); !up.ok()) {
+      db_.reset();
+      return up;
+    }
     if (options_.sweep_on_open) {
       auto swept = SweepLocked();
       if (!swept.ok()) return swept.status().WithContext("sweeping store '" + path_ + "' on open");
@@ -540,9 +554,11 @@ class RocksDBStoreWriter final : public StoreWriter {
     // it may belong to a step whose commit record was lost (a damaged log),
     // and only a pending record proves that a save was never committed.
     std::vector<std::pair<int64_t, uint64_t>> orphans;
-    for (const auto& [step, id] : SavesWithData()) {
+    bool complete = true;  // every file's attempts were listed
+    for (const auto& [step, id] : SavesWithData(&complete)) {
       auto c = committed.find(step);
       if (c != committed.end() && (c->second == id || c->second == kUnreadable)) continue;
+      if (in_flight_.count(id) > 0) continue;  // a save of this writer, still running
       if (pending.count({step, id}) > 0) {
         orphans.emplace_back(step, id);
       } else if (HasLiveData(step, id)) {
@@ -552,22 +568,27 @@ class RocksDBStoreWriter final : public StoreWriter {
     if (!dry_run) {
       for (const auto& [step, id] : orphans) RETURN_IF_ERROR(DropSaveData(step, id));
       // Pending records of saves that left no data (or were committed).
+      // (Kept while some file could not be listed: its data may be theirs.)
       rocksdb::WriteBatch batch;
       for (const auto& [step, id] : pending) {
         // (DropSaveData removed those of the dropped saves already.)
         const bool dropped = std::find(orphans.begin(), orphans.end(), std::make_pair(step, id)) != orphans.end();
-        if (!dropped) batch.Delete(PendingKey(step, id)).PermitUncheckedError();
+        if (!dropped && complete && in_flight_.count(id) == 0) batch.Delete(PendingKey(step, id)).PermitUncheckedError();
       }
       if (batch.Count() > 0) {
         rocksdb::WriteOptions wo;
         wo.sync = true;
         RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), "clearing pending records"));
       }
+      if (!orphans.empty() || batch.Count() > 0) (void)FlushLocked();
     }
     stats.orphan_saves = orphans.size();
     std::error_code ec;
     if (fs::exists(StagingRoot(path_), ec)) {
       for (const auto& d : fs::directory_iterator(StagingRoot(path_), ec)) {
+        bool mine = false;  // the staging directory of a save still running here
+        for (uint64_t id : in_flight_) mine = mine || d.path() == fs::path(StagingDir(path_, id));
+        if (mine) continue;
         if (!dry_run) fs::remove_all(d.path(), ec);
         ++stats.staging_dirs;
       }
@@ -579,21 +600,29 @@ class RocksDBStoreWriter final : public StoreWriter {
   // Files holding keys of several attempts (none are written so, but a
   // compaction could merge them) are scanned, one seek per attempt; a file
   // that cannot be read there is skipped.
-  std::set<std::pair<int64_t, uint64_t>> SavesWithData() {
+  std::set<std::pair<int64_t, uint64_t>> SavesWithData(bool* complete) {
     std::set<std::pair<int64_t, uint64_t>> out;
     std::vector<rocksdb::LiveFileMetaData> files;
     db_->GetLiveFilesMetaData(&files);
+    const std::string data_end(1, kMetadataPrefix);  // data keys sort before 'M'
     for (const rocksdb::LiveFileMetaData& f : files) {
       DataKey a, b;
-      if (!ParseDataKey(f.smallestkey, &a) || !ParseDataKey(f.largestkey, &b)) continue;  // metadata, tombstones
-      if (a.step == b.step && a.save_id == b.save_id) {
+      if (f.smallestkey >= data_end) continue;  // metadata, summaries, tags only
+      if (ParseDataKey(f.smallestkey, &a) && ParseDataKey(f.largestkey, &b) && a.step == b.step &&
+          a.save_id == b.save_id) {
         out.emplace(a.step, a.save_id);
         continue;
       }
+      // Keys of several attempts, or data keys beside other records (a step
+      // number saved again after a delete lands above its range tombstone,
+      // and may be compacted with the small files): skip-scan its data part.
       rocksdb::ReadOptions ro;
       ro.fill_cache = false;
+      const std::string upper_key = std::min(f.largestkey + std::string(1, '\0'), data_end);
+      rocksdb::Slice upper(upper_key);
+      ro.iterate_upper_bound = &upper;
       std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
-      for (it->Seek(f.smallestkey); it->Valid() && it->key().compare(f.largestkey) <= 0;) {
+      for (it->Seek(f.smallestkey); it->Valid();) {
         DataKey k;
         if (!ParseDataKey(it->key().ToStringView(), &k)) break;
         out.emplace(k.step, k.save_id);
@@ -604,6 +633,7 @@ class RocksDBStoreWriter final : public StoreWriter {
           it->Seek(DataSaveBegin(k.step, k.save_id + 1));
         }
       }
+      if (!it->status().ok()) *complete = false;
     }
     return out;
   }
@@ -629,6 +659,7 @@ class RocksDBStoreWriter final : public StoreWriter {
   mutable std::mutex mu_;  // guards db_, the step check + commit, deletes and tags
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<int64_t> pruned_by_last_commit_;
+  std::set<uint64_t> in_flight_;  // save ids prepared here and not yet finished or aborted
 };
 
 }  // namespace

@@ -21,6 +21,18 @@ constexpr char kMarkerFirstLine[] = "ckptdb store";
 
 std::string MarkerText() { return std::string(kMarkerFirstLine) + "\nformat " + std::to_string(kStoreFormat) + "\n"; }
 
+// fsyncs a file or directory.
+bool SyncPath(const std::string& path, bool directory) {
+  int fd = ::open(path.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_WRONLY) | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool ok = ::fsync(fd) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// Writes the marker durably: a temporary file, synced, renamed over the
+// marker, and the directory synced (a crash leaves the old marker or the new
+// one, never an empty one).
 Status WriteMarker(const fs::path& marker) {
   std::error_code ec;
   std::string tmp = marker.string() + ".tmp";
@@ -30,8 +42,12 @@ Status WriteMarker(const fs::path& marker) {
     out.flush();
     if (!out) return Status::IOError("cannot write the store marker '" + tmp + "'");
   }
+  if (!SyncPath(tmp, false)) return Status::IOError("cannot sync the store marker '" + tmp + "'");
   fs::rename(tmp, marker, ec);
   if (ec) return FsError("cannot create the store marker", marker.string(), ec);
+  if (!SyncPath(marker.parent_path().string(), true)) {
+    return Status::IOError("cannot sync the store directory '" + marker.parent_path().string() + "'");
+  }
   return Status::OK();
 }
 }  // namespace
@@ -165,14 +181,18 @@ Status CheckWriteAheadLogPresent(const std::string& store) {
   const fs::path db = DbDir(store);
   std::error_code ec;
   if (!fs::exists(db / "CURRENT", ec)) return Status::OK();  // never opened for writing
-  bool has_manifest = false;
+  bool has_manifest = false, has_tables = false;
   for (auto it = fs::directory_iterator(db, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
     const std::string name = it->path().filename().string();
     if (it->path().extension() == ".log") return Status::OK();
     if (name.rfind("MANIFEST-", 0) == 0) has_manifest = true;
+    if (it->path().extension() == ".sst") has_tables = true;
   }
   if (ec) return FsError("cannot list", db.string(), ec);
   if (!has_manifest) return Status::OK();  // RocksDB reports that itself
+  // No table file: nothing was ever ingested, so nothing committed (a crash
+  // inside the store's very first open).
+  if (!has_tables) return Status::OK();
   return Status::DataLoss("store '" + store + "' is damaged: its write-ahead log (a *.log file in " + db.string() +
                           ") is missing; it may have held the latest commits, so the store is not opened as if "
                           "its history were whole. Restore the file if you have it");
@@ -189,6 +209,12 @@ StatusOr<StorePathState> InspectStorePath(const std::string& path) {
   }
   if (fs::is_regular_file(fs::path(path) / kMarkerName, ec)) return StorePathState::kStore;
   if (fs::is_empty(path, ec) && !ec) return StorePathState::kEmptyDir;
+  // Only the marker's temporary: a crash while the store was being created.
+  bool only_tmp = true;
+  for (auto it = fs::directory_iterator(path, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    only_tmp = only_tmp && it->path().filename() == std::string(kMarkerName) + ".tmp";
+  }
+  if (only_tmp && !ec) return StorePathState::kEmptyDir;
   return Status::FailedPrecondition("'" + path + "' is not a ckptdb store (no " + kMarkerName +
                                     " marker file in a non-empty directory); refusing to touch it");
 }
@@ -198,12 +224,15 @@ Status CreateStoreDir(const std::string& path) {
   fs::create_directories(path, ec);
   if (ec) return FsError("cannot create store directory", path, ec);
   fs::path marker = fs::path(path) / kMarkerName;
-  if (fs::exists(marker, ec)) {
-    ASSIGN_OR_RETURN(int format, ReadStoreFormat(path));
-    if (format == kStoreFormat) return Status::OK();
-    RETURN_IF_ERROR(CheckStoreFormat(path, /*for_writing=*/true));  // newer: refused
-  }
+  if (fs::exists(marker, ec)) return CheckStoreFormat(path, /*for_writing=*/true);  // newer: refused
   return WriteMarker(marker);
+}
+
+Status UpgradeStoreFormat(const std::string& path) {
+  ASSIGN_OR_RETURN(int format, ReadStoreFormat(path));
+  if (format == kStoreFormat) return Status::OK();
+  RETURN_IF_ERROR(CheckStoreFormat(path, /*for_writing=*/true));
+  return WriteMarker(fs::path(path) / kMarkerName);
 }
 
 }  // namespace ckptdb

@@ -34,10 +34,16 @@ StatusOr<int> ReadStoreFormat(const std::string& path);
 // older than the oldest it reads).
 Status CheckStoreFormat(const std::string& path, bool for_writing);
 
-// Creates the directory (and parents) and the marker (format kStoreFormat).
-// Idempotent; a marker of an older, readable format is rewritten to
-// kStoreFormat (format 2 only adds to format 1).
+// Creates the directory (and parents) and the marker (format kStoreFormat)
+// when there is none. Idempotent; FailedPrecondition for a store of a newer
+// format. The marker is written durably (synced file and directory).
 Status CreateStoreDir(const std::string& path);
+
+// Rewrites the marker of a store of an older, readable format to
+// kStoreFormat (format 2 only adds to format 1). Call it only while holding
+// the database open for writing (RocksDB's lock), so that no older writer is
+// still writing format 1 beside it.
+Status UpgradeStoreFormat(const std::string& path);
 
 // A database that has been written keeps a write-ahead log file at all
 // times (empty once its commits are flushed). DataLoss naming the store when
