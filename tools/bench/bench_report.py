@@ -29,6 +29,14 @@ def main():
             (f"torch {t1['torch']} save_state_dict", t1["phases"]["st_save"]),
             (f"torch {t1['torch']} load_state_dict", t1["phases"]["st_load"])]
     print(f"{'baseline':40} {'seconds':>8} {'GB/s':>7}")
+    for key, label in (("dcp_load_cold", f"torch {t2['torch']} dcp.load cold"),
+                       ("torch_load_cold", f"torch {t2['torch']} torch.load/rank cold")):
+        if key in t2["phases"]:
+            rows.append((label, t2["phases"][key]))
+    if "st_load_cold" in t1["phases"]:
+        rows.append((f"torch {t1['torch']} load_state_dict cold", t1["phases"]["st_load_cold"]))
+    if "raw read cold" in ckp:
+        rows.insert(2, ("raw read cold", ckp["raw read cold"]))
     for name, s in rows:
         print(f"{name:40} {s:8.3f} {ck['size'] / s / 1e9:7.3f}")
     stored = phases[(data, "save")].get("stored_bytes", 0)
@@ -37,9 +45,16 @@ def main():
                  "torch.save": t2["phases"]["torch_save"], "1.13 save": t1["phases"]["st_save"]}
     load_like = {"raw": ckp["raw read"], "dcp.load": t2["phases"]["dcp_load"],
                  "torch.load": t2["phases"]["torch_load"], "1.13 load": t1["phases"]["st_load"]}
-    for ph in ["save", "load", "reshard", "async total", "async blocked"]:
+    cold_like = {n: b for n, b in (("raw", ckp.get("raw read cold")), ("dcp.load", t2["phases"].get("dcp_load_cold")),
+                                   ("torch.load", t2["phases"].get("torch_load_cold")),
+                                   ("1.13 load", t1["phases"].get("st_load_cold"))) if b}
+    for ph in ["save", "load", "load fresh", "load cold", "reshard", "async total", "async blocked"]:
+        if ph not in ckp or (ph == "load cold" and not cold_like):
+            continue
         s = ckp[ph]
         base = save_like if ph in ("save", "async total", "async blocked") else load_like
+        if ph == "load cold":
+            base = cold_like
         if ph == "async blocked":
             base = {"dcp.async_save blocked": t2["phases"]["dcp_async_blocked"], **save_like}
         elif ph == "async total":

@@ -110,6 +110,20 @@ def run_rank(rank, args, port, result_path):
         dist.all_gather_object(allt, mine)
         times.setdefault(name, []).append(max(allt))
 
+    def drop_caches():
+        """Empties the page cache (rank 0, as root), so the next phase reads from
+        the disk; False on every rank where it cannot."""
+        ok = [True]
+        if rank == 0:
+            try:
+                os.sync()
+                with open("/proc/sys/vm/drop_caches", "w") as f:
+                    f.write("3\n")
+            except OSError:
+                ok = [False]
+        dist.broadcast_object_list(ok, src=0)
+        return ok[0]
+
     def clean():
         dist.barrier()
         if rank == 0:
@@ -135,6 +149,9 @@ def run_rank(rank, args, port, result_path):
             os.makedirs(ckpt, exist_ok=True)
             timed("st_save", lambda: save_state_dict(state, FileSystemWriter(ckpt)))
             timed("st_load", lambda: load_state_dict(target, FileSystemReader(ckpt)))
+            if drop_caches():
+                fresh = sharded(local, True)
+                timed("st_load_cold", lambda: load_state_dict(fresh, FileSystemReader(ckpt)))
     else:
         import torch.distributed.checkpoint as dcp
         from torch.distributed.device_mesh import init_device_mesh
@@ -157,6 +174,10 @@ def run_rank(rank, args, port, result_path):
             clean()
             timed("dcp_save", lambda: dcp.save(state, storage_writer=dcp.FileSystemWriter(ckpt, sync_files=True)))
             timed("dcp_load", lambda: dcp.load(target, storage_reader=dcp.FileSystemReader(ckpt)))
+            if drop_caches():
+                # From the disk into fresh tensors, as a restarting job loads.
+                fresh = dtensors(True)
+                timed("dcp_load_cold", lambda: dcp.load(fresh, storage_reader=dcp.FileSystemReader(ckpt)))
             clean()
             # async_save: its own process group for the background collectives,
             # as PyTorch recommends, so they never interleave with training's.
@@ -186,6 +207,8 @@ def run_rank(rank, args, port, result_path):
 
             timed("torch_save", tsave)
             timed("torch_load", lambda: torch.load(own, weights_only=True))
+            if drop_caches():
+                timed("torch_load_cold", lambda: torch.load(own, weights_only=True))
             os.remove(own)
     clean()
     if rank == 0:
