@@ -66,6 +66,30 @@ TEST_F(EnvTest, ReadsTheLaunchId) {
   EXPECT_EQ(DistributedConfig::FromEnvironment()->launch_id, "mine");
 }
 
+// torchrun without --rdzv-id says "none": that is no identity. Ids with '/'
+// (keys are job/launch/...) and timeouts past a week are refused.
+TEST_F(EnvTest, RefusesIdsThatCouldShareKeysAndEndlessTimeouts) {
+  setenv("CKPTDB_RANK", "0", 1);
+  setenv("CKPTDB_WORLD_SIZE", "2", 1);
+  setenv("CKPTDB_RENDEZVOUS", "file:///tmp/x", 1);
+  setenv("TORCHELASTIC_RUN_ID", "none", 1);
+  EXPECT_EQ(DistributedConfig::FromEnvironment()->launch_id, "");
+  setenv("CKPTDB_JOB_ID", "a/b", 1);
+  auto c = DistributedConfig::FromEnvironment();
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("job id 'a/b' contains '/'"), std::string::npos) << c.status();
+  setenv("CKPTDB_JOB_ID", "a", 1);
+  setenv("CKPTDB_LAUNCH_ID", "b/c", 1);
+  c = DistributedConfig::FromEnvironment();
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("launch id 'b/c'"), std::string::npos) << c.status();
+  unsetenv("CKPTDB_LAUNCH_ID");
+  setenv("CKPTDB_TIMEOUT_MS", "10000000000000", 1);
+  c = DistributedConfig::FromEnvironment();
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("more than a week"), std::string::npos) << c.status();
+}
+
 TEST_F(EnvTest, MissingMalformedAndContradictorySettingsAreNamed) {
   EXPECT_NE(Error().find("CKPTDB_RANK (or RANK) is not set"), std::string::npos);
   setenv("RANK", "1", 1);

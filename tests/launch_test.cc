@@ -35,6 +35,28 @@ TEST(Launch, SetsEachRanksEnvironmentAndPrefixesItsOutput) {
   }
 }
 
+// The launcher ignores SIGPIPE for itself, but its ranks start with the
+// default disposition (and inherit none of each other's pipes).
+TEST(Launch, RanksStartWithSigpipeAtItsDefaultAndNoOtherRanksPipes) {
+  Launched r = Launch("-n 3 -- sh -c 'grep SigIgn /proc/self/status; ls /proc/self/fd | wc -l'");
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (size_t pos = r.out.find("SigIgn:"); pos != std::string::npos; pos = r.out.find("SigIgn:", pos + 1)) {
+    const unsigned long long ignored = std::stoull(r.out.substr(pos + 7), nullptr, 16);
+    EXPECT_EQ(ignored & (1ull << (SIGPIPE - 1)), 0u) << r.out;
+  }
+  // As many descriptors in every rank: rank 2 would hold two more than rank
+  // 0 if each rank inherited the pipes of the ranks started before it.
+  std::set<std::string> counts;
+  for (int k = 0; k < 3; ++k) {
+    const std::string tag = "[rank " + std::to_string(k) + "] ";
+    for (size_t pos = r.out.find(tag); pos != std::string::npos; pos = r.out.find(tag, pos + 1)) {
+      const std::string line = r.out.substr(pos + tag.size(), r.out.find('\n', pos) - pos - tag.size());
+      if (line.rfind("SigIgn", 0) != 0) counts.insert(line);
+    }
+  }
+  EXPECT_EQ(counts.size(), 1u) << r.out;
+}
+
 // Every launch gets a launch id of its own, so a rendezvous and job id used
 // before (or by a launch running now) serve the next launch too.
 TEST(Launch, EveryLaunchHasItsOwnLaunchIdSoARendezvousCanBeReused) {

@@ -357,6 +357,32 @@ TEST_F(ValidationTest, ABadTargetOnOneRankLeavesEveryRankUntouched) {
   }
 }
 
+// Options that are wrong on one rank only (a key named twice, a step out of
+// range) fail every rank alike, through the same collectives, instead of
+// one rank returning early and the others waiting out the timeout.
+TEST_F(ValidationTest, BadOptionsOnOneRankFailEveryRankAlike) {
+  for (int variant = 0; variant < 2; ++variant) {
+    SCOPED_TRACE(variant == 0 ? "a key named twice on rank 1" : "a step out of range on rank 1");
+    std::vector<Status> statuses(2);
+    testing::RunRanksAsThreads(2, [&](int rank, Communicator& comm) {
+      auto r = OpenStoreReader(store_);
+      StateDict target;
+      (void)target.Add("w", Tensor::Zeros(DType::kF32, {4, 6}).value());
+      LoadOptions o;
+      o.step = 1;
+      o.communicator = &comm;
+      if (rank == 1 && variant == 0) o.keys = {"w", "w"};
+      if (rank == 1 && variant == 1) o.step = -5;
+      statuses[rank] = r.ok() ? Load(target, **r, o) : r.status();
+    });
+    for (int rank = 0; rank < 2; ++rank) {
+      EXPECT_EQ(statuses[rank].ToString(), statuses[1].ToString());
+      ASSERT_EQ(statuses[rank].rank_failures().size(), 1u) << statuses[rank];
+      EXPECT_EQ(statuses[rank].rank_failures().begin()->first, 1);
+    }
+  }
+}
+
 TEST_F(ValidationTest, PartialLoadsAndMissingKeys) {
   StateDict target;
   ASSERT_OK(target.Add("w", Tensor::Zeros(DType::kF32, {4, 6}).value()));

@@ -276,25 +276,32 @@ Status ShareVerdict(Communicator& comm, const Status& mine, const char* what, co
 }  // namespace
 
 Status Load(StateDict& target, StorageReader& reader, const LoadOptions& options, LoadStats* stats) {
-  RETURN_IF_ERROR(ValidateStep(options.step));
-  RETURN_IF_ERROR(CheckDistinctKeys(options.keys, "LoadOptions::keys"));
   std::unique_ptr<Communicator> local;
   Communicator* comm = nullptr;
   RETURN_IF_ERROR(ResolveCommunicator(options.no_dist, options.communicator, options.coordinator_rank, &local, &comm));
 
-  // 1. Every rank reads the metadata and plans (checks) its whole target;
-  //    the verdicts are shared before any rank reads, so a target that is
-  //    wrong on one rank leaves every rank's target as it was.
+  // 1. Every rank checks its options, reads the metadata and plans (checks)
+  //    its whole target; the verdicts are shared before any rank reads, so
+  //    a target that is wrong on one rank leaves every rank's target as it
+  //    was. Every rank reaches both collectives, whatever fails where (an
+  //    early return on one rank would leave the others waiting out the
+  //    timeout).
   LoadPlan plan;
-  StatusOr<StepMetadata> md = GuardedCall("read_metadata", [&] { return reader.ReadMetadata(options.step); });
-  Status planned = md.status();
+  StatusOr<StepMetadata> md = Status::OK();
+  Status planned = ValidateStep(options.step);
+  if (planned.ok()) planned = CheckDistinctKeys(options.keys, "LoadOptions::keys");
+  if (planned.ok()) {
+    md = GuardedCall("read_metadata", [&] { return reader.ReadMetadata(options.step); });
+    planned = md.status();
+  }
   // CUDA targets: the application's kernels are done with them first.
-  if (planned.ok()) planned = CheckAndSynchronizeDevices(target, options.keys);
-  if (planned.ok()) planned = PlanLoad(target, *md, options, &plan);
+  if (planned.ok()) planned = GuardedCall("checking devices", [&] { return CheckAndSynchronizeDevices(target, options.keys); });
+  if (planned.ok()) planned = GuardedCall("planning the load", [&] { return PlanLoad(target, *md, options, &plan); });
   RETURN_IF_ERROR(ShareVerdict(*comm, planned, "exchanging plans",
                                "Failed to load checkpoint (nothing was read: every rank's target is unchanged)"));
   // 2. Every rank reads; the outcomes are shared.
-  return ShareVerdict(*comm, ExecuteLoad(plan, reader, *md, stats), "exchanging statuses", "Failed to load checkpoint");
+  Status read = GuardedCall("reading", [&] { return ExecuteLoad(plan, reader, *md, stats); });
+  return ShareVerdict(*comm, read, "exchanging statuses", "Failed to load checkpoint");
 }
 
 StatusOr<StateDict> LoadWhole(StorageReader& reader, int64_t step, const std::vector<std::string>& fqns) {

@@ -9,6 +9,9 @@ namespace ckptdb {
 
 namespace {
 
+// A week: longer waits are meant as "forever", and would overflow clocks.
+constexpr long long kMaxTimeoutMs = 7LL * 24 * 3600 * 1000;
+
 const char* Env(const char* name) {
   const char* v = std::getenv(name);
   return (v != nullptr && *v != '\0') ? v : nullptr;
@@ -65,8 +68,10 @@ StatusOr<DistributedConfig> DistributedConfig::FromEnvironment() {
   if (const char* j = Env("CKPTDB_JOB_ID")) c.job_id = j;
   if (const char* l = Env("CKPTDB_LAUNCH_ID")) {
     c.launch_id = l;
-  } else if (const char* run = Env("TORCHELASTIC_RUN_ID")) {
-    // torchrun keeps its run id across restarts of the workers.
+  } else if (const char* run = Env("TORCHELASTIC_RUN_ID"); run != nullptr && std::string(run) != "none") {
+    // torchrun keeps its run id across restarts of the workers ("none"
+    // without --rdzv-id: no identity at all). Its restart count is each
+    // node's own: across nodes, set CKPTDB_LAUNCH_ID (distributed.h).
     c.launch_id = std::string("torchelastic-") + run;
     if (const char* n = Env("TORCHELASTIC_RESTART_COUNT")) c.launch_id += std::string("-restart-") + n;
   }
@@ -74,6 +79,10 @@ StatusOr<DistributedConfig> DistributedConfig::FromEnvironment() {
   if (const char* t = Env("CKPTDB_TIMEOUT_MS")) {
     ASSIGN_OR_RETURN(long long ms, ParseInt("CKPTDB_TIMEOUT_MS", t));
     if (ms <= 0) return Status::InvalidArgument("CKPTDB_TIMEOUT_MS must be positive");
+    if (ms > kMaxTimeoutMs) {
+      return Status::InvalidArgument("CKPTDB_TIMEOUT_MS " + std::to_string(ms) + " is more than a week (" +
+                                     std::to_string(kMaxTimeoutMs) + " ms)");
+    }
     c.timeout = std::chrono::milliseconds(ms);
   }
   RETURN_IF_ERROR(c.Validate());
@@ -91,6 +100,18 @@ Status DistributedConfig::Validate() const {
   }
   if (rendezvous == "file://") return Status::InvalidArgument("rendezvous 'file://' names no directory");
   if (job_id.empty()) return Status::InvalidArgument("empty job id");
+  // Keys are job id / launch id / ...: a '/' inside either would let two
+  // different pairs share keys.
+  if (job_id.find('/') != std::string::npos) {
+    return Status::InvalidArgument("job id '" + job_id + "' contains '/' (CKPTDB_JOB_ID)");
+  }
+  if (launch_id.find('/') != std::string::npos || launch_id == "-") {
+    return Status::InvalidArgument("launch id '" + launch_id + "' contains '/' or is '-' (CKPTDB_LAUNCH_ID)");
+  }
+  if (timeout.count() <= 0 || timeout.count() > kMaxTimeoutMs) {
+    return Status::InvalidArgument("timeout " + std::to_string(timeout.count()) + " ms is not in [1, " +
+                                   std::to_string(kMaxTimeoutMs) + "]");
+  }
   if (bind_address.empty()) {
     return Status::InvalidArgument("empty bind address (DistributedConfig::bind_address; the default is 127.0.0.1)");
   }

@@ -120,16 +120,25 @@ Status Rendezvous::Join(Deadline deadline) {
   const std::string my_key = prefix_ + "rank/" + std::to_string(me);
   ASSIGN_OR_RETURN(bool created, store_.CreateKey(my_key, mine));
   if (!created) {
+    StatusOr<std::optional<std::string>> other = store_.Get(my_key);
+    const std::string first = other.ok() && other->has_value() ? DescribeClaim(**other) : "another process";
+    const Status duplicate = Status::AlreadyExists(
+        "two processes claim rank " + std::to_string(me) + " of " + where_ + ": " + first + " and " +
+        DescribeClaim(mine) + "; give every process a rank of its own (if the first is not running, its launch "
+        "left its keys behind: " + what_to_do_ + ")");
+    // Recorded at once, so that the ranks whose claims won fail too instead
+    // of forming a job with a process of another launch.
+    (void)Fail(duplicate);
     // A stale launch that rank 0 refuses (it records why) rather than a
     // duplicate rank: wait a little for that explanation.
     const auto grace = std::min(deadline, Clock::now() + std::chrono::milliseconds(500));
-    for (Poller p; Clock::now() < grace; p.Sleep()) RETURN_IF_ERROR(RecordedFailure());
-    StatusOr<std::optional<std::string>> other = store_.Get(my_key);
-    const std::string first = other.ok() && other->has_value() ? DescribeClaim(**other) : "another process";
-    return Fail(Status::AlreadyExists("two processes claim rank " + std::to_string(me) + " of " + where_ + ": " +
-                                      first + " and " + DescribeClaim(mine) +
-                                      "; give every process a rank of its own (if the first is not running, "
-                                      "its launch left its keys behind: " + what_to_do_ + ")"));
+    for (Poller p; Clock::now() < grace; p.Sleep()) {
+      ASSIGN_OR_RETURN(std::optional<std::string> refused, store_.Get(prefix_ + "refused"));
+      if (!refused) continue;
+      Status st = DecodeStatus(*refused);
+      if (!st.ok()) return st;
+    }
+    return duplicate;
   }
   auto disagree = [&](int a, int wa, int b, int wb) {
     return Fail(Status::InvalidArgument("the ranks of " + where_ + " disagree on the world size: rank " +

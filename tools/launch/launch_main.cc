@@ -106,6 +106,20 @@ std::string RandomId(const char* kind) {
 
 }  // namespace
 
+// When starting the ranks failed part-way: kills and reaps the ranks
+// started so far, removes the launcher's own rendezvous directory, and
+// returns the launcher's exit code.
+int StopStarted(std::vector<Rank>& ranks, int started, const std::string& temp_dir) {
+  for (int r = 0; r < started; ++r) kill(ranks[r].pid, SIGKILL);
+  for (int r = 0; r < started; ++r) {
+    waitpid(ranks[r].pid, nullptr, 0);
+    if (ranks[r].out_fd >= 0) close(ranks[r].out_fd);
+  }
+  std::error_code ec;
+  if (!temp_dir.empty()) std::filesystem::remove_all(temp_dir, ec);
+  return 1;
+}
+
 int main(int argc, char** argv) {
   int n = 0;
   std::string rendezvous, job_id = RandomId("job"), timeout_ms;
@@ -177,14 +191,18 @@ int main(int argc, char** argv) {
   std::vector<Rank> ranks(n);
   for (int r = 0; r < n; ++r) {
     int fds[2];
-    if (pipe(fds) != 0) {
+    // Close-on-exec: a rank inherits no other rank's pipe (dup2 below
+    // clears the flag on its own stdout and stderr).
+    if (pipe2(fds, O_CLOEXEC) != 0) {
       std::perror("ckptdb-launch: pipe");
-      return 1;
+      return StopStarted(ranks, r, temp_dir);
     }
     pid_t pid = fork();
     if (pid < 0) {
       std::perror("ckptdb-launch: fork");
-      return 1;
+      close(fds[0]);
+      close(fds[1]);
+      return StopStarted(ranks, r, temp_dir);
     }
     if (pid == 0) {
       // The rank dies with the launcher, whatever ends it. The launcher may
@@ -195,6 +213,8 @@ int main(int argc, char** argv) {
         _exit(127);
       }
       if (getppid() != launcher) _exit(127);
+      // The launcher ignores SIGPIPE for itself; ranks start with the default.
+      signal(SIGPIPE, SIG_DFL);
       // Ranks get their own process group so that a terminal's Ctrl-C reaches
       // them only through the launcher, exactly once.
       setpgid(0, 0);
