@@ -333,6 +333,17 @@ TEST_F(MultiProcessTest, HappyPathWithRedisRendezvous) {
   JobResult loaded = RunJob(4, Args("load", 5), redis.uri(), dir_.path());
   for (const RankResult& r : loaded.ranks) ASSERT_EQ(r.code, "OK") << r.text;
   ExpectStoreHoldsOnly(1);
+  // The launches' keys expire (a shared Redis does not keep them for ever).
+  const std::string port = redis.uri().substr(redis.uri().rfind(':') + 1);
+  testing::CommandResult ttls = testing::RunCommand("for k in $(redis-cli -p " + port +
+                                                    " --scan); do redis-cli -p " + port + " pttl \"$k\"; done");
+  ASSERT_EQ(ttls.code, 0) << ttls.out;
+  std::istringstream lines(ttls.out);
+  int keys = 0;
+  for (std::string line; std::getline(lines, line); ++keys) {
+    EXPECT_GT(std::stoll(line), 0) << "a key without expiry: " << ttls.out;
+  }
+  EXPECT_GT(keys, 0);
 }
 
 // 32 ranks on this 2-core machine: the control plane holds up. Prints the

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -101,19 +102,23 @@ class FileRendezvousStore final : public RendezvousStore {
 
 class RedisRendezvousStore final : public RendezvousStore {
  public:
-  RedisRendezvousStore(redisContext* ctx, std::string uri) : ctx_(ctx), uri_(std::move(uri)) {}
+  RedisRendezvousStore(redisContext* ctx, std::string uri, std::chrono::milliseconds ttl)
+      : ctx_(ctx), uri_(std::move(uri)), ttl_ms_(std::to_string(ttl.count())) {}
   ~RedisRendezvousStore() override { redisFree(ctx_); }
 
   StatusOr<bool> CreateKey(const std::string& key, const std::string& value) override {
-    redisReply* reply = static_cast<redisReply*>(
-        redisCommand(ctx_, "SETNX %b %b", key.data(), key.size(), value.data(), value.size()));
-    if (reply == nullptr) return Failed("SETNX");
+    // Created only if absent, and expiring: a launch's keys are needed while
+    // its ranks meet, not for ever (a shared Redis would otherwise keep every
+    // launch's keys).
+    redisReply* reply = static_cast<redisReply*>(redisCommand(ctx_, "SET %b %b NX PX %s", key.data(), key.size(),
+                                                              value.data(), value.size(), ttl_ms_.c_str()));
+    if (reply == nullptr) return Failed("SET NX");
     const int type = reply->type;
-    const bool created = type == REDIS_REPLY_INTEGER && reply->integer == 1;
-    const std::string error = type == REDIS_REPLY_ERROR ? std::string(reply->str, reply->len) : "";
+    const std::string text = type == REDIS_REPLY_STATUS || type == REDIS_REPLY_ERROR ? std::string(reply->str, reply->len) : "";
     freeReplyObject(reply);
-    if (type == REDIS_REPLY_INTEGER) return created;
-    return Status::Unavailable("rendezvous " + uri_ + ": SETNX: " + (error.empty() ? "unexpected reply" : error));
+    if (type == REDIS_REPLY_STATUS && text == "OK") return true;
+    if (type == REDIS_REPLY_NIL) return false;
+    return Status::Unavailable("rendezvous " + uri_ + ": SET NX: " + (text.empty() ? "unexpected reply" : text));
   }
 
   StatusOr<std::optional<std::string>> Get(const std::string& key) override {
@@ -136,6 +141,7 @@ class RedisRendezvousStore final : public RendezvousStore {
 
   redisContext* ctx_;
   std::string uri_;
+  std::string ttl_ms_;
 };
 
 }  // namespace
@@ -172,8 +178,14 @@ StatusOr<std::unique_ptr<RendezvousStore>> OpenRendezvousStore(const std::string
     redisFree(ctx);
     return Status::Unavailable(m);
   }
-  redisSetTimeout(ctx, tv);
-  return std::unique_ptr<RendezvousStore>(new RedisRendezvousStore(ctx, uri));
+  if (redisSetTimeout(ctx, tv) != REDIS_OK) {
+    std::string m = "rendezvous '" + uri + "': cannot bound its replies by the timeout: " + ctx->errstr;
+    redisFree(ctx);
+    return Status::Unavailable(m);
+  }
+  // Keys outlive the meeting by far, whatever the timeout: at least an hour.
+  const auto ttl = std::max<std::chrono::milliseconds>(10 * timeout, std::chrono::hours(1));
+  return std::unique_ptr<RendezvousStore>(new RedisRendezvousStore(ctx, uri, ttl));
 }
 
 }  // namespace ckptdb
