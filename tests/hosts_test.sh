@@ -64,6 +64,17 @@ expect_ok() {  # expect_ok OUT WORLD
   done
 }
 
+# expect_survivors_failed OUT WHAT: ranks 0-3 (hosts 0 and 1) all failed, and
+# the store still holds steps 1 and 2 only.
+expect_survivors_failed() {
+  for r in 0 1 2 3; do
+    code="$(head -1 "$1/rank-$r.txt" 2>/dev/null)"
+    [ -n "$code" ] && [ "$code" != OK ] || fail "survivor $r after $2: '$code'"
+  done
+  steps="$("$cli" ls "$store" --json | grep -o '"step": [0-9]*' | tr -d '"step: ' | tr '\n' ' ')"
+  [ "$steps" = "1 2 " ] || fail "steps after $2: '$steps'"
+}
+
 mkdir -p "$work/rdv"
 run_job 6 2 "file://$work/rdv" "$work/save1" 10000 save 1
 expect_ok "$work/save1" 6
@@ -88,13 +99,8 @@ echo "hosts_test: save with a redis:// rendezvous on host 0: ok"
 start=$(date +%s%N)
 run_job 6 2 "file://$work/rdv" "$work/save3" 3000 save 3 --kill-in-write 4 --kill-in-write 5
 took_ms=$(( ($(date +%s%N) - start) / 1000000 ))
-for r in 0 1 2 3; do
-  code="$(head -1 "$work/save3/rank-$r.txt" 2>/dev/null)"
-  [ -n "$code" ] && [ "$code" != OK ] || fail "survivor $r after host 2 died: '$code'"
-done
+expect_survivors_failed "$work/save3" "host 2 died"
 [ "$took_ms" -lt 9000 ] || fail "survivors took $took_ms ms (timeout 3 s)"
-steps="$("$cli" ls "$store" --json | grep -o '"step": [0-9]*' | tr -d '"step: ' | tr '\n' ' ')"
-[ "$steps" = "1 2 " ] || fail "steps after the failed save: '$steps'"
 "$cli" verify "$store" >/dev/null || fail "verify after the failed save"
 echo "hosts_test: host 2 died mid-save: survivors failed in ${took_ms} ms, nothing committed: ok"
 
@@ -107,12 +113,7 @@ sleep 1
 "$hosts" cut "$name" 2
 { wait "$job"; } 2>/dev/null
 took_ms=$(( ($(date +%s%N) - start) / 1000000 ))
-for r in 0 1 2 3; do
-  code="$(head -1 "$work/save4/rank-$r.txt" 2>/dev/null)"
-  [ -n "$code" ] && [ "$code" != OK ] || fail "survivor $r after host 2 was unplugged: '$code'"
-done
-steps="$("$cli" ls "$store" --json | grep -o '"step": [0-9]*' | tr -d '"step: ' | tr '\n' ' ')"
-[ "$steps" = "1 2 " ] || fail "steps after the unplugged save: '$steps'"
+expect_survivors_failed "$work/save4" "host 2 was unplugged"
 [ "$took_ms" -lt 15000 ] || fail "the job took $took_ms ms (timeout 3 s)"
 "$hosts" plug "$name" 2
 echo "hosts_test: host 2 unplugged mid-save: every survivor failed ($(sed -n 4p "$work/save4/rank-0.txt" | cut -c1-160)), the job ended in ${took_ms} ms, nothing committed: ok"

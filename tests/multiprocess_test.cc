@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "ckptdb/ckptdb.h"
+#include "rank_jobs.h"
 #include "test_util.h"
 
 namespace ckptdb {
@@ -26,17 +27,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct RankResult {
-  int exit_code = -1;
-  std::string code;         // status code name
-  std::string failed;       // "1 3"
-  double collective_s = 0;  // seconds in collectives
-  std::string text;         // Status::ToString()
-};
+using RankResult = testing::ProcResult;
 
 struct JobResult {
   std::vector<RankResult> ranks;
-  double seconds = 0;
+  double seconds = 0;  // until the last rank exited
 };
 
 // Starts `start` ranks (of a world of `world`) of ckptdb_rank_helper with
@@ -47,65 +42,12 @@ JobResult RunJob(int world, const std::vector<std::string>& args, const std::str
   if (start < 0) start = world;
   static int job = 0;
   const std::string job_id = "test-" + std::to_string(getpid()) + "-" + std::to_string(job++);
-  std::vector<pid_t> pids;
-  auto t0 = Clock::now();
-  for (int r = 0; r < start; ++r) {
-    pid_t pid = fork();
-    if (pid == 0) {
-      setenv("CKPTDB_RANK", std::to_string(r).c_str(), 1);
-      setenv("CKPTDB_WORLD_SIZE", std::to_string(world).c_str(), 1);
-      setenv("CKPTDB_RENDEZVOUS", rendezvous.c_str(), 1);
-      setenv("CKPTDB_JOB_ID", job_id.c_str(), 1);
-      setenv("CKPTDB_TIMEOUT_MS", std::to_string(timeout_ms).c_str(), 1);
-      unsetenv("RANK");
-      unsetenv("WORLD_SIZE");
-      unsetenv("LOCAL_RANK");
-      std::vector<char*> argv;
-      argv.push_back(const_cast<char*>(CKPTDB_RANK_HELPER));
-      for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      execv(CKPTDB_RANK_HELPER, argv.data());
-      _exit(127);
-    }
-    pids.push_back(pid);
-  }
-  JobResult job_result;
-  job_result.ranks.resize(start);
-  int running = start;
-  while (running > 0) {
-    int status;
-    pid_t pid = waitpid(-1, &status, WNOHANG);
-    if (pid > 0) {
-      auto it = std::find(pids.begin(), pids.end(), pid);
-      if (it == pids.end()) continue;
-      job_result.ranks[it - pids.begin()].exit_code =
-          WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      --running;
-      continue;
-    }
-    if (Clock::now() - t0 > limit) {
-      ADD_FAILURE() << "ranks still running after " << limit.count() << " s: killing them";
-      for (pid_t p : pids) kill(p, SIGKILL);
-      limit = std::chrono::hours(1);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  job_result.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  for (int r = 0; r < start; ++r) {
-    std::ifstream in(out_dir + "/rank-" + std::to_string(r) + ".txt");
-    RankResult& rr = job_result.ranks[r];
-    if (!in) continue;
-    std::getline(in, rr.code);
-    std::getline(in, rr.failed);
-    std::string line;
-    std::getline(in, line);
-    std::istringstream(line) >> line >> rr.collective_s;
-    std::stringstream rest;
-    rest << in.rdbuf();
-    rr.text = rest.str();
-    std::filesystem::remove(out_dir + "/rank-" + std::to_string(r) + ".txt");
-  }
-  return job_result;
+  std::vector<testing::Proc> procs;
+  for (int r = 0; r < start; ++r) procs.push_back(testing::Proc{r, world, args, {}});
+  JobResult result;
+  result.ranks = testing::RunProcs(procs, rendezvous, job_id, timeout_ms, out_dir, static_cast<double>(limit.count()));
+  for (const RankResult& r : result.ranks) result.seconds = std::max(result.seconds, r.seconds);
+  return result;
 }
 
 class MultiProcessTest : public ::testing::Test {

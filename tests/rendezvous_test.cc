@@ -21,101 +21,16 @@
 #include <vector>
 
 #include "ckptdb/ckptdb.h"
+#include "rank_jobs.h"
 #include "test_util.h"
 
 namespace ckptdb {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// One process of ckptdb_rank_helper: its rank, the world size it is told,
-// its arguments and environment (on top of the job's).
-struct Proc {
-  int rank;
-  int world;
-  std::vector<std::string> args;
-  std::map<std::string, std::string> env;
-};
-
-struct ProcResult {
-  int exit_code = -1;
-  double seconds = 0;  // from the start of the job to this process's exit
-  std::string code;    // status code name ("" when it wrote no report)
-  std::string failed;  // failed ranks of a checkpoint error
-  std::string text;    // Status::ToString()
-};
-
-// Starts every process at once, waits for all (killing all of them after
-// `limit_s`, so a hang fails the test instead of stalling it), and reads
-// their reports.
-std::vector<ProcResult> RunProcs(const std::vector<Proc>& procs, const std::string& rendezvous,
-                                 const std::string& job_id, int timeout_ms, const std::string& out_dir,
-                                 double limit_s = 30) {
-  std::vector<pid_t> pids;
-  std::vector<ProcResult> results(procs.size());
-  const auto t0 = Clock::now();
-  for (size_t i = 0; i < procs.size(); ++i) {
-    const std::string report = out_dir + "/proc-" + std::to_string(i) + ".txt";
-    std::filesystem::remove(report);
-    pid_t pid = fork();
-    if (pid == 0) {
-      setenv("CKPTDB_RANK", std::to_string(procs[i].rank).c_str(), 1);
-      setenv("CKPTDB_WORLD_SIZE", std::to_string(procs[i].world).c_str(), 1);
-      setenv("CKPTDB_RENDEZVOUS", rendezvous.c_str(), 1);
-      setenv("CKPTDB_JOB_ID", job_id.c_str(), 1);
-      setenv("CKPTDB_TIMEOUT_MS", std::to_string(timeout_ms).c_str(), 1);
-      setenv("CKPTDB_TEST_REPORT", report.c_str(), 1);
-      for (const char* v : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "CKPTDB_LAUNCH_ID", "TORCHELASTIC_RUN_ID",
-                            "TORCHELASTIC_RESTART_COUNT"}) {
-        unsetenv(v);
-      }
-      for (const auto& [k, v] : procs[i].env) setenv(k.c_str(), v.c_str(), 1);
-      std::vector<char*> argv;
-      argv.push_back(const_cast<char*>(CKPTDB_RANK_HELPER));
-      for (const std::string& a : procs[i].args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      execv(CKPTDB_RANK_HELPER, argv.data());
-      _exit(127);
-    }
-    pids.push_back(pid);
-  }
-  size_t running = pids.size();
-  bool killed = false;
-  while (running > 0) {
-    int status;
-    pid_t pid = waitpid(-1, &status, WNOHANG);
-    if (pid > 0) {
-      auto it = std::find(pids.begin(), pids.end(), pid);
-      if (it == pids.end()) continue;
-      ProcResult& r = results[it - pids.begin()];
-      r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-      --running;
-      continue;
-    }
-    if (!killed && std::chrono::duration<double>(Clock::now() - t0).count() > limit_s) {
-      ADD_FAILURE() << "processes still running after " << limit_s << " s: killing them";
-      for (size_t i = 0; i < pids.size(); ++i) {
-        if (results[i].exit_code < 0) kill(pids[i], SIGKILL);
-      }
-      killed = true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  for (size_t i = 0; i < procs.size(); ++i) {
-    std::ifstream in(out_dir + "/proc-" + std::to_string(i) + ".txt");
-    if (!in) continue;
-    ProcResult& r = results[i];
-    std::string line;
-    std::getline(in, r.code);
-    std::getline(in, r.failed);
-    std::getline(in, line);
-    std::stringstream rest;
-    rest << in.rdbuf();
-    r.text = rest.str();
-  }
-  return results;
-}
+using testing::Proc;
+using testing::ProcResult;
+using testing::RunProcs;
 
 class RendezvousTest : public ::testing::Test {
  protected:

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <functional>
 #include <climits>
 #include <cstdio>
 #include <random>
@@ -146,33 +147,56 @@ Status Rendezvous::Join(Deadline deadline) {
                                         std::to_string(b) + " says world size " + std::to_string(wb) +
                                         "; start every rank with the same CKPTDB_WORLD_SIZE"));
   };
-  std::vector<bool> seen(world, false);
-  seen[me] = true;
+  std::vector<bool> seen;
+  Status st = WaitForEveryRank(
+      prefix_ + "rank/", deadline,
+      [&](int r, std::string claim) -> Status {
+        const int w = ClaimWorld(claim);
+        if (w != world) return r < me ? disagree(r, w, me, world) : disagree(me, world, r, w);
+        return Status::OK();
+      },
+      [&]() -> Status {
+        // A rank that believes the world is larger than this one does.
+        ASSIGN_OR_RETURN(std::optional<std::string> beyond, store_.Get(prefix_ + "rank/" + std::to_string(world)));
+        if (beyond) return disagree(me, world, world, ClaimWorld(*beyond));
+        return Status::OK();
+      },
+      &seen);
+  if (st.code() != StatusCode::kDeadlineExceeded) return st;
+  return Status::DeadlineExceeded("rendezvous timed out after " + std::to_string(config_.timeout.count()) +
+                                  " ms: rank(s) " + Missing(seen) + " of " + std::to_string(world) +
+                                  " never arrived (" + where_ + ")");
+}
+
+Status Rendezvous::WaitForEveryRank(const std::string& base, Deadline deadline,
+                                    const std::function<Status(int rank, std::string value)>& take,
+                                    const std::function<Status()>& check, std::vector<bool>* seen) {
+  const int world = config_.world_size;
+  seen->assign(world, false);
+  (*seen)[config_.rank] = true;
   Poller poller;
   while (true) {
     RETURN_IF_ERROR(RecordedFailure());
     for (int r = 0; r < world; ++r) {
-      if (seen[r]) continue;
-      ASSIGN_OR_RETURN(std::optional<std::string> claim, store_.Get(prefix_ + "rank/" + std::to_string(r)));
-      if (!claim) continue;
-      const int w = ClaimWorld(*claim);
-      if (w != world) return r < me ? disagree(r, w, me, world) : disagree(me, world, r, w);
-      seen[r] = true;
+      if ((*seen)[r]) continue;
+      ASSIGN_OR_RETURN(std::optional<std::string> v, store_.Get(base + std::to_string(r)));
+      if (!v) continue;
+      RETURN_IF_ERROR(take(r, std::move(*v)));
+      (*seen)[r] = true;
     }
-    // A rank that believes the world is larger than this one does.
-    ASSIGN_OR_RETURN(std::optional<std::string> beyond, store_.Get(prefix_ + "rank/" + std::to_string(world)));
-    if (beyond) return disagree(me, world, world, ClaimWorld(*beyond));
-    if (std::all_of(seen.begin(), seen.end(), [](bool b) { return b; })) return Status::OK();
-    if (Clock::now() >= deadline) break;
+    RETURN_IF_ERROR(check());
+    if (std::all_of(seen->begin(), seen->end(), [](bool b) { return b; })) return Status::OK();
+    if (Clock::now() >= deadline) return Status::DeadlineExceeded("");
     poller.Sleep();
   }
+}
+
+std::string Rendezvous::Missing(const std::vector<bool>& seen) {
   std::string list;
-  for (int r = 0; r < world; ++r) {
+  for (size_t r = 0; r < seen.size(); ++r) {
     if (!seen[r]) list += (list.empty() ? "" : ", ") + std::to_string(r);
   }
-  return Status::DeadlineExceeded("rendezvous timed out after " + std::to_string(config_.timeout.count()) +
-                                  " ms: rank(s) " + list + " of " + std::to_string(world) + " never arrived (" +
-                                  where_ + ")");
+  return list;
 }
 
 StatusOr<std::vector<std::string>> Rendezvous::AllGather(const std::string& name, const std::string& mine,
@@ -185,29 +209,19 @@ StatusOr<std::vector<std::string>> Rendezvous::AllGather(const std::string& name
                                       where_));
   }
   std::vector<std::string> out(world);
-  std::vector<bool> seen(world, false);
   out[config_.rank] = mine;
-  seen[config_.rank] = true;
-  Poller poller;
-  while (true) {
-    RETURN_IF_ERROR(RecordedFailure());
-    for (int r = 0; r < world; ++r) {
-      if (seen[r]) continue;
-      ASSIGN_OR_RETURN(std::optional<std::string> v, store_.Get(base + std::to_string(r)));
-      if (!v) continue;
-      out[r] = std::move(*v);
-      seen[r] = true;
-    }
-    if (std::all_of(seen.begin(), seen.end(), [](bool b) { return b; })) return out;
-    if (Clock::now() >= deadline) break;
-    poller.Sleep();
-  }
-  std::string list;
-  for (int r = 0; r < world; ++r) {
-    if (!seen[r]) list += (list.empty() ? "" : ", ") + std::to_string(r);
-  }
+  std::vector<bool> seen;
+  Status st = WaitForEveryRank(
+      base, deadline,
+      [&](int r, std::string value) {
+        out[r] = std::move(value);
+        return Status::OK();
+      },
+      [] { return Status::OK(); }, &seen);
+  if (st.ok()) return out;
+  if (st.code() != StatusCode::kDeadlineExceeded) return st;
   return Status::DeadlineExceeded("rendezvous timed out after " + std::to_string(config_.timeout.count()) +
-                                  " ms: rank(s) " + list + " of " + std::to_string(world) +
+                                  " ms: rank(s) " + Missing(seen) + " of " + std::to_string(world) +
                                   " arrived but never published their " + name + " (died?) (" + where_ + ")");
 }
 

@@ -25,6 +25,7 @@
 #define CKPTDB_SRC_RENDEZVOUS_H_
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,16 @@ class Rendezvous {
  private:
   // The recorded failure, if any (OK otherwise).
   Status RecordedFailure();
+
+  // Polls base + "R" for every other rank R until all are there, handing
+  // each value to `take` once and calling `check` after each round; stops at
+  // the first error of either, at a recorded failure, or with an empty
+  // DeadlineExceeded at the deadline. `seen` says which ranks arrived.
+  Status WaitForEveryRank(const std::string& base, Deadline deadline,
+                          const std::function<Status(int rank, std::string value)>& take,
+                          const std::function<Status()>& check, std::vector<bool>* seen);
+  // "1, 3": the ranks not seen.
+  static std::string Missing(const std::vector<bool>& seen);
 
   RendezvousStore& store_;
   const DistributedConfig config_;

@@ -4,6 +4,7 @@
 #ifndef CKPTDB_SRC_ROCKSDB_OPTIONS_H_
 #define CKPTDB_SRC_ROCKSDB_OPTIONS_H_
 
+#include <rocksdb/db.h>
 #include <rocksdb/options.h>
 #include <rocksdb/status.h>
 
@@ -15,19 +16,16 @@ namespace ckptdb {
 // a small memtable (only metadata goes through it).
 rocksdb::Options DatabaseOptions();
 
-// Whether a database that failed to open with `s` may be opened again with
-// DamagedStoreOptions: when the error names a table file (a truncated,
-// deleted or otherwise damaged SST: RocksDB checks every file's presence on
-// open and reads some of them) and every write-ahead log file of `db_dir` is
-// empty, so that opening without RocksDB's paranoid checks cannot skip a
-// damaged log record (commits are flushed at once, so the log is empty
-// unless a writer died mid-commit).
-bool MayOpenDamagedStore(const rocksdb::Status& s, const std::string& db_dir);
-
-// `o` with RocksDB's open-time checks of table files off: the damaged files
-// then fail only the reads that need them (the steps they hold), which name
-// them.
-void UseDamagedStoreOptions(rocksdb::Options* o);
+// Opens the database at `db_dir` with `o` (read-only when asked). When that
+// fails naming a table file (a truncated, deleted or otherwise damaged SST:
+// RocksDB checks every file's presence on open and reads some of them) and
+// every write-ahead log file is empty, opens it again without RocksDB's
+// open-time table checks (paranoid_checks off): the damaged files then fail
+// only the reads that need them (the steps they hold), which name them. With
+// a non-empty log that second open is not tried, since without paranoid
+// checks a damaged log record could be skipped (commits are flushed at once,
+// so the log is empty unless a writer died mid-commit).
+rocksdb::Status OpenRocksDatabase(rocksdb::Options o, const std::string& db_dir, bool read_only, rocksdb::DB** db);
 
 }  // namespace ckptdb
 

@@ -63,12 +63,8 @@ class RocksDBStoreReader final : public StoreReader {
       o.allow_mmap_reads = options_.mmap_reads;
       o.create_if_missing = false;
       o.max_open_files = options_.open_all_files ? -1 : std::clamp(options_.max_open_files, 16, 100000);
-      rocksdb::Status s = rocksdb::DB::OpenForReadOnly(o, DbDir(path_), &db);
-      if (MayOpenDamagedStore(s, DbDir(path_))) {
-        // A damaged table file: the other steps stay readable.
-        UseDamagedStoreOptions(&o);
-        s = rocksdb::DB::OpenForReadOnly(o, DbDir(path_), &db);
-      }
+      // (A damaged table file leaves the other steps readable.)
+      rocksdb::Status s = OpenRocksDatabase(o, DbDir(path_), /*read_only=*/true, &db);
       std::unique_ptr<rocksdb::DB> opened(db);
       Status wal = s.ok() ? CheckWriteAheadLogPresent(path_) : Status::OK();
       // Only a view taken while the set of files stood still counts; a

@@ -25,9 +25,10 @@ struct StoreWriterSeams {
   // Cut chunks at exactly chunk_bytes even where that splits an element, as
   // writers before format 2 did: for tests that readers handle such stores.
   bool split_elements = false;
-  // Leave commits in the write-ahead log (no flush after a commit), as a
-  // writer that died right after its commit batch landed does.
-  bool flush_after_commit = true;
+  // false: leave commits (and deletes, tags, aborts) in the write-ahead log,
+  // with no flush after them, as a writer that died right after its write
+  // landed does.
+  bool flush_after_writes = true;
 };
 StatusOr<std::unique_ptr<StoreWriter>> OpenStoreWriterWithSeams(const std::string& path, const StoreOptions& options,
                                                                 const StoreWriterSeams& seams);

@@ -61,6 +61,8 @@ rocksdb::Options DatabaseOptions() {
   return o;
 }
 
+namespace {
+
 bool MayOpenDamagedStore(const rocksdb::Status& s, const std::string& db_dir) {
   if (s.ok() || !(s.IsIOError() || s.IsCorruption() || s.IsInvalidArgument())) return false;
   // The error names a table file of the database (NNNNNN.sst or .ldb).
@@ -75,9 +77,15 @@ bool MayOpenDamagedStore(const rocksdb::Status& s, const std::string& db_dir) {
   return !ec;
 }
 
-void UseDamagedStoreOptions(rocksdb::Options* o) {
-  o->paranoid_checks = false;
-  o->skip_checking_sst_file_sizes_on_db_open = true;
+}  // namespace
+
+rocksdb::Status OpenRocksDatabase(rocksdb::Options o, const std::string& db_dir, bool read_only, rocksdb::DB** db) {
+  auto open = [&] { return read_only ? rocksdb::DB::OpenForReadOnly(o, db_dir, db) : rocksdb::DB::Open(o, db_dir, db); };
+  rocksdb::Status s = open();
+  if (!MayOpenDamagedStore(s, db_dir)) return s;
+  o.paranoid_checks = false;
+  o.skip_checking_sst_file_sizes_on_db_open = true;
+  return open();
 }
 
 namespace {
@@ -120,7 +128,7 @@ class RocksDBStoreWriter final : public StoreWriter {
   RocksDBStoreWriter(std::string path, StoreOptions options, const StoreWriterSeams& seams)
       : path_(std::move(path)), options_(options), env_(seams.env),
         split_elements_(seams.split_elements),
-        flush_after_commit_(seams.flush_after_commit) {}
+        flush_after_writes_(seams.flush_after_writes) {}
 
   ~RocksDBStoreWriter() override {
     if (db_) db_->Close().PermitUncheckedError();
@@ -145,10 +153,9 @@ class RocksDBStoreWriter final : public StoreWriter {
     RETURN_IF_ERROR(WriteStagingMark(path_, id));
     // Durable before anything of this attempt is ingested: the sweep deletes
     // only data that a pending record names.
-    rocksdb::WriteOptions wo;
-    wo.sync = true;
-    RETURN_IF_ERROR(FromRocks(db_->Put(wo, PendingKey(step, id), ""), "recording the save of step " +
-                                                                           std::to_string(step) + " as pending"));
+    rocksdb::WriteBatch batch;
+    batch.Put(PendingKey(step, id), "").PermitUncheckedError();
+    RETURN_IF_ERROR(WriteSynced(&batch, "recording the save of step " + std::to_string(step) + " as pending"));
     in_flight_.insert(id);
     return id;
   }
@@ -219,9 +226,7 @@ class RocksDBStoreWriter final : public StoreWriter {
       pruned.erase(std::remove(pruned.begin(), pruned.end(), ctx.step), pruned.end());
       AddStepDeletes(pruned, h, &batch);
     }
-    rocksdb::WriteOptions wo;
-    wo.sync = true;
-    RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), "committing the metadata of step " + std::to_string(ctx.step)));
+    RETURN_IF_ERROR(WriteSynced(&batch, "committing the metadata of step " + std::to_string(ctx.step)));
     RemoveStaging(ctx.save_id);
     in_flight_.erase(ctx.save_id);
     pruned_by_last_commit_ = pruned;
@@ -248,7 +253,7 @@ class RocksDBStoreWriter final : public StoreWriter {
 
   // Moves what is in the memtable (and so only in the WAL) into an SST.
   Status FlushLocked() {
-    if (!flush_after_commit_) return Status::OK();
+    if (!flush_after_writes_) return Status::OK();
     rocksdb::FlushOptions fo;
     fo.wait = true;
     fo.allow_write_stall = true;
@@ -319,9 +324,9 @@ class RocksDBStoreWriter final : public StoreWriter {
     } else if (!s.IsNotFound()) {
       RETURN_IF_ERROR(FromRocks(s, "reading tag '" + name + "'"));
     }
-    rocksdb::WriteOptions wo;
-    wo.sync = true;
-    RETURN_IF_ERROR(FromRocks(db_->Put(wo, TagKey(name), EncodeTagValue(step)), "writing tag '" + name + "'"));
+    rocksdb::WriteBatch batch;
+    batch.Put(TagKey(name), EncodeTagValue(step)).PermitUncheckedError();
+    RETURN_IF_ERROR(WriteSynced(&batch, "writing tag '" + name + "'"));
     (void)FlushLocked();
     return previous;
   }
@@ -334,9 +339,9 @@ class RocksDBStoreWriter final : public StoreWriter {
     rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), TagKey(name), &v);
     if (s.IsNotFound()) return Status::NotFound("no tag '" + name + "' in store '" + path_ + "'");
     RETURN_IF_ERROR(FromRocks(s, "reading tag '" + name + "'"));
-    rocksdb::WriteOptions wo;
-    wo.sync = true;
-    RETURN_IF_ERROR(FromRocks(db_->Delete(wo, TagKey(name)), "deleting tag '" + name + "'"));
+    rocksdb::WriteBatch batch;
+    batch.Delete(TagKey(name)).PermitUncheckedError();
+    RETURN_IF_ERROR(WriteSynced(&batch, "deleting tag '" + name + "'"));
     (void)FlushLocked();
     return Status::OK();
   }
@@ -395,34 +400,45 @@ class RocksDBStoreWriter final : public StoreWriter {
     // disappears whole, and its data becomes unreachable at once.
     rocksdb::WriteBatch batch;
     AddStepDeletes(steps, h, &batch);
-    rocksdb::WriteOptions wo;
-    wo.sync = true;
-    const std::string what = steps.size() == 1 ? "deleting step " + std::to_string(steps[0])
-                                               : "deleting " + std::to_string(steps.size()) + " steps";
-    RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), what));
+    RETURN_IF_ERROR(WriteSynced(&batch, steps.size() == 1 ? "deleting step " + std::to_string(steps[0])
+                                                          : "deleting " + std::to_string(steps.size()) + " steps"));
     (void)FlushLocked();  // the delete leaves the WAL at once, as commits do
     Status reclaimed = ReclaimSteps(steps);
     RestoreReserve(path_);
     return reclaimed;
   }
 
-  // One DeleteFilesInRanges call for every step (one MANIFEST edit; a call
-  // per step made pruning 1,000 steps take seconds).
+  // Gives back the space of deleted steps: the files wholly inside their
+  // data ranges are dropped, without rewriting anything.
   Status ReclaimSteps(const std::vector<int64_t>& steps) {
-    if (steps.empty()) return Status::OK();
-    std::vector<std::string> bounds;
-    bounds.reserve(2 * steps.size());
-    for (int64_t step : steps) {
-      bounds.push_back(DataSaveBegin(step, 0));
-      bounds.push_back(DataSaveEnd(step, UINT64_MAX));
+    std::vector<std::pair<std::string, std::string>> ranges;
+    for (int64_t step : steps) ranges.emplace_back(DataSaveBegin(step, 0), DataSaveEnd(step, UINT64_MAX));
+    return ReclaimRanges(ranges);
+  }
+
+  // One DeleteFilesInRanges call for all of `ranges` (one MANIFEST edit; a
+  // call per step made pruning 1,000 steps take seconds).
+  Status ReclaimRanges(const std::vector<std::pair<std::string, std::string>>& ranges) {
+    if (ranges.empty()) return Status::OK();
+    std::vector<rocksdb::Slice> bounds;
+    bounds.reserve(2 * ranges.size());
+    for (const auto& [begin, end] : ranges) {
+      bounds.emplace_back(begin);
+      bounds.emplace_back(end);
     }
-    std::vector<rocksdb::Slice> slices(bounds.begin(), bounds.end());
-    std::vector<rocksdb::RangePtr> ranges;
-    ranges.reserve(steps.size());
-    for (size_t i = 0; i < steps.size(); ++i) ranges.emplace_back(&slices[2 * i], &slices[2 * i + 1]);
-    return FromRocks(rocksdb::DeleteFilesInRanges(db_.get(), db_->DefaultColumnFamily(), ranges.data(), ranges.size(),
+    std::vector<rocksdb::RangePtr> ptrs;
+    ptrs.reserve(ranges.size());
+    for (size_t i = 0; i < ranges.size(); ++i) ptrs.emplace_back(&bounds[2 * i], &bounds[2 * i + 1]);
+    return FromRocks(rocksdb::DeleteFilesInRanges(db_.get(), db_->DefaultColumnFamily(), ptrs.data(), ptrs.size(),
                                                   /*include_end=*/false),
-                     "reclaiming the files of " + std::to_string(steps.size()) + " deleted step(s)");
+                     "reclaiming the files of " + std::to_string(ranges.size()) + " deleted range(s)");
+  }
+
+  // A synced write of `batch`: durable when it returns OK.
+  Status WriteSynced(rocksdb::WriteBatch* batch, const std::string& what) {
+    rocksdb::WriteOptions wo;
+    wo.sync = true;
+    return FromRocks(db_->Write(wo, batch), what);
   }
 
   rocksdb::Options Options() const {
@@ -443,14 +459,9 @@ class RocksDBStoreWriter final : public StoreWriter {
     ReleaseReserveIfLow(path_);
     RETURN_IF_ERROR(CheckRoomToOpen(path_));
     rocksdb::DB* db = nullptr;
-    rocksdb::Options o = Options();
-    rocksdb::Status s = rocksdb::DB::Open(o, DbDir(path_), &db);
-    if (MayOpenDamagedStore(s, DbDir(path_))) {
-      // A damaged table file: open anyway, so that the other steps stay
-      // usable and the damaged one can be dropped.
-      UseDamagedStoreOptions(&o);
-      s = rocksdb::DB::Open(o, DbDir(path_), &db);
-    }
+    // (A store with a damaged table file opens too: its other steps stay
+    // usable and the damaged one can be dropped.)
+    rocksdb::Status s = OpenRocksDatabase(Options(), DbDir(path_), /*read_only=*/false, &db);
     if (s.IsIOError() && s.ToString().find("lock") != std::string::npos) {
       return Status::Unavailable("store '" + path_ + "' is open for writing by another process: " + s.ToString());
     }
@@ -484,19 +495,8 @@ class RocksDBStoreWriter final : public StoreWriter {
     rocksdb::WriteBatch batch;
     RETURN_IF_ERROR(FromRocks(batch.DeleteRange(db_->DefaultColumnFamily(), begin, end), "dropping save data"));
     RETURN_IF_ERROR(FromRocks(batch.Delete(PendingKey(step, save_id)), "dropping save data"));
-    rocksdb::WriteOptions wo;
-    wo.sync = true;
-    RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), "dropping the data of a failed save of step " +
-                                                          std::to_string(step)));
-    return ReclaimRange(begin, end);
-  }
-
-  // Gives back the space of a deleted key range: files wholly inside it are
-  // dropped without rewriting anything.
-  Status ReclaimRange(const std::string& begin, const std::string& end) {
-    rocksdb::Slice b(begin), e(end);
-    return FromRocks(rocksdb::DeleteFilesInRange(db_.get(), db_->DefaultColumnFamily(), &b, &e, false),
-                     "reclaiming deleted files");
+    RETURN_IF_ERROR(WriteSynced(&batch, "dropping the data of a failed save of step " + std::to_string(step)));
+    return ReclaimRanges({{begin, end}});
   }
 
   void RemoveStaging(uint64_t save_id) {
@@ -553,14 +553,14 @@ class RocksDBStoreWriter final : public StoreWriter {
     // Data of a save that is neither committed nor pending is left alone:
     // it may belong to a step whose commit record was lost (a damaged log),
     // and only a pending record proves that a save was never committed.
-    std::vector<std::pair<int64_t, uint64_t>> orphans;
+    std::set<std::pair<int64_t, uint64_t>> orphans;
     bool complete = true;  // every file's attempts were listed
     for (const auto& [step, id] : SavesWithData(&complete)) {
       auto c = committed.find(step);
       if (c != committed.end() && (c->second == id || c->second == kUnreadable)) continue;
       if (in_flight_.count(id) > 0) continue;  // a save of this writer, still running
       if (pending.count({step, id}) > 0) {
-        orphans.emplace_back(step, id);
+        orphans.emplace(step, id);
       } else if (HasLiveData(step, id)) {
         stats.unaccounted_saves++;
       }
@@ -572,23 +572,20 @@ class RocksDBStoreWriter final : public StoreWriter {
       rocksdb::WriteBatch batch;
       for (const auto& [step, id] : pending) {
         // (DropSaveData removed those of the dropped saves already.)
-        const bool dropped = std::find(orphans.begin(), orphans.end(), std::make_pair(step, id)) != orphans.end();
-        if (!dropped && complete && in_flight_.count(id) == 0) batch.Delete(PendingKey(step, id)).PermitUncheckedError();
+        if (orphans.count({step, id}) == 0 && complete && in_flight_.count(id) == 0) {
+          batch.Delete(PendingKey(step, id)).PermitUncheckedError();
+        }
       }
-      if (batch.Count() > 0) {
-        rocksdb::WriteOptions wo;
-        wo.sync = true;
-        RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), "clearing pending records"));
-      }
+      if (batch.Count() > 0) RETURN_IF_ERROR(WriteSynced(&batch, "clearing pending records"));
       if (!orphans.empty() || batch.Count() > 0) (void)FlushLocked();
     }
     stats.orphan_saves = orphans.size();
     std::error_code ec;
     if (fs::exists(StagingRoot(path_), ec)) {
+      std::set<fs::path> running;  // staging directories of saves still running here
+      for (uint64_t id : in_flight_) running.insert(StagingDir(path_, id));
       for (const auto& d : fs::directory_iterator(StagingRoot(path_), ec)) {
-        bool mine = false;  // the staging directory of a save still running here
-        for (uint64_t id : in_flight_) mine = mine || d.path() == fs::path(StagingDir(path_, id));
-        if (mine) continue;
+        if (running.count(d.path()) > 0) continue;
         if (!dry_run) fs::remove_all(d.path(), ec);
         ++stats.staging_dirs;
       }
@@ -655,7 +652,7 @@ class RocksDBStoreWriter final : public StoreWriter {
   const StoreOptions options_;
   rocksdb::Env* const env_;  // null: RocksDB's default
   const bool split_elements_;
-  const bool flush_after_commit_;
+  const bool flush_after_writes_;
   mutable std::mutex mu_;  // guards db_, the step check + commit, deletes and tags
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<int64_t> pruned_by_last_commit_;
