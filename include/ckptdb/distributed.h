@@ -23,6 +23,7 @@
 #include <string>
 
 #include "ckptdb/communicator.h"
+#include "ckptdb/rendezvous_store.h"
 #include "ckptdb/status.h"
 
 namespace ckptdb {
@@ -106,6 +107,14 @@ struct DistributedConfig {
 // survivor instead of killing them (a handler the process installed, or
 // SIG_IGN, is left alone).
 StatusOr<std::unique_ptr<Communicator>> ConnectGloo(const DistributedConfig& config);
+
+// The same through a rendezvous store the application brings (for example
+// PyTorch's c10d store, adapted by the Python package): `store` takes the
+// place of config.rendezvous, which then only names the store in messages
+// (any non-empty text, e.g. "torch.distributed store"). Every rank of the
+// job must use the same store; the store is not owned and only used during
+// the call.
+StatusOr<std::unique_ptr<Communicator>> ConnectGloo(const DistributedConfig& config, RendezvousStore& store);
 
 }  // namespace ckptdb
 

@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "ckptdb/distributed.h"
+#include "comm/rendezvous.h"
 #include "util/status_macros.h"
 
 namespace ckptdb {
@@ -90,15 +91,25 @@ StatusOr<DistributedConfig> DistributedConfig::FromEnvironment() {
 }
 
 Status DistributedConfig::Validate() const {
+  RETURN_IF_ERROR(ValidateConfigExceptRendezvous(*this));
+  if (rendezvous.rfind("file://", 0) != 0 && rendezvous.rfind("redis://", 0) != 0) {
+    return Status::InvalidArgument("rendezvous '" + rendezvous + "' must be file:///dir or redis://host:port");
+  }
+  if (rendezvous == "file://") return Status::InvalidArgument("rendezvous 'file://' names no directory");
+  return Status::OK();
+}
+
+Status ValidateConfigExceptRendezvous(const DistributedConfig& c) {
+  const int world_size = c.world_size, rank = c.rank;
+  const std::string& job_id = c.job_id;
+  const std::string& launch_id = c.launch_id;
+  const std::string& bind_address = c.bind_address;
+  const auto timeout = c.timeout;
   if (world_size < 1) return Status::InvalidArgument("world size " + std::to_string(world_size) + " must be at least 1");
   if (rank < 0 || rank >= world_size) {
     return Status::InvalidArgument("rank " + std::to_string(rank) + " is not in [0, " + std::to_string(world_size) +
                                    ") (world size " + std::to_string(world_size) + ")");
   }
-  if (rendezvous.rfind("file://", 0) != 0 && rendezvous.rfind("redis://", 0) != 0) {
-    return Status::InvalidArgument("rendezvous '" + rendezvous + "' must be file:///dir or redis://host:port");
-  }
-  if (rendezvous == "file://") return Status::InvalidArgument("rendezvous 'file://' names no directory");
   if (job_id.empty()) return Status::InvalidArgument("empty job id");
   // Keys are job id / launch id / ...: a '/' inside either would let two
   // different pairs share keys.

@@ -269,27 +269,19 @@ Status ConnectPairs(gloo::transport::Context& pairs, const DistributedConfig& c,
   return timed_out ? Status::DeadlineExceeded(m) : Status::Unavailable(m);
 }
 
-}  // namespace
-
-StatusOr<std::unique_ptr<Communicator>> ConnectGloo(const DistributedConfig& config) {
-  RETURN_IF_ERROR(config.Validate());
+// Both ConnectGloo: the rendezvous in `store`, then the pairs.
+StatusOr<std::unique_ptr<Communicator>> ConnectThrough(const DistributedConfig& config, RendezvousStore& store,
+                                                       const std::string& what_to_do) {
   RETURN_IF_ERROR(CheckBindAddress(config.bind_address));
   IgnoreSigpipeUnlessHandled();
   // Phase 1, bounded by config.timeout: every rank arrives, the ranks agree,
   // and they exchange their addresses.
   const auto deadline = Clock::now() + config.timeout;
-  ASSIGN_OR_RETURN(std::unique_ptr<RendezvousStore> store, OpenRendezvousStore(config.rendezvous, config.timeout));
   const std::string where = "job '" + config.job_id + "'" +
                             (config.launch_id.empty() ? "" : " (launch '" + config.launch_id + "')") +
                             " on rendezvous " + config.rendezvous;
-  const bool is_file = config.rendezvous.rfind("file://", 0) == 0;
-  const std::string what_to_do =
-      (is_file ? "Remove the rendezvous directory " + config.rendezvous.substr(7)
-               : "Delete the rendezvous's keys '" + config.job_id + "/*'") +
-      " once no launch of this job runs, or use a new CKPTDB_JOB_ID; a launch id per launch (CKPTDB_LAUNCH_ID, "
-      "set by ckptdb-launch; torchrun's TORCHELASTIC_RUN_ID) keeps launches apart";
-  ASSIGN_OR_RETURN(std::string prefix, LaunchPrefix(*store, config, deadline, where, what_to_do));
-  Rendezvous rdv(*store, config, prefix, where, what_to_do);
+  ASSIGN_OR_RETURN(std::string prefix, LaunchPrefix(store, config, deadline, where, what_to_do));
+  Rendezvous rdv(store, config, prefix, where, what_to_do);
   RETURN_IF_ERROR(rdv.Join(deadline));
   try {
     gloo::transport::tcp::attr attr;
@@ -321,6 +313,30 @@ StatusOr<std::unique_ptr<Communicator>> ConnectGloo(const DistributedConfig& con
   } catch (const std::exception& e) {
     return FromException(e, "connecting rank " + std::to_string(config.rank) + " to its peers");
   }
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Communicator>> ConnectGloo(const DistributedConfig& config) {
+  RETURN_IF_ERROR(config.Validate());
+  ASSIGN_OR_RETURN(std::unique_ptr<RendezvousStore> store, OpenRendezvousStore(config.rendezvous, config.timeout));
+  const bool is_file = config.rendezvous.rfind("file://", 0) == 0;
+  const std::string what_to_do =
+      (is_file ? "Remove the rendezvous directory " + config.rendezvous.substr(7)
+               : "Delete the rendezvous's keys '" + config.job_id + "/*'") +
+      " once no launch of this job runs, or use a new CKPTDB_JOB_ID; a launch id per launch (CKPTDB_LAUNCH_ID, "
+      "set by ckptdb-launch; torchrun's TORCHELASTIC_RUN_ID) keeps launches apart";
+  return ConnectThrough(config, *store, what_to_do);
+}
+
+StatusOr<std::unique_ptr<Communicator>> ConnectGloo(const DistributedConfig& config, RendezvousStore& store) {
+  RETURN_IF_ERROR(ValidateConfigExceptRendezvous(config));
+  if (config.rendezvous.empty()) {
+    return Status::InvalidArgument("DistributedConfig::rendezvous must name the store the application brings");
+  }
+  return ConnectThrough(config, store,
+                        "Use a job id of its own for each connection through one store (keys of job '" +
+                            config.job_id + "' are there already)");
 }
 
 }  // namespace ckptdb

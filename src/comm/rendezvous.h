@@ -35,6 +35,10 @@
 
 namespace ckptdb {
 
+// DistributedConfig::Validate without the rendezvous URI check (for a
+// store the application brings).
+Status ValidateConfigExceptRendezvous(const DistributedConfig& config);
+
 // The key prefix of this launch of the job (see above). `what_to_do`
 // completes the refusal's message.
 StatusOr<std::string> LaunchPrefix(RendezvousStore& store, const DistributedConfig& config,

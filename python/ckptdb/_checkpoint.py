@@ -1,0 +1,157 @@
+"""save, load and async_save: state dicts in and out of a store, on every
+rank of a job (SPMD: every rank calls them with the same arguments)."""
+
+from __future__ import annotations
+
+import os
+import struct
+from typing import Any, Iterable
+
+from . import _ckptdb, _dist, _flatten, _state
+from .store import Store, StepRef, open_store
+
+
+def _store(store: Any) -> Store:
+    if isinstance(store, Store):
+        return store
+    if isinstance(store, (str, os.PathLike)):
+        return open_store(os.fspath(store))
+    raise TypeError(f"store must be a path or a ckptdb.Store, not {type(store).__name__}")
+
+
+def _comm(communicator: Any) -> Any:
+    return _dist.default_communicator() if communicator is None else communicator
+
+
+def _check_step(step: Any) -> int:
+    if isinstance(step, bool) or not isinstance(step, int):
+        raise TypeError(f"step must be an int, not {type(step).__name__}")
+    if step < 0:
+        raise ValueError(f"step {step} is negative")
+    return step
+
+
+def _check_coordinator(coordinator: Any) -> int:
+    if isinstance(coordinator, bool) or not isinstance(coordinator, int):
+        raise TypeError(f"coordinator must be an int, not {type(coordinator).__name__}")
+    return coordinator
+
+
+def save(state_dict: dict, store: Any, step: int, *, coordinator: int = 0,
+         communicator: Any = None) -> None:
+    """Saves `state_dict` as step `step` of `store`, atomically, on every rank.
+
+    Args:
+        state_dict: nested dicts and lists of tensors (torch, CPU or CUDA,
+            any layout), numpy arrays, DTensors, ShardedTensors and other
+            objects (pickled); flattened to dotted FQNs.
+        store: a path (the store is created when missing) or a ckptdb.Store.
+        step: the step number to commit (>= 0; an existing step is an
+            AlreadyExistsError).
+        coordinator: the rank that commits.
+        communicator: ckptdb's connection to the other ranks (default: found
+            as ckptdb._dist describes; None in a single process).
+
+    Raises CheckpointError (the same on every rank) when any rank failed;
+    nothing is committed then. TypeError/ValueError for a bad argument.
+    """
+    step = _check_step(step)
+    coordinator = _check_coordinator(coordinator)
+    s = _store(store)
+    prepared = _state.prepare(_flatten.flatten(state_dict), for_load=False)
+    _ckptdb.save(prepared.engine, s._writer(), step, _comm(communicator), coordinator)
+
+
+def _resolve_step(s: Store, step: StepRef, comm: Any, coordinator: int) -> int:
+    """The step number `step` names, the same on every rank: "latest" and
+    tags are resolved by the coordinator and broadcast."""
+    if isinstance(step, int) and not isinstance(step, bool):
+        return _check_step(step)
+    if not isinstance(step, str):
+        raise TypeError(f"step must be an int, 'latest' or a tag name, not {type(step).__name__}")
+    if comm is None:
+        return s.resolve(step)
+    answer = b""
+    if comm.rank == coordinator:
+        try:
+            answer = b"ok" + struct.pack("<q", s.resolve(step))
+        except Exception as e:  # noqa: BLE001 - every rank raises it below
+            answer = b"er" + f"{type(e).__name__}: {e}".encode()
+    answer = comm.broadcast(answer, coordinator)
+    if answer[:2] == b"ok":
+        return struct.unpack("<q", answer[2:])[0]
+    from ._errors import NotFoundError
+    raise NotFoundError(f"rank {coordinator} cannot resolve step '{step}': {answer[2:].decode()}",
+                        code="NotFound")
+
+
+def load(state_dict: dict, store: Any, step: StepRef = "latest", keys: Iterable[str] | None = None,
+         strict: bool = True, convert_dtype: bool = False, *, coordinator: int = 0,
+         communicator: Any = None) -> int:
+    """Loads a step into `state_dict` in place, on every rank; returns the
+    step number loaded.
+
+    Tensors, arrays, DTensors and ShardedTensors are filled in place from
+    whatever sharding and world size the step was saved with; other objects
+    are replaced in their containers. `step` is a number, "latest" or a tag.
+    `keys`: load only these FQNs. `strict=False`: entries the step lacks are
+    left as they are. `convert_dtype=True`: values are converted to the
+    target's dtype. The whole target is checked on every rank before
+    anything is read: a mismatch (shape, dtype, kind, missing entry) raises
+    the same CheckpointError on every rank and changes nothing.
+    """
+    coordinator = _check_coordinator(coordinator)
+    s = _store(store)
+    comm = _comm(communicator)
+    number = _resolve_step(s, step, comm, coordinator)
+    key_list = list(keys) if keys is not None else []
+    for k in key_list:
+        if not isinstance(k, str):
+            raise TypeError(f"keys must be FQN strings, got {type(k).__name__}")
+    prepared = _state.prepare(_flatten.flatten(state_dict), for_load=True)
+    stats = _ckptdb.load(prepared.engine, s._reader(refresh=True), number, comm, coordinator, key_list,
+                         not strict, convert_dtype)
+    _state.finish_load(prepared, stats["missing"], key_list)
+    return number
+
+
+class SaveFuture:
+    """The outcome of ckptdb.async_save: like concurrent.futures.Future."""
+
+    def __init__(self, handle: Any) -> None:
+        self._handle = handle
+
+    @property
+    def step(self) -> int:
+        return self._handle.step
+
+    @property
+    def blocked_seconds(self) -> float:
+        """How long async_save blocked the caller (waiting and copying)."""
+        return self._handle.blocked_seconds
+
+    def done(self) -> bool:
+        return self._handle.done()
+
+    def result(self, timeout: float | None = None) -> None:
+        """Waits for the save to commit; raises its CheckpointError (the same
+        on every rank), or TimeoutError_ when `timeout` seconds passed."""
+        self._handle.wait(-1.0 if timeout is None else max(0.0, float(timeout)))
+
+    wait = result
+
+
+def async_save(state_dict: dict, store: Any, step: int, *, coordinator: int = 0,
+               max_in_flight: int = 1) -> SaveFuture:
+    """Saves like ckptdb.save, in the background: returns once the state is
+    copied into staging memory (the caller may change its tensors at once);
+    the save commits later. Runs on a connection of its own (made on the
+    first call), never the one synchronous saves use. At most
+    `max_in_flight` saves are in flight (each holds a copy of the state);
+    a call waits while all are busy."""
+    step = _check_step(step)
+    coordinator = _check_coordinator(coordinator)
+    s = _store(store)
+    saver = s._async_saver(coordinator, max_in_flight)
+    prepared = _state.prepare(_flatten.flatten(state_dict), for_load=False)
+    return SaveFuture(saver.save_async(prepared.engine, step))

@@ -1,0 +1,175 @@
+"""Which ranks a save or load runs on, and ckptdb's own connection to them.
+
+ckptdb's collectives run on a gloo connection of its own, never on the
+job's process group, so they never interleave with the job's collectives.
+The ranks meet (exchange addresses) through, in this order:
+
+1. ``CKPTDB_RENDEZVOUS`` (``file:///dir`` or ``redis://host:port``) with
+   ``CKPTDB_RANK``/``RANK`` and ``CKPTDB_WORLD_SIZE``/``WORLD_SIZE``: ckptdb's
+   own rendezvous, no torch needed;
+2. the job's c10d store when ``torch.distributed`` is initialized;
+3. torchrun's agent store (``MASTER_ADDR``/``MASTER_PORT`` with
+   ``TORCHELASTIC_USE_AGENT_STORE=True``, as torchrun sets) before
+   ``init_process_group``;
+4. nothing: a process with no ``WORLD_SIZE`` (or ``WORLD_SIZE=1``) saves and
+   loads alone.
+
+Each connection gets its own job id (``ckptdb-py-N``, N counting the
+connections this process made, in the same order on every rank), so the
+connection of async saves and that of synchronous ones never meet. Under
+torchrun the launch id is the run id and restart count: a restarted worker
+group never meets keys of the one before.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+import sys
+import threading
+from typing import Any
+
+from . import _ckptdb
+
+_lock = threading.Lock()
+_connections = 0
+_default: Any = None
+_default_made = False
+
+
+def _env(name: str) -> str | None:
+    v = os.environ.get(name)
+    return v if v else None
+
+
+def _timeout_ms() -> int:
+    v = _env("CKPTDB_TIMEOUT_MS")
+    if v is None:
+        return 60000
+    try:
+        ms = int(v)
+    except ValueError:
+        raise ValueError(f"CKPTDB_TIMEOUT_MS='{v}' is not an integer") from None
+    if ms <= 0:
+        raise ValueError("CKPTDB_TIMEOUT_MS must be positive")
+    return ms
+
+
+def _launch_id() -> str:
+    if _env("CKPTDB_LAUNCH_ID"):
+        return os.environ["CKPTDB_LAUNCH_ID"]
+    run = _env("TORCHELASTIC_RUN_ID")
+    if run and run != "none":
+        return f"torchelastic-{run}-restart-{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+    return "c10d"
+
+
+def _bind_address(master: str | None, port: int | None) -> str:
+    """CKPTDB_BIND_ADDRESS, else the address of the interface that reaches
+    the master (127.0.0.1 when the master is this host's loopback)."""
+    if _env("CKPTDB_BIND_ADDRESS"):
+        return os.environ["CKPTDB_BIND_ADDRESS"]
+    if not master:
+        return "127.0.0.1"
+    try:
+        addr = socket.gethostbyname(master)
+        if ipaddress.ip_address(addr).is_loopback:
+            return "127.0.0.1"
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect((addr, port or 29500))  # a UDP connect sends nothing
+            return s.getsockname()[0]
+    except OSError:
+        return "127.0.0.1"
+
+
+class C10dRendezvous:
+    """ckptdb's rendezvous store over a c10d store (TCPStore, PrefixStore):
+    create_key claims the key with an atomic add, then sets it."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    def create_key(self, key: str, value: bytes) -> bool:
+        if self._store.add(key + "/claim", 1) != 1:
+            return False
+        self._store.set(key, value)
+        return True
+
+    def get(self, key: str) -> bytes | None:
+        if not self._store.check([key]):
+            return None
+        return bytes(self._store.get(key))
+
+
+def _torch_dist():
+    if "torch" not in sys.modules:
+        return None
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return None
+    return dist if dist.is_available() else None
+
+
+def _job_id() -> str:
+    global _connections
+    n = _connections
+    _connections += 1
+    return f"ckptdb-py-{n}"
+
+
+def connect() -> Any:
+    """A new connection to every rank (a _ckptdb.Communicator), or None when
+    this process runs alone. ValueError when the ranks cannot be found."""
+    world = _env("CKPTDB_WORLD_SIZE") or _env("WORLD_SIZE")
+    dist = _torch_dist()
+    initialized = dist is not None and dist.is_initialized()
+    if _env("CKPTDB_RENDEZVOUS"):
+        if world is None or int(world) == 1:
+            return None
+        _job_id()  # keep the numbering the same on every path
+        return _ckptdb.Communicator.from_environment()
+    if initialized:
+        if dist.get_world_size() == 1:
+            return None
+        from torch.distributed.distributed_c10d import _get_default_store
+        store = dist.PrefixStore("ckptdb/", _get_default_store())
+        return _through(store, "the job's torch.distributed store", dist.get_rank(), dist.get_world_size())
+    if world is None or int(world) == 1:
+        return None
+    master, port = _env("MASTER_ADDR"), _env("MASTER_PORT")
+    rank = _env("CKPTDB_RANK") or _env("RANK")
+    if master and port and rank is not None and _env("TORCHELASTIC_USE_AGENT_STORE") == "True" and dist:
+        from datetime import timedelta
+        agent = dist.TCPStore(master, int(port), is_master=False,
+                              timeout=timedelta(milliseconds=_timeout_ms()))
+        store = dist.PrefixStore("ckptdb/", agent)
+        return _through(store, f"torchrun's store at {master}:{port}", int(rank), int(world))
+    raise ValueError(
+        f"WORLD_SIZE={world} but ckptdb cannot find the other ranks: call "
+        "torch.distributed.init_process_group first, run under torchrun, or set "
+        "CKPTDB_RENDEZVOUS=file:///shared/dir (or redis://host:port)")
+
+
+def _through(store: Any, name: str, rank: int, world: int) -> Any:
+    local = _env("LOCAL_RANK")
+    master, port = _env("MASTER_ADDR"), _env("MASTER_PORT")
+    return _ckptdb.Communicator.through_store(
+        C10dRendezvous(store), name, rank, world, int(local) if local else -1,
+        _job_id(), _launch_id(), _bind_address(master, int(port) if port else None), _timeout_ms())
+
+
+def default_communicator() -> Any:
+    """The connection synchronous saves and loads share, made on first use."""
+    global _default, _default_made
+    with _lock:
+        if not _default_made:
+            _default = connect()
+            _default_made = True
+        return _default
+
+
+def rank_and_world() -> tuple[int, int]:
+    c = default_communicator()
+    return (0, 1) if c is None else (c.rank, c.world_size)

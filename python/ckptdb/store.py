@@ -1,0 +1,272 @@
+"""ckptdb.Store: a store's history from Python (what the `ckptdb` command
+does), and the handle save/load keep per store.
+
+A Store opens its reader and writer lazily. Only one process may hold a
+store's writer (RocksDB's lock): tag, delete and gc take it, and so does a
+save on the coordinator; close() gives it back.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+from . import _ckptdb
+
+StepRef = Union[int, str]
+
+_open_lock = threading.Lock()
+_open: dict[str, "Store"] = {}
+
+
+def open_store(path: str) -> "Store":
+    """The Store this process uses for `path` (one per absolute path)."""
+    key = os.path.abspath(path)
+    with _open_lock:
+        s = _open.get(key)
+        if s is None:
+            s = _open[key] = Store(key)
+        return s
+
+
+@dataclass(frozen=True)
+class StepInfo:
+    step: int
+    created_unix_ms: int
+    world_size: int
+    entries: int
+    logical_bytes: int
+    stored_bytes: int
+    tags: list[str] = field(default_factory=list)
+    damaged: bool = False
+
+
+@dataclass(frozen=True)
+class EntryInfo:
+    fqn: str
+    kind: str          # "tensor", "sharded_tensor" or "bytes"
+    dtype: str         # ckptdb's name ("f32", "bf16", ...); "" for bytes
+    shape: tuple[int, ...]
+    logical_bytes: int
+    stored_bytes: int
+
+
+_TORCH_NAMES = {"f64": "float64", "f32": "float32", "f16": "float16", "bf16": "bfloat16",
+                "f8e4m3": "float8_e4m3fn", "f8e5m2": "float8_e5m2", "i64": "int64", "i32": "int32",
+                "i16": "int16", "i8": "int8", "u8": "uint8", "bool": "bool"}
+_NUMPY_NAMES = {"f64": "float64", "f32": "float32", "f16": "float16", "i64": "int64", "i32": "int32",
+                "i16": "int16", "i8": "int8", "u8": "uint8", "bool": "bool"}
+
+
+class Store:
+    """A ckptdb store directory.
+
+    Args:
+        path: the store's directory (created by the first save).
+        chunk_bytes, compression ("none", "zstd", "auto"), zstd_level,
+        threads: how saves write (see StoreOptions in
+            include/ckptdb/rocksdb_store.h).
+        keep_last, keep_every, keep_tagged: a retention policy applied by
+            every commit (0 and 0: keep everything).
+    """
+
+    def __init__(self, path: str | os.PathLike, *, chunk_bytes: int = 4 << 20, compression: str = "none",
+                 zstd_level: int = 1, threads: int = 0, keep_last: int = 0, keep_every: int = 0,
+                 keep_tagged: bool = True) -> None:
+        self.path = os.path.abspath(os.fspath(path))
+        self._options = dict(chunk_bytes=chunk_bytes, compression=compression, zstd_level=zstd_level,
+                             threads=threads, keep_last=keep_last, keep_every=keep_every,
+                             keep_tagged=keep_tagged)
+        if compression not in ("none", "zstd", "auto"):
+            raise ValueError(f"compression '{compression}' is not one of 'none', 'zstd', 'auto'")
+        self._lock = threading.RLock()
+        self._w: Any = None
+        self._r: Any = None
+        self._savers: dict[tuple[int, int], Any] = {}
+
+    def __repr__(self) -> str:
+        return f"ckptdb.Store({self.path!r})"
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # --- handles -------------------------------------------------------------
+    def _writer(self) -> Any:
+        with self._lock:
+            if self._w is None:
+                self._w = _ckptdb.Writer(self.path, **self._options)
+            return self._w
+
+    def _reader(self, refresh: bool = False) -> Any:
+        with self._lock:
+            if self._r is None:
+                self._r = _ckptdb.Reader(self.path)
+            elif refresh:
+                self._r.refresh()
+            return self._r
+
+    def _async_saver(self, coordinator: int, max_in_flight: int) -> Any:
+        from . import _dist
+        with self._lock:
+            key = (coordinator, max_in_flight)
+            if key not in self._savers:
+                self._savers[key] = _ckptdb.AsyncSaver(self._writer(), _dist.connect(), coordinator,
+                                                       max_in_flight)
+            return self._savers[key]
+
+    def close(self) -> None:
+        """Waits for async saves in flight and closes the reader and writer
+        (giving back the database lock)."""
+        with self._lock:
+            for saver in self._savers.values():
+                saver.close()
+            self._savers.clear()
+            self._w = None
+            self._r = None
+
+    # --- history ---------------------------------------------------------------
+    def steps(self) -> list[StepInfo]:
+        """Every committed step, oldest first."""
+        return [StepInfo(**s) for s in self._reader(refresh=True).steps()]
+
+    def latest(self) -> int | None:
+        """The newest committed step, None when there is none."""
+        from ._errors import NotFoundError
+        try:
+            return self._reader(refresh=True).latest()
+        except NotFoundError:
+            return None
+
+    def tags(self) -> dict[str, int]:
+        return dict(self._reader(refresh=True).tags())
+
+    def resolve(self, step: StepRef) -> int:
+        """The number of a step given as a number, "latest" or a tag name
+        (NotFoundError when there is no such step)."""
+        r = self._reader(refresh=True)
+        if isinstance(step, int) and not isinstance(step, bool):
+            return step
+        if step == "latest":
+            return r.latest()
+        if isinstance(step, str):
+            if step.isdigit():
+                return int(step)
+            return r.resolve_tag(step)
+        raise TypeError(f"step must be an int, 'latest' or a tag name, not {type(step).__name__}")
+
+    def entries(self, step: StepRef = "latest") -> list[EntryInfo]:
+        """What a step holds, in the order it was saved."""
+        n = self.resolve(step)
+        return [EntryInfo(e["fqn"], e["kind"], e["dtype"], tuple(e["shape"]), e["logical_bytes"],
+                          e["stored_bytes"]) for e in self._reader().entries(n)]
+
+    def read(self, step: StepRef, fqn: str, slice: Any = None, *, like: str | None = None) -> Any:
+        """One entry of a step as a new CPU tensor (`like="torch"`, the
+        default when torch is imported) or numpy array (`like="numpy"`);
+        a bytes entry as bytes. `slice`: an index of ints and slices with
+        step 1 (e.g. `(slice(0, 10), 3)`), reading only the chunks it
+        touches."""
+        n = self.resolve(step)
+        info = next((e for e in self._reader().entries(n) if e["fqn"] == fqn), None)
+        if info is None:
+            from ._errors import NotFoundError
+            raise NotFoundError(f"entry '{fqn}' is not in step {n}", code="NotFound")
+        if info["kind"] == "bytes":
+            if slice is not None:
+                raise ValueError(f"entry '{fqn}' is a bytes entry: it cannot be sliced")
+            sd = _ckptdb.StateDict()
+            sd.add_bytes(fqn, b"")
+            _ckptdb.load(sd, self._reader(), n, None, 0, [], False, False)
+            return sd.get_bytes(fqn)
+        shape = list(info["shape"])
+        offsets, sizes, keep = _region(fqn, shape, slice)
+        out = _empty(fqn, info["dtype"], sizes, like)
+        from ._state import region
+        r = region(fqn, out, for_load=True)
+        sd = _ckptdb.StateDict()
+        sd.add_sharded(fqn, info["dtype"], shape, [(offsets, sizes, r.data, r.nbytes, -1)])
+        _ckptdb.load(sd, self._reader(), n, None, 0, [], False, False)
+        return out.reshape([s for s, k in zip(sizes, keep) if k])
+
+    def read_object(self, step: StepRef, fqn: str) -> Any:
+        """A bytes entry holding a pickled object (what save makes of any
+        value that is not a tensor or array), unpickled."""
+        from ._state import decode_object
+        return decode_object(fqn, self.read(step, fqn), None)
+
+    # --- changes (take the writer) ------------------------------------------------
+    def tag(self, step: StepRef, name: str) -> int | None:
+        """Points tag `name` at a committed step; returns the step it named
+        before, if any."""
+        return self._writer().tag(self.resolve(step), name)
+
+    def untag(self, name: str) -> None:
+        self._writer().delete_tag(name)
+
+    def delete(self, *steps: StepRef) -> None:
+        """Deletes the steps (and their tags) in one atomic write."""
+        self._writer().delete_steps([self.resolve(s) for s in steps])
+
+    def gc(self, keep_last: int = 0, keep_every: int = 0, keep_tagged: bool = True,
+           dry_run: bool = False) -> dict:
+        """Applies a retention policy (when keep_last or keep_every is set)
+        and sweeps what failed saves left. Returns {"pruned": [steps],
+        "orphan_saves", "staging_dirs", "unaccounted_saves"}."""
+        w = self._writer()
+        pruned = w.prune(keep_last, keep_every, keep_tagged, dry_run)
+        swept = w.find_leftovers() if dry_run else w.sweep()
+        return {"pruned": list(pruned), **swept}
+
+
+def _region(fqn: str, shape: list[int], index: Any) -> tuple[list[int], list[int], list[bool]]:
+    """Offsets, sizes and which dimensions stay, for an index of ints and
+    slices."""
+    if index is None:
+        return [0] * len(shape), list(shape), [True] * len(shape)
+    if not isinstance(index, tuple):
+        index = (index,)
+    if len(index) > len(shape):
+        raise IndexError(f"entry '{fqn}': {len(index)} indices for a {len(shape)}-d tensor")
+    offsets, sizes, keep = [], [], []
+    for d, n in enumerate(shape):
+        i = index[d] if d < len(index) else builtins_slice(None)
+        if isinstance(i, builtins_slice):
+            start, stop, stride = i.indices(n)
+            if stride != 1:
+                raise ValueError(f"entry '{fqn}': slices must have step 1")
+            offsets.append(start)
+            sizes.append(max(0, stop - start))
+            keep.append(True)
+        elif isinstance(i, int) and not isinstance(i, bool):
+            j = i + n if i < 0 else i
+            if not 0 <= j < n:
+                raise IndexError(f"entry '{fqn}': index {i} is out of range for dimension {d} of size {n}")
+            offsets.append(j)
+            sizes.append(1)
+            keep.append(False)
+        else:
+            raise TypeError(f"entry '{fqn}': an index must be an int or a slice, not {type(i).__name__}")
+    return offsets, sizes, keep
+
+
+builtins_slice = slice
+
+
+def _empty(fqn: str, dtype: str, sizes: list[int], like: str | None) -> Any:
+    if like is None:
+        like = "torch" if "torch" in sys.modules else "numpy"
+    if like == "torch":
+        import torch
+        return torch.empty(sizes, dtype=getattr(torch, _TORCH_NAMES[dtype]))
+    if like == "numpy":
+        import numpy as np
+        if dtype not in _NUMPY_NAMES:
+            raise TypeError(f"entry '{fqn}': numpy has no dtype for {dtype}: read it with like='torch'")
+        return np.empty(sizes, dtype=_NUMPY_NAMES[dtype])
+    raise ValueError(f"like must be 'torch' or 'numpy', not {like!r}")

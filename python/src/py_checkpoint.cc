@@ -1,0 +1,203 @@
+// Binds Save, Load and AsyncSaver. Saves and loads run through
+// RunInterruptible over stores wrapped so that every chunk checks for
+// Ctrl-C: an interrupted rank stops at its next chunk and fails its part
+// ("interrupted"), so the save fails on every rank and commits nothing (or
+// the load stops), and the interrupted rank raises KeyboardInterrupt.
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ckptdb/async_save.h"
+#include "ckptdb/checkpoint.h"
+#include "py_common.h"
+#include "py_communicator.h"
+#include "py_state_dict.h"
+#include "py_store.h"
+
+namespace ckptdb::py {
+
+namespace {
+
+Status Interrupted() { return Status::Aborted("interrupted (KeyboardInterrupt on this rank)"); }
+
+// A StorageWriter whose items are read through sources that check `cancel`
+// before each range.
+class InterruptibleWriter final : public StorageWriter {
+ public:
+  InterruptibleWriter(StorageWriter& inner, const std::atomic<bool>& cancel) : inner_(inner), cancel_(cancel) {}
+
+  StatusOr<uint64_t> Prepare(int64_t step) override { return inner_.Prepare(step); }
+  Status PrepareStorage(const SaveContext& ctx, const std::vector<WriteItem>& items) override {
+    return inner_.PrepareStorage(ctx, items);
+  }
+  StatusOr<WriteResult> Write(const SaveContext& ctx, const std::vector<WriteItem>& items) override {
+    if (cancel_) return Interrupted();
+    std::vector<WriteItem> checked = items;
+    for (WriteItem& item : checked) {
+      auto inner_source = item.source;
+      const char* data = static_cast<const char*>(item.data);
+      item.source = [this, inner_source, data](uint64_t begin, uint64_t n,
+                                               const std::function<void(const char*)>& use) -> Status {
+        if (cancel_) return Interrupted();
+        if (inner_source) return inner_source(begin, n, use);
+        use(data + begin);
+        return Status::OK();
+      };
+    }
+    return inner_.Write(ctx, checked);
+  }
+  Status Finish(const SaveContext& ctx, const StepMetadata& metadata,
+                const std::vector<WriteResult>& results) override {
+    return inner_.Finish(ctx, metadata, results);
+  }
+  void Abort(const SaveContext& ctx) override { inner_.Abort(ctx); }
+
+ private:
+  StorageWriter& inner_;
+  const std::atomic<bool>& cancel_;
+};
+
+// A StorageReader whose reads are delivered through sinks that check
+// `cancel` before each chunk.
+class InterruptibleReader final : public StorageReader {
+ public:
+  InterruptibleReader(StorageReader& inner, const std::atomic<bool>& cancel) : inner_(inner), cancel_(cancel) {}
+
+  StatusOr<StepMetadata> ReadMetadata(int64_t step) override { return inner_.ReadMetadata(step); }
+  StatusOr<ReadStats> Read(const StepMetadata& metadata, const std::vector<ReadItem>& items) override {
+    if (cancel_) return Interrupted();
+    std::vector<ReadItem> checked = items;
+    for (ReadItem& item : checked) {
+      auto inner_sink = item.sink;
+      char* dest = static_cast<char*>(item.dest);
+      const uint64_t offset = item.offset;
+      item.sink = [this, inner_sink, dest, offset](uint64_t begin, const char* data, uint64_t n) -> Status {
+        if (cancel_) return Interrupted();
+        if (inner_sink) return inner_sink(begin, data, n);
+        std::memcpy(dest + (begin - offset), data, n);
+        return Status::OK();
+      };
+    }
+    return inner_.Read(metadata, checked);
+  }
+
+ private:
+  StorageReader& inner_;
+  const std::atomic<bool>& cancel_;
+};
+
+// The communicator to use: none means this process alone.
+Communicator* CommOf(PyCommunicator* c) { return c ? c->comm.get() : nullptr; }
+
+class PyAsyncSaver {
+ public:
+  PyAsyncSaver(PyWriter& writer, PyCommunicator* comm, int coordinator, int max_in_flight) {
+    AsyncSaveOptions o;
+    o.coordinator_rank = coordinator;
+    o.no_dist = comm == nullptr;
+    o.communicator = CommOf(comm);
+    o.max_in_flight = max_in_flight;
+    if (max_in_flight < 1) throw nb::value_error("max_in_flight must be at least 1");
+    saver_ = std::make_unique<AsyncSaver>(*writer.writer, o);
+  }
+  ~PyAsyncSaver() { Close(); }
+
+  std::shared_ptr<SaveHandle> SaveAsync(PyStateDict& sd, int64_t step) {
+    StatusOr<std::shared_ptr<SaveHandle>> h = [&] {
+      nb::gil_scoped_release release;
+      return saver_->SaveAsync(sd.state, step);
+    }();
+    return Take(std::move(h));
+  }
+
+  // Waits for every save in flight and stops the saver.
+  void Close() {
+    if (!saver_) return;
+    nb::gil_scoped_release release;
+    saver_.reset();
+  }
+
+ private:
+  std::unique_ptr<AsyncSaver> saver_;
+};
+
+}  // namespace
+
+void BindCheckpoint(nb::module_& m) {
+  m.def(
+      "save",
+      [](PyStateDict& sd, PyWriter& writer, int64_t step, PyCommunicator* comm, int coordinator) {
+        Check(RunInterruptible([&](const std::atomic<bool>& cancel) {
+          InterruptibleWriter w(*writer.writer, cancel);
+          SaveOptions o;
+          o.step = step;
+          o.coordinator_rank = coordinator;
+          o.no_dist = comm == nullptr;
+          o.communicator = CommOf(comm);
+          if (comm == nullptr) return Save(sd.state, w, o);
+          std::lock_guard<std::mutex> l(comm->mu);
+          return Save(sd.state, w, o);
+        }));
+      },
+      nb::arg("state_dict"), nb::arg("writer"), nb::arg("step"), nb::arg("comm").none(), nb::arg("coordinator"));
+
+  m.def(
+      "load",
+      [](PyStateDict& sd, PyReader& reader, int64_t step, PyCommunicator* comm, int coordinator,
+         const std::vector<std::string>& keys, bool allow_missing, bool convert_dtype) {
+        LoadStats stats;
+        Check(RunInterruptible([&](const std::atomic<bool>& cancel) {
+          std::lock_guard<std::mutex> rl(reader.mu);
+          InterruptibleReader r(*reader.reader, cancel);
+          LoadOptions o;
+          o.step = step;
+          o.coordinator_rank = coordinator;
+          o.no_dist = comm == nullptr;
+          o.communicator = CommOf(comm);
+          o.keys = keys;
+          o.allow_missing = allow_missing;
+          o.convert_dtype = convert_dtype;
+          if (comm == nullptr) return Load(sd.state, r, o, &stats);
+          std::lock_guard<std::mutex> l(comm->mu);
+          return Load(sd.state, r, o, &stats);
+        }));
+        nb::dict d;
+        d["chunks_read"] = stats.chunks_read;
+        d["stored_bytes_read"] = stats.stored_bytes_read;
+        d["bytes_copied"] = stats.bytes_copied;
+        d["missing"] = stats.missing;
+        return d;
+      },
+      nb::arg("state_dict"), nb::arg("reader"), nb::arg("step"), nb::arg("comm").none(), nb::arg("coordinator"),
+      nb::arg("keys"), nb::arg("allow_missing"), nb::arg("convert_dtype"));
+
+  nb::class_<SaveHandle>(m, "SaveHandle", "The outcome of one asynchronous save")
+      .def_prop_ro("step", &SaveHandle::step)
+      .def("done", &SaveHandle::Done)
+      .def_prop_ro("blocked_seconds", &SaveHandle::blocked_seconds)
+      .def(
+          "wait",
+          [](SaveHandle& h, double timeout_s) {
+            Status st;
+            {
+              nb::gil_scoped_release release;
+              st = timeout_s < 0 ? h.Wait()
+                                 : h.WaitFor(std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
+            }
+            Check(st);
+          },
+          nb::arg("timeout_s") = -1.0, "Blocks until the save finished (or timeout_s passed) and raises its error");
+
+  nb::class_<PyAsyncSaver>(m, "AsyncSaver", "Background saves on a communicator of their own")
+      .def(nb::init<PyWriter&, PyCommunicator*, int, int>(), nb::arg("writer"), nb::arg("comm").none(),
+           nb::arg("coordinator"), nb::arg("max_in_flight"), nb::keep_alive<1, 2>(), nb::keep_alive<1, 3>())
+      .def("save_async", &PyAsyncSaver::SaveAsync, nb::arg("state_dict"), nb::arg("step"))
+      .def("close", &PyAsyncSaver::Close);
+}
+
+}  // namespace ckptdb::py

@@ -1,0 +1,149 @@
+// Binds the communicator: gloo over TCP, joined through ckptdb's own
+// rendezvous (CKPTDB_RENDEZVOUS) or through a store the Python side brings
+// (PyTorch's c10d store under torchrun: ckptdb/_dist.py adapts it), plus the
+// collectives the Python side needs to agree across ranks (small control
+// messages only).
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ckptdb/distributed.h"
+#include "py_common.h"
+#include "py_communicator.h"
+
+namespace ckptdb::py {
+
+namespace {
+
+// RendezvousStore over a Python object with create_key(key: str, value:
+// bytes) -> bool and get(key: str) -> bytes | None. Called from
+// ConnectGloo's thread: takes the GIL for each call; a Python exception
+// becomes Unavailable naming it.
+class PythonRendezvousStore final : public RendezvousStore {
+ public:
+  explicit PythonRendezvousStore(nb::object store) : store_(std::move(store)) {}
+  ~PythonRendezvousStore() override {
+    nb::gil_scoped_acquire acquire;
+    store_.reset();
+  }
+
+  StatusOr<bool> CreateKey(const std::string& key, const std::string& value) override {
+    nb::gil_scoped_acquire acquire;
+    try {
+      return nb::cast<bool>(store_.attr("create_key")(key, nb::bytes(value.data(), value.size())));
+    } catch (const std::exception& e) {
+      return Status::Unavailable("rendezvous store: creating key '" + key + "': " + e.what());
+    }
+  }
+
+  StatusOr<std::optional<std::string>> Get(const std::string& key) override {
+    nb::gil_scoped_acquire acquire;
+    try {
+      nb::object v = store_.attr("get")(key);
+      if (v.is_none()) return std::optional<std::string>();
+      nb::bytes b = nb::cast<nb::bytes>(v);
+      return std::optional<std::string>(std::string(b.c_str(), b.size()));
+    } catch (const std::exception& e) {
+      return Status::Unavailable("rendezvous store: reading key '" + key + "': " + e.what());
+    }
+  }
+
+ private:
+  nb::object store_;
+};
+
+}  // namespace
+
+void BindCommunicator(nb::module_& m) {
+  nb::class_<PyCommunicator>(m, "Communicator", "ckptdb's own gloo connection between the ranks of a job")
+      .def_static(
+          "from_environment",
+          []() {
+            DistributedConfig config = Take(DistributedConfig::FromEnvironment());
+            auto* c = new PyCommunicator;
+            Status st = RunInterruptible([&](const std::atomic<bool>&) {
+              StatusOr<std::unique_ptr<Communicator>> comm = ConnectGloo(config);
+              if (!comm.ok()) return comm.status();
+              c->comm = std::move(comm).value();
+              return Status::OK();
+            });
+            if (!st.ok()) {
+              delete c;
+              Raise(st);
+            }
+            return c;
+          },
+          nb::rv_policy::take_ownership, "Joins through the CKPTDB_* (and torchrun-style) variables")
+      .def_static(
+          "through_store",
+          [](nb::object store, const std::string& name, int rank, int world_size, int local_rank,
+             const std::string& job_id, const std::string& launch_id, const std::string& bind_address,
+             int64_t timeout_ms) {
+            DistributedConfig config;
+            config.rank = rank;
+            config.world_size = world_size;
+            config.local_rank = local_rank;
+            config.rendezvous = name;
+            config.job_id = job_id;
+            config.launch_id = launch_id;
+            config.bind_address = bind_address;
+            config.timeout = std::chrono::milliseconds(timeout_ms);
+            PythonRendezvousStore adapter(std::move(store));
+            auto* c = new PyCommunicator;
+            Status st = RunInterruptible([&](const std::atomic<bool>&) {
+              StatusOr<std::unique_ptr<Communicator>> comm = ConnectGloo(config, adapter);
+              if (!comm.ok()) return comm.status();
+              c->comm = std::move(comm).value();
+              return Status::OK();
+            });
+            if (!st.ok()) {
+              delete c;
+              Raise(st);
+            }
+            return c;
+          },
+          nb::arg("store"), nb::arg("name"), nb::arg("rank"), nb::arg("world_size"), nb::arg("local_rank"),
+          nb::arg("job_id"), nb::arg("launch_id"), nb::arg("bind_address"), nb::arg("timeout_ms"),
+          nb::rv_policy::take_ownership,
+          "Joins through `store` (create_key(key, value) -> bool, get(key) -> bytes | None)")
+      .def_prop_ro("rank", [](PyCommunicator& c) { return c.comm->rank(); })
+      .def_prop_ro("world_size", [](PyCommunicator& c) { return c.comm->world_size(); })
+      .def(
+          "all_gather",
+          [](PyCommunicator& c, nb::bytes mine) {
+            std::string data(mine.c_str(), mine.size());
+            std::vector<std::string> out;
+            Status st;
+            {
+              nb::gil_scoped_release release;
+              std::lock_guard<std::mutex> l(c.mu);
+              st = c.comm->AllGather(data, &out);
+            }
+            Check(st);
+            nb::list result;
+            for (const std::string& s : out) result.append(nb::bytes(s.data(), s.size()));
+            return result;
+          },
+          nb::arg("mine"), "Every rank's bytes, indexed by rank")
+      .def(
+          "broadcast",
+          [](PyCommunicator& c, nb::bytes data, int root) {
+            std::string s(data.c_str(), data.size());
+            Status st;
+            {
+              nb::gil_scoped_release release;
+              std::lock_guard<std::mutex> l(c.mu);
+              st = c.comm->Broadcast(&s, root);
+            }
+            Check(st);
+            return nb::bytes(s.data(), s.size());
+          },
+          nb::arg("data"), nb::arg("root"), "The root's bytes on every rank");
+}
+
+}  // namespace ckptdb::py

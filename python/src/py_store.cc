@@ -1,0 +1,198 @@
+// Binds the RocksDB store: a writer (saves, tags, deletes, pruning, sweeps)
+// and a reader (steps, tags, a step's entries). Every call that touches the
+// database runs with the GIL released.
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <string>
+#include <vector>
+
+#include "ckptdb/checkpoint.h"
+#include "py_common.h"
+#include "py_store.h"
+
+namespace ckptdb::py {
+
+namespace {
+
+// Runs f() (returning Status or StatusOr) with the GIL released and raises
+// its error.
+template <typename F>
+auto Released(F&& f) {
+  auto result = [&] {
+    nb::gil_scoped_release release;
+    return f();
+  }();
+  if constexpr (std::is_same_v<decltype(result), Status>) {
+    Check(result);
+  } else {
+    return Take(std::move(result));
+  }
+}
+
+Compression ParseCompression(const std::string& name) {
+  if (name == "none") return Compression::kNone;
+  if (name == "zstd") return Compression::kZstd;
+  if (name == "auto") return Compression::kAuto;
+  throw nb::value_error(("compression '" + name + "' is not one of 'none', 'zstd', 'auto'").c_str());
+}
+
+nb::dict StepDict(const StepInfo& s) {
+  nb::dict d;
+  d["step"] = s.step;
+  d["created_unix_ms"] = s.created_unix_ms;
+  d["world_size"] = s.world_size;
+  d["entries"] = s.entries;
+  d["logical_bytes"] = s.logical_bytes;
+  d["stored_bytes"] = s.stored_bytes;
+  d["tags"] = s.tags;
+  d["damaged"] = s.damaged;
+  return d;
+}
+
+nb::dict EntryDict(const EntryMetadata& e) {
+  nb::dict d;
+  d["fqn"] = e.fqn;
+  d["kind"] = EntryKindName(e.kind);
+  d["dtype"] = e.kind == EntryKind::kBytes ? std::string() : std::string(DTypeName(e.dtype));
+  d["shape"] = e.shape;
+  d["logical_bytes"] = e.logical_bytes();
+  d["stored_bytes"] = e.stored_bytes();
+  nb::list pieces;
+  for (const StoredPiece& p : e.pieces) pieces.append(nb::make_tuple(p.offsets, p.sizes));
+  d["pieces"] = pieces;
+  return d;
+}
+
+nb::dict SweepDict(const SweepStats& s) {
+  nb::dict d;
+  d["orphan_saves"] = s.orphan_saves;
+  d["staging_dirs"] = s.staging_dirs;
+  d["unaccounted_saves"] = s.unaccounted_saves;
+  return d;
+}
+
+RetentionPolicy Policy(int64_t keep_last, int64_t keep_every, bool keep_tagged) {
+  RetentionPolicy p;
+  p.keep_last = keep_last;
+  p.keep_every = keep_every;
+  p.keep_tagged = keep_tagged;
+  return p;
+}
+
+}  // namespace
+
+void BindStore(nb::module_& m) {
+  nb::class_<PyWriter>(m, "Writer", "A store writer (only the coordinator's opens the database)")
+      .def(
+          "__init__",
+          [](PyWriter* self, const std::string& path, uint64_t chunk_bytes, const std::string& compression,
+             int zstd_level, int threads, int64_t keep_last, int64_t keep_every, bool keep_tagged) {
+            StoreOptions o;
+            o.chunk_bytes = chunk_bytes;
+            o.compression = ParseCompression(compression);
+            o.zstd_level = zstd_level;
+            o.threads = threads;
+            o.retention = Policy(keep_last, keep_every, keep_tagged);
+            new (self) PyWriter{Released([&] { return OpenStoreWriter(path, o); })};
+          },
+          nb::arg("path"), nb::arg("chunk_bytes") = 4u << 20, nb::arg("compression") = "none",
+          nb::arg("zstd_level") = 1, nb::arg("threads") = 0, nb::arg("keep_last") = 0, nb::arg("keep_every") = 0,
+          nb::arg("keep_tagged") = true)
+      .def_prop_ro("path", [](PyWriter& w) { return w.writer->path(); })
+      .def("open_database", [](PyWriter& w) { Released([&] { return w.writer->OpenDatabase(); }); })
+      .def(
+          "tag",
+          [](PyWriter& w, int64_t step, const std::string& name) {
+            return Released([&] { return w.writer->Tag(step, name); });
+          },
+          nb::arg("step"), nb::arg("name"))
+      .def(
+          "delete_tag", [](PyWriter& w, const std::string& name) { Released([&] { return w.writer->DeleteTag(name); }); },
+          nb::arg("name"))
+      .def(
+          "delete_steps",
+          [](PyWriter& w, const std::vector<int64_t>& steps) { Released([&] { return w.writer->DeleteSteps(steps); }); },
+          nb::arg("steps"))
+      .def(
+          "prune",
+          [](PyWriter& w, int64_t keep_last, int64_t keep_every, bool keep_tagged, bool dry_run) {
+            return Released([&] { return w.writer->Prune(Policy(keep_last, keep_every, keep_tagged), dry_run); });
+          },
+          nb::arg("keep_last"), nb::arg("keep_every"), nb::arg("keep_tagged"), nb::arg("dry_run"))
+      .def("sweep", [](PyWriter& w) { return SweepDict(Released([&] { return w.writer->Sweep(); })); })
+      .def("find_leftovers", [](PyWriter& w) { return SweepDict(Released([&] { return w.writer->FindLeftovers(); })); });
+
+  nb::class_<PyReader>(m, "Reader", "A read-only view of a store as of opening or the last refresh()")
+      .def(
+          "__init__",
+          [](PyReader* self, const std::string& path) {
+            new (self) PyReader{Released([&] { return OpenStoreReader(path); }), {}};
+          },
+          nb::arg("path"))
+      .def("refresh",
+           [](PyReader& r) {
+             Released([&] {
+               std::lock_guard<std::mutex> l(r.mu);
+               return r.reader->Refresh();
+             });
+           })
+      .def("steps",
+           [](PyReader& r) {
+             std::vector<StepInfo> steps = Released([&] {
+               std::lock_guard<std::mutex> l(r.mu);
+               return r.reader->ListSteps();
+             });
+             nb::list out;
+             for (const StepInfo& s : steps) out.append(StepDict(s));
+             return out;
+           })
+      .def("latest",
+           [](PyReader& r) {
+             return Released([&] {
+               std::lock_guard<std::mutex> l(r.mu);
+               return r.reader->LatestStep();
+             });
+           })
+      .def(
+          "latest_at_or_before",
+          [](PyReader& r, int64_t step) {
+            return Released([&] {
+              std::lock_guard<std::mutex> l(r.mu);
+              return r.reader->LatestStepAtOrBefore(step);
+            });
+          },
+          nb::arg("step"))
+      .def("tags",
+           [](PyReader& r) {
+             return Released([&] {
+               std::lock_guard<std::mutex> l(r.mu);
+               return r.reader->ListTags();
+             });
+           })
+      .def(
+          "resolve_tag",
+          [](PyReader& r, const std::string& name) {
+            return Released([&] {
+              std::lock_guard<std::mutex> l(r.mu);
+              return r.reader->ResolveTag(name);
+            });
+          },
+          nb::arg("name"))
+      .def(
+          "entries",
+          [](PyReader& r, int64_t step) {
+            StepMetadata md = Released([&] {
+              std::lock_guard<std::mutex> l(r.mu);
+              return r.reader->ReadMetadata(step);
+            });
+            nb::list out;
+            for (const EntryMetadata& e : md.entries) out.append(EntryDict(e));
+            return out;
+          },
+          nb::arg("step"));
+}
+
+}  // namespace ckptdb::py
