@@ -27,16 +27,7 @@ while [ $# -gt 0 ]; do
 done
 
 "$root/tools/install-deps.sh"
-if ! dpkg-query -W -f='${Status}' python3-torch 2>/dev/null | grep -q 'install ok installed'; then
-  echo "bench-peers: installing Debian's python3-torch (1.13)" >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-torch >&2
-fi
-venv="${CKPTDB_BENCH_VENV:-$HOME/.cache/ckptdb-bench/venv}"
-if ! "$venv/bin/python" -c 'import torch.distributed.checkpoint' 2>/dev/null; then
-  echo "bench-peers: installing torch from PyPI into $venv (a few GiB, once)" >&2
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install -q torch numpy >&2
-fi
+venv="$("$root/tools/python-env.sh")"
 cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$root/build" -j "$(nproc)" --target ckptdb-bench >/dev/null
 

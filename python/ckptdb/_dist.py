@@ -28,6 +28,7 @@ import os
 import socket
 import sys
 import threading
+from datetime import timedelta
 from typing import Any
 
 from . import _ckptdb
@@ -97,8 +98,19 @@ class C10dRendezvous:
         return True
 
     def get(self, key: str) -> bytes | None:
-        if not self._store.check([key]):
-            return None
+        if hasattr(self._store, "check"):
+            if not self._store.check([key]):
+                return None
+        else:
+            # PyTorch 1.13's PrefixStore has no check(): the claim counter
+            # says whether the key was created, and a short wait covers the
+            # moment between the claim and the value.
+            if self._store.add(key + "/claim", 0) < 1:
+                return None
+            try:
+                self._store.wait([key], timedelta(seconds=1))
+            except Exception:  # noqa: BLE001 - not set yet: the caller polls again
+                return None
         return bytes(self._store.get(key))
 
 
@@ -119,45 +131,51 @@ def _job_id() -> str:
     return f"ckptdb-py-{n}"
 
 
-def connect() -> Any:
+def connect(job_id: str | None = None) -> Any:
     """A new connection to every rank (a _ckptdb.Communicator), or None when
-    this process runs alone. ValueError when the ranks cannot be found."""
+    this process runs alone. ValueError when the ranks cannot be found.
+
+    `job_id`: a fixed job id for a connection every rank makes once (through
+    torch's stores; CKPTDB_RENDEZVOUS takes it from CKPTDB_JOB_ID), instead
+    of the next ``ckptdb-py-N``: a connection made on another thread then
+    cannot swap numbers with one of the main thread."""
     world = _env("CKPTDB_WORLD_SIZE") or _env("WORLD_SIZE")
     dist = _torch_dist()
     initialized = dist is not None and dist.is_initialized()
     if _env("CKPTDB_RENDEZVOUS"):
         if world is None or int(world) == 1:
             return None
-        _job_id()  # keep the numbering the same on every path
+        if job_id is None:
+            _job_id()  # keep the numbering the same on every path
         return _ckptdb.Communicator.from_environment()
     if initialized:
         if dist.get_world_size() == 1:
             return None
         from torch.distributed.distributed_c10d import _get_default_store
         store = dist.PrefixStore("ckptdb/", _get_default_store())
-        return _through(store, "the job's torch.distributed store", dist.get_rank(), dist.get_world_size())
+        return _through(store, "the job's torch.distributed store", dist.get_rank(), dist.get_world_size(),
+                        job_id)
     if world is None or int(world) == 1:
         return None
     master, port = _env("MASTER_ADDR"), _env("MASTER_PORT")
     rank = _env("CKPTDB_RANK") or _env("RANK")
     if master and port and rank is not None and _env("TORCHELASTIC_USE_AGENT_STORE") == "True" and dist:
-        from datetime import timedelta
         agent = dist.TCPStore(master, int(port), is_master=False,
                               timeout=timedelta(milliseconds=_timeout_ms()))
         store = dist.PrefixStore("ckptdb/", agent)
-        return _through(store, f"torchrun's store at {master}:{port}", int(rank), int(world))
+        return _through(store, f"torchrun's store at {master}:{port}", int(rank), int(world), job_id)
     raise ValueError(
         f"WORLD_SIZE={world} but ckptdb cannot find the other ranks: call "
         "torch.distributed.init_process_group first, run under torchrun, or set "
         "CKPTDB_RENDEZVOUS=file:///shared/dir (or redis://host:port)")
 
 
-def _through(store: Any, name: str, rank: int, world: int) -> Any:
+def _through(store: Any, name: str, rank: int, world: int, job_id: str | None = None) -> Any:
     local = _env("LOCAL_RANK")
     master, port = _env("MASTER_ADDR"), _env("MASTER_PORT")
     return _ckptdb.Communicator.through_store(
         C10dRendezvous(store), name, rank, world, int(local) if local else -1,
-        _job_id(), _launch_id(), _bind_address(master, int(port) if port else None), _timeout_ms())
+        job_id or _job_id(), _launch_id(), _bind_address(master, int(port) if port else None), _timeout_ms())
 
 
 def default_communicator() -> Any:

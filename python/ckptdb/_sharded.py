@@ -20,7 +20,7 @@ def _dtensor_class():
         try:
             m = __import__(mod, fromlist=["DTensor"])
             return m.DTensor
-        except (ImportError, AttributeError):
+        except Exception:  # noqa: BLE001 - absent, or failing to import: no DTensors then
             continue
     return None
 
@@ -31,7 +31,7 @@ def _sharded_tensor_class():
     try:
         from torch.distributed._shard.sharded_tensor import ShardedTensor
         return ShardedTensor
-    except ImportError:
+    except Exception:  # noqa: BLE001 - ImportError, or Debian's 1.13 failing to import it on Python 3.11
         return None
 
 

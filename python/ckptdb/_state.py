@@ -4,8 +4,9 @@ Tensors and arrays are handed over by address (no copy): the engine reads
 them during a save and writes into them during a load. A tensor or array
 that is not contiguous goes through a contiguous copy (saves) or is filled
 through one and copied back (loads). Everything that is not a tensor or
-array becomes a bytes entry: ``bytes``/``bytearray`` as they are, any other
-object pickled.
+array of a dtype ckptdb has becomes a bytes entry: ``bytes``/``bytearray`` as
+they are, any other object (a complex tensor, a uint32 array, an int, a
+dict of hyper-parameters) pickled, and replaced in its container by a load.
 """
 
 from __future__ import annotations
@@ -49,7 +50,13 @@ def is_ndarray(value: Any) -> bool:
 
 
 def is_array(value: Any) -> bool:
-    return is_tensor(value) or is_ndarray(value)
+    """A tensor or array of a dtype ckptdb stores natively (others, such as
+    complex or uint32 ones, are pickled like any other object)."""
+    if is_tensor(value):
+        return str(value.dtype).removeprefix("torch.") in _TORCH_DTYPES
+    if is_ndarray(value):
+        return value.dtype.name in _NUMPY_DTYPES
+    return False
 
 
 def dtype_name(fqn: str, value: Any) -> str:

@@ -1,9 +1,10 @@
 """ckptdb.Store: a store's history from Python (what the `ckptdb` command
 does), and the handle save/load keep per store.
 
-A Store opens its reader and writer lazily. Only one process may hold a
-store's writer (RocksDB's lock): tag, delete and gc take it, and so does a
-save on the coordinator; close() gives it back.
+A Store opens its reader and writer lazily; every Store object of one path
+in a process shares them. Only one process may hold a store's writer
+(RocksDB's lock): tag, delete and gc take it, and so does a save on the
+coordinator; close() gives it back.
 """
 
 from __future__ import annotations
@@ -18,18 +19,65 @@ from . import _ckptdb
 
 StepRef = Union[int, str]
 
-_open_lock = threading.Lock()
-_open: dict[str, "Store"] = {}
+
+class _Handles:
+    """One store's open reader, writer and async savers in this process,
+    shared by every Store object of that path (RocksDB lets one writer per
+    process hold a database)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.lock = threading.RLock()
+        self.writer: Any = None
+        self.writer_options: dict | None = None
+        self.reader: Any = None
+        self.savers: dict[tuple[int, int], Any] = {}
+
+    def get_writer(self, options: dict) -> Any:
+        with self.lock:
+            if self.writer is not None and self.writer_options != options:
+                if self.savers:
+                    raise ValueError(f"store '{self.path}' has async saves open with other options "
+                                     "(chunk_bytes, compression, ...): close() it first")
+                self.writer = None  # reopened with these options below
+            if self.writer is None:
+                self.writer = _ckptdb.Writer(self.path, **options)
+                self.writer_options = dict(options)
+            return self.writer
+
+    def get_reader(self, refresh: bool) -> Any:
+        with self.lock:
+            if self.reader is None:
+                self.reader = _ckptdb.Reader(self.path)
+            elif refresh:
+                self.reader.refresh()
+            return self.reader
+
+    def close(self) -> None:
+        with self.lock:
+            for saver in self.savers.values():
+                saver.close()
+            self.savers.clear()
+            self.writer = None
+            self.writer_options = None
+            self.reader = None
+
+
+_handles_lock = threading.Lock()
+_handles: dict[str, _Handles] = {}
+
+
+def _handles_for(path: str) -> _Handles:
+    with _handles_lock:
+        h = _handles.get(path)
+        if h is None:
+            h = _handles[path] = _Handles(path)
+        return h
 
 
 def open_store(path: str) -> "Store":
-    """The Store this process uses for `path` (one per absolute path)."""
-    key = os.path.abspath(path)
-    with _open_lock:
-        s = _open.get(key)
-        if s is None:
-            s = _open[key] = Store(key)
-        return s
+    """A Store for `path` with the default options."""
+    return Store(path)
 
 
 @dataclass(frozen=True)
@@ -82,10 +130,7 @@ class Store:
                              keep_tagged=keep_tagged)
         if compression not in ("none", "zstd", "auto"):
             raise ValueError(f"compression '{compression}' is not one of 'none', 'zstd', 'auto'")
-        self._lock = threading.RLock()
-        self._w: Any = None
-        self._r: Any = None
-        self._savers: dict[tuple[int, int], Any] = {}
+        self._h = _handles_for(self.path)
 
     def __repr__(self) -> str:
         return f"ckptdb.Store({self.path!r})"
@@ -96,39 +141,27 @@ class Store:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    # --- handles -------------------------------------------------------------
+    # --- handles (shared by every Store of this path in this process) --------------
     def _writer(self) -> Any:
-        with self._lock:
-            if self._w is None:
-                self._w = _ckptdb.Writer(self.path, **self._options)
-            return self._w
+        return self._h.get_writer(self._options)
 
     def _reader(self, refresh: bool = False) -> Any:
-        with self._lock:
-            if self._r is None:
-                self._r = _ckptdb.Reader(self.path)
-            elif refresh:
-                self._r.refresh()
-            return self._r
+        return self._h.get_reader(refresh)
 
     def _async_saver(self, coordinator: int, max_in_flight: int) -> Any:
         from . import _dist
-        with self._lock:
+        h = self._h
+        with h.lock:
             key = (coordinator, max_in_flight)
-            if key not in self._savers:
-                self._savers[key] = _ckptdb.AsyncSaver(self._writer(), _dist.connect(), coordinator,
-                                                       max_in_flight)
-            return self._savers[key]
+            if key not in h.savers:
+                h.savers[key] = _ckptdb.AsyncSaver(self._writer(), _dist.connect(), coordinator, max_in_flight)
+            return h.savers[key]
 
     def close(self) -> None:
-        """Waits for async saves in flight and closes the reader and writer
-        (giving back the database lock)."""
-        with self._lock:
-            for saver in self._savers.values():
-                saver.close()
-            self._savers.clear()
-            self._w = None
-            self._r = None
+        """Waits for async saves in flight and closes this process's reader
+        and writer of the store (giving back the database lock); they are
+        opened again when needed."""
+        self._h.close()
 
     # --- history ---------------------------------------------------------------
     def steps(self) -> list[StepInfo]:

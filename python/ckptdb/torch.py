@@ -1,0 +1,604 @@
+"""A storage backend for ``torch.distributed.checkpoint`` (DCP).
+
+    import torch.distributed.checkpoint as dcp
+    import ckptdb.torch
+
+    dcp.save(state_dict, storage_writer=ckptdb.torch.StorageWriter("/ckpt/run1", step=100))
+    fut = dcp.async_save(state_dict, storage_writer=ckptdb.torch.StorageWriter("/ckpt/run1", step=200))
+    dcp.load(state_dict, storage_reader=ckptdb.torch.StorageReader("/ckpt/run1"))  # "latest"
+
+One DCP save is one ckptdb step: ``ckptdb ls``/``ckptdb verify`` list and
+check it, and ``ckptdb.load`` (or ``ckptdb.Store.read``) reads it back into
+a state dict of the same FQNs, at any world size. Conversely a step saved by
+``ckptdb.save`` can be loaded through :class:`StorageReader`.
+
+How DCP's items map onto the step
+---------------------------------
+* A tensor item (a plain tensor, a DTensor's or ShardedTensor's local shard,
+  or a chunk of either) is one stored piece of a *sharded* entry: the entry's
+  FQN is the item's ``index.fqn``, its global shape ``tensor_data.size``, the
+  piece's offsets ``tensor_data.chunk.offsets``. DCP's planner gives each
+  chunk to one rank (a replicated tensor is written once), so the pieces of
+  all ranks cover every tensor exactly once, which the save checks.
+* A bytes item (any non-tensor value: DCP ``torch.save``s it) is a bytes
+  entry holding those bytes as they are (``Store.read`` returns them;
+  ``torch.load(io.BytesIO(b), weights_only=False)`` decodes them). ckptdb
+  saves the coordinator's bytes entries, so the ranks' bytes items are
+  gathered to it over ckptdb's own connection first.
+* Metadata for a load is built from the step's entries: each sharded or
+  plain tensor entry becomes a ``TensorStorageMetadata`` whose chunks are the
+  stored pieces, each bytes entry a ``BytesStorageMetadata``.
+
+Commit: every rank's ``write_data`` runs one ckptdb collective save of the
+whole step (SPMD, like ``ckptdb.save``, through a connection of its own, made
+on the first save of a process): the step is committed there, all or
+nothing, before ``write_data`` returns; a failure on any rank raises the
+same ``ckptdb.CheckpointError`` on every rank and commits nothing (DCP reports
+it inside its own ``CheckpointException``). ``finish`` has nothing left to
+do. A rank whose plan holds no items still takes part in that save.
+
+Loads read locally (no collectives): each rank reads exactly the regions of
+its ``ReadItem``s (any saved sharding, any world size), one engine load per
+``read_data``. The step is resolved ("latest", a tag) by every rank's
+``read_metadata``; the coordinator's number is then handed to every rank
+through DCP's global plan, so all ranks read the same step.
+
+Limitations: DCP's ``planner_data`` (how flattened FQNs nest) and
+``storage_meta`` are not stored: read_metadata gives every FQN as a
+top-level key (``planner_data={fqn: (fqn,)}``), which only matters to
+planners that rebuild a state dict from the metadata alone
+(``_EmptyStateDictLoadPlanner``, ``dcp_to_torch_save``: they return a flat
+dict). Tensors must have one of ckptdb's dtypes (f64, f32, f16, bf16, f8e4m3,
+f8e5m2, i64, i32, i16, i8, u8, bool). ``use_collectives=False`` saves are
+refused (a step is one save by every rank). DCP's ``process_group`` must
+hold the same ranks as ckptdb's connection (the whole job), unless a
+``communicator`` is given.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import os
+import pickle
+import threading
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.distributed.checkpoint.metadata import (BytesStorageMetadata, ChunkStorageMetadata, Metadata,
+                                                   MetadataIndex, TensorProperties, TensorStorageMetadata)
+from torch.distributed.checkpoint.planner import (LoadItemType, LoadPlan, LoadPlanner, ReadItem, SavePlan,
+                                                  SavePlanner, WriteItemType)
+from torch.distributed.checkpoint.storage import StorageReader as _DcpStorageReader
+from torch.distributed.checkpoint.storage import StorageWriter as _DcpStorageWriter
+from torch.distributed.checkpoint.storage import WriteResult
+from torch.futures import Future
+
+from . import _ckptdb, _dist, _state
+from ._checkpoint import _check_step, _store
+from ._errors import CheckpointError, InvalidArgumentError, NotFoundError
+from .store import _TORCH_NAMES, Store, StepRef
+
+try:  # torch >= 2.4
+    from torch.distributed.checkpoint.metadata import StorageMeta
+except ImportError:  # pragma: no cover - older torch
+    StorageMeta = None  # type: ignore[assignment,misc]
+
+__all__ = ["StorageWriter", "StorageReader"]
+
+# The job id of the connection DCP saves use (one per process, made by every
+# rank on its first distributed DCP save; see _dist.connect).
+_JOB_ID = "ckptdb-dcp"
+_comm_lock = threading.Lock()
+_comm: Any = None
+_comm_made = False
+# Serializes this process's DCP saves on that connection: one save's
+# exchange and collective save run back to back.
+_save_lock = threading.Lock()
+
+
+def _dcp_communicator() -> Any:
+    global _comm, _comm_made
+    with _comm_lock:
+        if not _comm_made:
+            _comm = _dist.connect(job_id=_JOB_ID)
+            _comm_made = True
+        return _comm
+
+
+def _torch_dtype(name: str) -> torch.dtype:
+    return getattr(torch, _TORCH_NAMES[name])
+
+
+def _storage_meta(path: str, save_id: str | None = None, load_id: str | None = None) -> Any:
+    if StorageMeta is None:
+        return None
+    return StorageMeta(checkpoint_id=path, save_id=save_id, load_id=load_id)
+
+
+def _dist_rank() -> int:
+    import torch.distributed as dist
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+
+
+@dataclass(frozen=True)
+class _SaveInfo:
+    """What the coordinator's prepare_global_plan tells every rank (in
+    SavePlan.storage_data): how many ranks DCP saves with, and which one
+    coordinates."""
+    world_size: int
+    coordinator: int
+
+
+@dataclass(frozen=True)
+class _LoadInfo:
+    """The step a load reads (Metadata.storage_data, then LoadPlan.storage_data
+    as the coordinator resolved it)."""
+    step: int
+
+
+# --- saves -------------------------------------------------------------------------
+
+
+class StorageWriter(_DcpStorageWriter):
+    """Writes a DCP save as step `step` of a ckptdb store.
+
+    Args:
+        store: the store's path (created by the first save) or a ckptdb.Store
+            (for its options: chunk_bytes, compression, retention).
+        step: the step number to commit (>= 0; a step already committed is
+            an AlreadyExistsError). One writer saves one step; set
+            ``writer.step`` (or make a new writer) for the next save.
+        communicator: ckptdb's connection to DCP's ranks (default: one made
+            for DCP saves as ckptdb._dist describes, None in one process).
+
+    ``dcp.save(..., checkpoint_id=path)`` with this writer saves to `path`.
+    """
+
+    def __init__(self, store: Any, step: int, *, communicator: Any = None) -> None:
+        super().__init__()
+        self._store: Store = _store(store)
+        self.step = _check_step(step)
+        self._communicator = communicator
+        self._is_coordinator = True
+        self._rank: int | None = None
+        self._save_id = uuid.uuid4().hex
+
+    # A writer is pickled by DCP's process-based async save: it travels as
+    # its store's path and options (the connection is made again there).
+    def __getstate__(self) -> dict:
+        if self._communicator is not None:
+            raise TypeError("a ckptdb.torch.StorageWriter with an explicit communicator cannot be pickled")
+        d = self.__dict__.copy()
+        d["_store"] = (self._store.path, dict(self._store._options))
+        return d
+
+    def __setstate__(self, d: dict) -> None:
+        path, options = d.pop("_store")
+        self.__dict__.update(d)
+        self._store = Store(path, **options)
+
+    @property
+    def checkpoint_id(self) -> str:
+        """The store's path."""
+        return self._store.path
+
+    @classmethod
+    def validate_checkpoint_id(cls, checkpoint_id: str | os.PathLike) -> bool:
+        """A path that is a ckptdb store or could become one."""
+        if not isinstance(checkpoint_id, (str, os.PathLike)):
+            return False
+        path = os.fspath(checkpoint_id)
+        if os.path.isdir(path):
+            return os.path.exists(os.path.join(path, "CKPTDB")) or not os.listdir(path)
+        return not os.path.exists(path)
+
+    def reset(self, checkpoint_id: str | os.PathLike | None = None) -> None:
+        if checkpoint_id:
+            if os.path.abspath(os.fspath(checkpoint_id)) != self._store.path:
+                self._store = _store(checkpoint_id)
+        self._save_id = uuid.uuid4().hex
+
+    def storage_meta(self) -> Any:
+        return _storage_meta(self._store.path, save_id=self._save_id)
+
+    def set_up_storage_writer(self, is_coordinator: bool, *args: Any, **kwargs: Any) -> None:
+        self._is_coordinator = is_coordinator
+        self._rank = kwargs.get("rank")
+        if not kwargs.get("use_collectives", True):
+            import torch.distributed as dist
+            if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+                raise ValueError("ckptdb.torch.StorageWriter saves one step with every rank together: "
+                                 "dcp.save(..., use_collectives=False) is not supported")
+
+    def prepare_local_plan(self, plan: SavePlan) -> SavePlan:
+        return plan
+
+    def prepare_global_plan(self, plans: list[SavePlan]) -> list[SavePlan]:
+        coordinator = self._rank if self._rank is not None else _dist_rank()
+        info = _SaveInfo(world_size=len(plans), coordinator=coordinator)
+        return [dataclasses.replace(p, storage_data=info) for p in plans]
+
+    def write_data(self, plan: SavePlan, planner: SavePlanner) -> Future[list[WriteResult]]:
+        info = plan.storage_data
+        if not isinstance(info, _SaveInfo):
+            # A planner that dropped storage_data: assume DCP saves with the
+            # whole job and rank 0 coordinates (dcp.save's defaults).
+            import torch.distributed as dist
+            world = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+            info = _SaveInfo(world_size=world, coordinator=0)
+        comm = self._comm_for(info)
+        rank = comm.rank if comm is not None else 0
+        with _save_lock:
+            mine = _LocalWrite(self.step, rank, plan, planner)
+            everyone = _exchange(comm, mine.message())
+            sd = _merge_plan(self.step, everyone, rank, info.coordinator, mine)
+            _ckptdb.save(sd, self._store._writer(), self.step, comm, info.coordinator)
+        fut: Future[list[WriteResult]] = Future()
+        fut.set_result(mine.results)
+        return fut
+
+    def finish(self, metadata: Metadata, results: list[list[WriteResult]]) -> None:
+        # Nothing to do: write_data committed the step on every rank.
+        pass
+
+    def _comm_for(self, info: _SaveInfo) -> Any:
+        """ckptdb's connection to the ranks DCP saves with (None: alone)."""
+        if info.world_size == 1:
+            return None
+        comm = self._communicator if self._communicator is not None else _dcp_communicator()
+        world = 1 if comm is None else comm.world_size
+        if world != info.world_size:
+            raise ValueError(f"DCP saves with {info.world_size} ranks, ckptdb's connection has {world}: "
+                             "use the default process group, or pass StorageWriter(communicator=...) "
+                             "connecting exactly DCP's ranks")
+        if self._rank is not None and comm.rank != self._rank:
+            raise ValueError(f"this process is rank {self._rank} in DCP's process group and rank "
+                             f"{comm.rank} in ckptdb's connection: they must agree")
+        return comm
+
+
+class _LocalWrite:
+    """One rank's WriteItems as engine regions (tensors) and bytes, with the
+    WriteResults DCP expects. Preparation errors are recorded, not raised,
+    so that every rank still reaches the exchange."""
+
+    def __init__(self, step: int, rank: int, plan: SavePlan, planner: SavePlanner) -> None:
+        self.step = step
+        self.rank = rank
+        self.tensors: dict[str, tuple[str, list[int], list]] = {}   # fqn -> (dtype, shape, [shard spec])
+        self.bytes: dict[str, bytes] = {}
+        self.keep: list = []          # what must stay alive until the save returns
+        self.results: list[WriteResult] = []
+        self.error: str | None = None
+        self.error_kind = "InvalidArgument"
+        # The coordinator's flattened state dict order (DefaultSavePlanner's
+        # planner_data), to list the step's entries in that order.
+        self.order = list(plan.planner_data) if isinstance(plan.planner_data, dict) else None
+        try:
+            for item in plan.items:
+                self._add(item, planner)
+        except Exception as e:  # noqa: BLE001 - reported to every rank by the exchange
+            self.error = f"{type(e).__name__}: {e}"
+            if not isinstance(e, (TypeError, ValueError, KeyError)):
+                self.error_kind = "Internal"
+
+    def _add(self, item: Any, planner: SavePlanner) -> None:
+        fqn = item.index.fqn
+        data = planner.resolve_data(item)
+        if item.type == WriteItemType.BYTE_IO:
+            raw = data.getvalue() if isinstance(data, io.BytesIO) else bytes(data.read())
+            if fqn in self.bytes:
+                raise ValueError(f"entry '{fqn}': two bytes items on one rank")
+            self.bytes[fqn] = raw
+            self.results.append(WriteResult(index=item.index, size_in_bytes=len(raw), storage_data=self.step))
+            return
+        td = item.tensor_data
+        tensor = data.detach()
+        if tensor.dtype != td.properties.dtype:
+            tensor = tensor.to(td.properties.dtype)
+        if tensor.device.type not in ("cpu", "cuda"):
+            tensor = tensor.cpu()
+        sizes = [int(s) for s in td.chunk.sizes]
+        if list(tensor.shape) != sizes:
+            raise ValueError(f"entry '{fqn}': the planner resolved a tensor of shape {list(tensor.shape)} "
+                             f"for a chunk of shape {sizes}")
+        dtype = _state.dtype_name(fqn, tensor)
+        shape = [int(s) for s in td.size]
+        r = _state.region(fqn, tensor, for_load=False)
+        self.keep.append(r.keep)
+        entry = self.tensors.setdefault(fqn, (dtype, shape, []))
+        if entry[0] != dtype or entry[1] != shape:
+            raise ValueError(f"entry '{fqn}': chunks of dtypes/shapes {entry[0]}{entry[1]} and {dtype}{shape}")
+        entry[2].append(([int(o) for o in td.chunk.offsets], r.shape, r.data, r.nbytes, r.device))
+        self.results.append(WriteResult(index=item.index, size_in_bytes=r.nbytes, storage_data=self.step))
+
+    def message(self) -> dict:
+        return {"step": self.step, "error": self.error, "error_kind": self.error_kind, "order": self.order,
+                "tensors": [(fqn, d, s) for fqn, (d, s, _) in self.tensors.items()],
+                "bytes": self.bytes}
+
+
+def _exchange(comm: Any, message: dict) -> list[dict]:
+    """Every rank's message, indexed by rank (DCP's ranks trust each other's
+    pickles, as its own all_gather_object does)."""
+    if comm is None:
+        return [message]
+    return [pickle.loads(b) for b in comm.all_gather(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))]
+
+
+def _merge_plan(step: int, everyone: list[dict], rank: int, coordinator: int, mine: _LocalWrite) -> Any:
+    """The engine state dict this rank saves: every rank's FQNs (the same on
+    every rank, in the coordinator's state dict order), this rank's shards,
+    and on the coordinator every rank's bytes. Raises the same error on every
+    rank when any rank failed or the ranks disagree."""
+    failures = {r: m["error"] for r, m in enumerate(everyone) if m["error"] is not None}
+    if failures:
+        kinds = {everyone[r]["error_kind"] for r in failures}
+        cls = InvalidArgumentError if kinds == {"InvalidArgument"} else CheckpointError
+        text = "; ".join(f"rank {r}: {e}" for r, e in sorted(failures.items()))
+        raise cls(f"failed to prepare the DCP save of step {step} ({text})",
+                  code="InvalidArgument" if cls is InvalidArgumentError else "Internal",
+                  rank_failures=failures)
+    steps = {m["step"] for m in everyone}
+    if len(steps) != 1:
+        raise InvalidArgumentError(f"the ranks save different steps at once: {sorted(steps)} (each rank's "
+                                   "StorageWriter must have the same step, and DCP saves must not overlap)",
+                                   code="InvalidArgument")
+    # fqn -> ("t", dtype, shape) or ("b", rank holding the bytes), first seen
+    # scanning the ranks in order.
+    kinds: dict[str, tuple] = {}
+    seen = 0
+    first: dict[str, int] = {}
+    for r, m in enumerate(everyone):
+        for fqn, dtype, shape in m["tensors"]:
+            prev = kinds.setdefault(fqn, ("t", dtype, shape))
+            if prev != ("t", dtype, shape):
+                what = "a bytes entry" if prev[0] == "b" else f"{prev[1]} {prev[2]}"
+                raise InvalidArgumentError(f"entry '{fqn}': rank {r} saves a {dtype} tensor of shape {shape}, "
+                                           f"another rank {what}", code="InvalidArgument")
+            first.setdefault(fqn, seen)
+            seen += 1
+        for fqn in m["bytes"]:
+            prev = kinds.setdefault(fqn, ("b", r))
+            if prev[0] != "b":
+                raise InvalidArgumentError(f"entry '{fqn}': rank {r} saves bytes, another rank a tensor",
+                                           code="InvalidArgument")
+            first.setdefault(fqn, seen)
+            seen += 1
+    order = everyone[coordinator]["order"] or []
+    position = {fqn: i for i, fqn in enumerate(order)}
+    fqns = sorted(kinds, key=lambda f: (position.get(f, len(order)), first[f]))
+    sd = _ckptdb.StateDict()
+    for fqn in fqns:
+        k = kinds[fqn]
+        if k[0] == "t":
+            _, dtype, shape = k
+            shards = mine.tensors[fqn][2] if fqn in mine.tensors else []
+            sd.add_sharded(fqn, dtype, shape, shards)
+        else:
+            # Only the coordinator's bytes entries are stored.
+            sd.add_bytes(fqn, everyone[k[1]]["bytes"][fqn] if rank == coordinator else b"")
+    return sd
+
+
+# --- loads -------------------------------------------------------------------------
+
+
+class StorageReader(_DcpStorageReader):
+    """Reads a ckptdb step for dcp.load.
+
+    Args:
+        store: the store's path or a ckptdb.Store.
+        step: a step number, "latest" (default) or a tag name; resolved when
+            DCP reads the metadata, the coordinator's answer used by every
+            rank. ``reader.step_loaded`` is the number read.
+
+    ``dcp.load(..., checkpoint_id=path)`` with this reader loads from `path`.
+    """
+
+    def __init__(self, store: Any, step: StepRef = "latest") -> None:
+        super().__init__()
+        self._store: Store = _store(store)
+        if isinstance(step, bool) or not isinstance(step, (int, str)):
+            raise TypeError(f"step must be an int, 'latest' or a tag name, not {type(step).__name__}")
+        self.step = _check_step(step) if isinstance(step, int) else step
+        self.step_loaded: int | None = None
+        self._load_id = uuid.uuid4().hex
+
+    def __getstate__(self) -> dict:
+        d = self.__dict__.copy()
+        d["_store"] = (self._store.path, dict(self._store._options))
+        return d
+
+    def __setstate__(self, d: dict) -> None:
+        path, options = d.pop("_store")
+        self.__dict__.update(d)
+        self._store = Store(path, **options)
+
+    @property
+    def checkpoint_id(self) -> str:
+        return self._store.path
+
+    @classmethod
+    def validate_checkpoint_id(cls, checkpoint_id: str | os.PathLike) -> bool:
+        """A path that holds a ckptdb store."""
+        if not isinstance(checkpoint_id, (str, os.PathLike)):
+            return False
+        return os.path.isfile(os.path.join(os.fspath(checkpoint_id), "CKPTDB"))
+
+    def reset(self, checkpoint_id: str | os.PathLike | None = None) -> None:
+        if checkpoint_id:
+            if os.path.abspath(os.fspath(checkpoint_id)) != self._store.path:
+                self._store = _store(checkpoint_id)
+        self.step_loaded = None
+        self._load_id = uuid.uuid4().hex
+
+    def read_metadata(self, *args: Any) -> Metadata:
+        """DCP's Metadata of the step (see the module's docstring)."""
+        n = self._store.resolve(self.step)
+        self.step_loaded = n
+        md: dict[str, Any] = {}
+        for e in self._store._reader(refresh=True).entries(n):
+            if e["kind"] == "bytes":
+                md[e["fqn"]] = BytesStorageMetadata()
+                continue
+            md[e["fqn"]] = TensorStorageMetadata(
+                properties=TensorProperties(dtype=_torch_dtype(e["dtype"])),
+                size=torch.Size(e["shape"]),
+                chunks=[ChunkStorageMetadata(offsets=torch.Size(o), sizes=torch.Size(s)) for o, s in e["pieces"]])
+        kwargs: dict[str, Any] = {}
+        if any(f.name == "storage_meta" for f in dataclasses.fields(Metadata)):
+            kwargs["storage_meta"] = _storage_meta(self._store.path, load_id=self._load_id)
+        # Every FQN is a top-level key (the nesting of a DCP save is not kept).
+        return Metadata(state_dict_metadata=md, planner_data={fqn: (fqn,) for fqn in md},
+                        storage_data=_LoadInfo(n), **kwargs)
+
+    def set_up_storage_reader(self, metadata: Metadata, is_coordinator: bool, *args: Any, **kwargs: Any) -> None:
+        if isinstance(metadata.storage_data, _LoadInfo):
+            self.step_loaded = metadata.storage_data.step
+
+    def prepare_local_plan(self, plan: LoadPlan) -> LoadPlan:
+        return plan
+
+    def prepare_global_plan(self, plans: list[LoadPlan]) -> list[LoadPlan]:
+        # Every rank reads the step the coordinator resolved.
+        if self.step_loaded is None:
+            return plans
+        return [dataclasses.replace(p, storage_data=_LoadInfo(self.step_loaded)) for p in plans]
+
+    def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future[None]:
+        if isinstance(plan.storage_data, _LoadInfo):
+            self.step_loaded = plan.storage_data.step
+        if self.step_loaded is None:
+            self.step_loaded = self._store.resolve(self.step)
+        n = self.step_loaded
+        reader = self._store._reader(refresh=True)
+        saved = {e["fqn"]: e for e in reader.entries(n)}
+
+        tensor_items = [i for i in plan.items if i.type != LoadItemType.BYTE_IO]
+        byte_items = [i for i in plan.items if i.type == LoadItemType.BYTE_IO]
+        data = _read_bytes(reader, n, saved, {i.storage_index.fqn for i in byte_items})
+        for rnd in _rounds(tensor_items):
+            _read_tensors(reader, n, saved, rnd, planner)
+        for item in byte_items:
+            planner.load_bytes(item, io.BytesIO(_as_torch_save(data[item.storage_index.fqn])))
+        fut: Future[None] = Future()
+        fut.set_result(None)
+        return fut
+
+
+def _entry(saved: dict, fqn: str, n: int) -> dict:
+    e = saved.get(fqn)
+    if e is None:
+        raise NotFoundError(f"entry '{fqn}' is not in step {n}", code="NotFound")
+    return e
+
+
+def _region_of(item: ReadItem) -> tuple[list[int], list[int]]:
+    """The global region a tensor ReadItem reads: its storage chunk's offset
+    plus the offset within that chunk, and the lengths."""
+    base = item.storage_index.offset or torch.Size([0] * len(item.lengths))
+    return [int(b) + int(o) for b, o in zip(base, item.storage_offsets)], [int(n) for n in item.lengths]
+
+
+def _rounds(items: list[ReadItem]) -> list[list[ReadItem]]:
+    """The items split into groups whose regions of one FQN do not overlap
+    (an engine entry's shards must not). Items of different saved chunks
+    never overlap (the pieces of a step are disjoint), so only items of the
+    same chunk are compared; normally everything is one group."""
+    rounds: list[list[ReadItem]] = []
+    placed: list[dict[MetadataIndex, list[tuple]]] = []  # per round: chunk -> regions
+    for item in items:
+        off, size = _region_of(item)
+        key = MetadataIndex(item.storage_index.fqn, item.storage_index.offset)
+        for i, taken in enumerate(placed):
+            if not any(_overlap(off, size, o, s) for o, s in taken.get(key, ())):
+                break
+        else:
+            i = len(rounds)
+            rounds.append([])
+            placed.append({})
+        rounds[i].append(item)
+        placed[i].setdefault(key, []).append((off, size))
+    return rounds
+
+
+def _overlap(a_off: list[int], a_size: list[int], b_off: list[int], b_size: list[int]) -> bool:
+    if any(s == 0 for s in a_size) or any(s == 0 for s in b_size):
+        return False
+    return all(ao < bo + bs and bo < ao + as_ for ao, as_, bo, bs in zip(a_off, a_size, b_off, b_size))
+
+
+def _read_tensors(reader: Any, n: int, saved: dict, items: list[ReadItem], planner: LoadPlanner) -> None:
+    """One engine load (local) of every item's region, straight into the
+    planner's target where it has the saved dtype and sits on the CPU or a
+    CUDA device, else through a CPU tensor copied over afterwards."""
+    shards: dict[str, list] = {}
+    keep: list = []
+    after: list = []              # callables run after the load (copy-backs)
+    commits: list[tuple[ReadItem, torch.Tensor]] = []
+    for item in items:
+        fqn = item.storage_index.fqn
+        e = _entry(saved, fqn, n)
+        if e["kind"] == "bytes":
+            raise InvalidArgumentError(f"entry '{fqn}' of step {n} is a bytes entry, not a tensor",
+                                       code="InvalidArgument")
+        off, size = _region_of(item)
+        target = planner.resolve_tensor(item).detach()
+        if list(target.shape) != size:
+            raise ValueError(f"entry '{fqn}': the planner's target has shape {list(target.shape)}, "
+                             f"the read {size}")
+        dtype = _torch_dtype(e["dtype"])
+        if target.dtype == dtype and target.device.type in ("cpu", "cuda"):
+            buf = target
+        else:
+            buf = torch.empty(size, dtype=dtype)
+            after.append(lambda t=target, b=buf: t.copy_(b))
+        r = _state.region(fqn, buf, for_load=True)
+        keep.append(r.keep)
+        if r.copy_back is not None:
+            after.insert(0, r.copy_back)  # stand-ins first: a staged copy reads `buf`
+        shards.setdefault(fqn, []).append((off, r.shape, r.data, r.nbytes, r.device))
+        commits.append((item, target))
+    if not shards:
+        return
+    sd = _ckptdb.StateDict()
+    for fqn, specs in shards.items():
+        e = saved[fqn]
+        sd.add_sharded(fqn, e["dtype"], list(e["shape"]), specs)
+    _ckptdb.load(sd, reader, n, None, 0, [], False, False)
+    for f in after:
+        f()
+    for item, target in commits:
+        planner.commit_tensor(item, target)
+
+
+def _read_bytes(reader: Any, n: int, saved: dict, fqns: set[str]) -> dict[str, bytes]:
+    if not fqns:
+        return {}
+    sd = _ckptdb.StateDict()
+    for fqn in sorted(fqns):
+        if _entry(saved, fqn, n)["kind"] != "bytes":
+            raise InvalidArgumentError(f"entry '{fqn}' of step {n} is a tensor, not a bytes entry",
+                                       code="InvalidArgument")
+        sd.add_bytes(fqn, b"")
+    _ckptdb.load(sd, reader, n, None, 0, [], False, False)
+    return {fqn: sd.get_bytes(fqn) for fqn in fqns}
+
+
+def _as_torch_save(data: bytes) -> bytes:
+    """The bytes DCP's load_bytes expects (torch.save's). A DCP save stored
+    them so; ckptdb.save stores an object pickled (or bytes as they are):
+    those are turned into torch.save's form here."""
+    if data[:4] == b"PK\x03\x04":   # torch.save's zip format
+        return data
+    try:
+        obj = pickle.loads(data)
+    except Exception:  # noqa: BLE001 - bytes saved as they are
+        obj = data
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    return buf.getvalue()

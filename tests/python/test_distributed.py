@@ -1,0 +1,161 @@
+"""Multi-rank saves and loads in real processes over gloo on 127.0.0.1:
+torchrun-launched ranks that meet in torch's own store, and plain processes
+that meet through ckptdb's CKPTDB_RENDEZVOUS; DTensors across world sizes;
+one rank's failure reaching every rank; Ctrl-C during a save."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import torch
+
+import ckptdb
+from conftest import _child_env, run_env_ranks, run_ranks, torch_version
+
+needs_dtensor = pytest.mark.skipif(torch_version() < (2, 4), reason="DTensor needs torch >= 2.4 "
+                                   f"(this is {torch.__version__})")
+
+DTENSOR_SCRIPT = """
+import sys, torch, torch.distributed as dist, ckptdb
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor import distribute_tensor, Shard, Replicate
+mode, store = sys.argv[1], sys.argv[2]
+dist.init_process_group("gloo")
+r, w = dist.get_rank(), dist.get_world_size()
+mesh = init_device_mesh("cpu", (w,))
+g = torch.Generator().manual_seed(0)
+full = torch.randn(13, 7, generator=g)           # 13 rows: uneven shards on 2 and 3 ranks
+rep = torch.arange(5.0)
+if mode == "save":
+    sd = {"model": {"w": distribute_tensor(full, mesh, [Shard(0)]),
+                    "rep": distribute_tensor(rep, mesh, [Replicate()])},
+          "plain": full * 2, "meta": {"world": w}}
+    ckptdb.save(sd, store, 1)
+    ckptdb.save(sd, store, 2)
+else:
+    sd = {"model": {"w": distribute_tensor(torch.zeros(13, 7), mesh, [Shard(1)]),
+                    "rep": distribute_tensor(torch.zeros(5), mesh, [Replicate()])},
+          "plain": torch.zeros(13, 7), "meta": {"world": None}}
+    n = ckptdb.load(sd, store)
+    assert n == 2, n
+    assert torch.equal(sd["model"]["w"].full_tensor(), full)
+    assert torch.equal(sd["model"]["rep"].to_local(), rep)
+    assert torch.equal(sd["plain"], full * 2) and sd["meta"] == {"world": 2}
+print(f"rank {r} ok", flush=True)
+dist.destroy_process_group()
+"""
+
+
+@needs_dtensor
+def test_dtensor_saved_on_2_ranks_loads_on_3_and_into_a_plain_tensor(tmp_path, store):
+    saved = run_ranks(tmp_path, DTENSOR_SCRIPT, 2, "save", store)
+    assert saved.returncode == 0, saved.stdout
+    loaded = run_ranks(tmp_path, DTENSOR_SCRIPT, 3, "load", store)
+    assert loaded.returncode == 0, loaded.stdout
+    assert loaded.stdout.count(" ok") == 3
+    s = ckptdb.Store(store)
+    assert [i.step for i in s.steps()] == [1, 2] and s.steps()[0].world_size == 2
+    w = {e.fqn: e for e in s.entries(1)}["model.w"]
+    assert w.kind == "sharded_tensor" and w.shape == (13, 7)
+    # Into a plain tensor, in this one process.
+    target = {"model": {"w": torch.zeros(13, 7), "rep": torch.zeros(5)}}
+    ckptdb.load(target, store, 1, strict=False)
+    full = torch.randn(13, 7, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(target["model"]["w"], full) and torch.equal(target["model"]["rep"], torch.arange(5.0))
+    s.close()
+
+
+FAILING_WRITE_SCRIPT = """
+import resource, signal, sys, torch, torch.distributed as dist, ckptdb
+store = sys.argv[1]
+dist.init_process_group("gloo")
+r = dist.get_rank()
+if r == 1:
+    # Rank 1 writes the (replicated) tensor as the coordinator, and its files
+    # may not grow past 64 KiB: the SST file of its 4 MiB tensor cannot be
+    # written (EFBIG).
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 16, resource.RLIM_INFINITY))
+try:
+    ckptdb.save({"w": torch.ones(1 << 20), "step": 4}, store, 4, coordinator=1)
+    result = "saved"
+except ckptdb.CheckpointError as e:
+    result = f"error {type(e).__name__} failures={sorted(e.rank_failures)} text={str(e)!r}"
+with open(f"{store}.rank{r}", "w") as f:
+    f.write(result)
+dist.destroy_process_group()
+"""
+
+
+def test_one_ranks_write_error_reaches_every_rank_as_the_same_error(tmp_path, store):
+    out = run_ranks(tmp_path, FAILING_WRITE_SCRIPT, 2, store)
+    assert out.returncode == 0, out.stdout
+    lines = [open(f"{store}.rank{r}").read() for r in range(2)]
+    assert all(l.startswith("error CheckpointError failures=[1] ") for l in lines), lines
+    texts = {l.split(" text=")[1] for l in lines}
+    assert len(texts) == 1, lines  # the same text on every rank
+    assert "Failed to write data" in lines[0] and "rank 1" in lines[0], lines[0]
+    assert not ckptdb.Store(store).steps()  # nothing committed
+    ckptdb.Store(store).close()
+
+
+ENV_SCRIPT = """
+import os, sys, numpy as np, ckptdb
+store, mode = sys.argv[1], sys.argv[2]
+r = int(os.environ["CKPTDB_RANK"])
+a = np.arange(1000, dtype=np.float64)
+if mode == "save":
+    ckptdb.save({"a": a, "info": {"note": "numpy only"}}, store, 3)
+else:
+    t = {"a": np.zeros(1000), "info": {"note": None}}
+    assert ckptdb.load(t, store) == 3 and (t["a"] == a).all() and t["info"]["note"] == "numpy only"
+print(f"rank {r} {mode} ok", flush=True)
+"""
+
+
+def test_ranks_meet_through_ckptdbs_own_rendezvous_without_torch_distributed(tmp_path, store):
+    for mode, n in (("save", 2), ("load", 3)):
+        outs = run_env_ranks(tmp_path, ENV_SCRIPT, n, store, mode)
+        for r, o in enumerate(outs):
+            assert o.returncode == 0 and f"rank {r} {mode} ok" in o.stdout, o.stdout
+    assert [i.world_size for i in ckptdb.Store(store).steps()] == [2]
+    ckptdb.Store(store).close()
+
+
+INTERRUPT_SCRIPT = """
+import sys, time, torch, ckptdb
+store = sys.argv[1]
+sd = {f"w{i}": torch.ones(32 << 20, dtype=torch.uint8) for i in range(64)}  # 2 GiB
+print("saving", flush=True)
+t0 = time.monotonic()
+try:
+    ckptdb.save(sd, ckptdb.Store(store, threads=1), 1)
+    print("saved", flush=True)
+except KeyboardInterrupt:
+    print(f"interrupted after {time.monotonic() - t0:.2f} s", flush=True)
+"""
+
+
+def test_ctrl_c_during_a_save_raises_keyboard_interrupt_and_commits_nothing(tmp_path, store):
+    path = tmp_path / "interrupt.py"
+    path.write_text(textwrap.dedent(INTERRUPT_SCRIPT))
+    p = subprocess.Popen([sys.executable, str(path), store], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True, cwd=tmp_path, env=_child_env())
+    assert p.stdout.readline().strip() == "saving"
+    time.sleep(1.0)  # well inside the 2 GiB save
+    p.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    out, _ = p.communicate(timeout=60)
+    assert p.returncode == 0, out
+    assert "interrupted after" in out, out
+    assert time.monotonic() - sent < 10, "the interrupt took too long to stop the save"
+    s = ckptdb.Store(store)
+    assert s.steps() == []
+    assert s.gc()["staging_dirs"] >= 0  # the store opens for writing and sweeps cleanly
+    s.close()
