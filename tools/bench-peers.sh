@@ -4,6 +4,8 @@
 #                          raw write+fsync and raw read of the same bytes
 #   torch (PyPI)           torch.distributed.checkpoint save/load (DTensors, gloo,
 #                          FileSystemWriter with sync_files) and torch.save per rank
+#   ckptdb from Python     ckptdb.save/load/async_save of the same DTensors, and
+#                          dcp.save/load through ckptdb.torch's StorageWriter/Reader
 #   torch 1.13 (Debian)    ShardedTensor save_state_dict/load_state_dict, the API
 #                          ckptdb's protocol comes from
 # and prints every ckptdb phase as a ratio to each baseline.
@@ -16,7 +18,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 size=$((1 << 30)); world=2; data=fp32; compression=none; repeat=3
 while [ $# -gt 0 ]; do
   case "$1" in
-    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     --size) size="$2"; shift 2 ;;
     --world) world="$2"; shift 2 ;;
     --data) data="$2"; shift 2 ;;
@@ -28,15 +30,16 @@ done
 
 "$root/tools/install-deps.sh"
 venv="$("$root/tools/python-env.sh")"
-cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$root/build" -j "$(nproc)" --target ckptdb-bench >/dev/null
+cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=Release -DCKPTDB_PYTHON=ON \
+  -DPython_EXECUTABLE="$venv/bin/python" >/dev/null
+cmake --build "$root/build" -j "$(nproc)" --target ckptdb-bench _ckptdb ckptdb_python_files >/dev/null
 
 work="$(mktemp -d ./bench-peers-XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 echo "bench-peers: $((size >> 20)) MiB of $data over $world ranks, $repeat runs each, compression $compression" >&2
 "$root/build/ckptdb-bench" --size "$size" --world "$world" --data "$data" --compression "$compression" \
   --repeat "$repeat" --json > "$work/ckptdb.json"
-"$venv/bin/python" "$root/tools/bench/bench_torch.py" --size "$size" --world "$world" --data "$data" \
+PYTHONPATH="$root/build/python" "$venv/bin/python" "$root/tools/bench/bench_torch.py" --size "$size" --world "$world" --data "$data" \
   --repeat "$repeat" > "$work/torch.json"
 /usr/bin/python3 "$root/tools/bench/bench_torch.py" --legacy --size "$size" --world "$world" --data "$data" \
   --repeat "$repeat" > "$work/torch113.json"

@@ -61,6 +61,19 @@ def main():
             base = {"dcp.async_save durable": t2["phases"]["dcp_async_durable"], **save_like}
         ratios = "  ".join(f"{b / s:5.2f}x {n}" for n, b in base.items())
         print(f"{ph:14} {s:8.3f} {ck['size'] / s / 1e9:7.3f}   {ratios}")
+    ph2 = t2["phases"]
+    if "py_save" in ph2:
+        print(f"\n{'ckptdb from Python':26} {'seconds':>8}   ratios (>1: the left one is faster)")
+        py_rows = [("ckptdb.save", ph2["py_save"], {"C++ save": ckp["save"], "dcp.save": ph2["dcp_save"]}),
+                   ("ckptdb.load", ph2["py_load"], {"C++ load": ckp["load"], "dcp.load": ph2["dcp_load"]}),
+                   ("ckptdb.async_save blocked", ph2["py_async_blocked"],
+                    {"C++ async blocked": ckp.get("async blocked", 0), "dcp.async_save": ph2["dcp_async_blocked"]})]
+        if "dcpck_save" in ph2:
+            py_rows += [("dcp.save -> ckptdb", ph2["dcpck_save"], {"dcp.save FileSystem": ph2["dcp_save"]}),
+                        ("dcp.load <- ckptdb", ph2["dcpck_load"], {"dcp.load FileSystem": ph2["dcp_load"]})]
+        for name, s, base in py_rows:
+            ratios = "  ".join(f"{b / s:5.2f}x {n}" for n, b in base.items() if b)
+            print(f"{name:26} {s:8.3f}   {ratios}")
     print(f"\nstored/logical {stored / ck['size']:.3f}; async blocked / save {ckp['async blocked'] / ckp['save']:.1%}; "
           f"reshard/load {ckp['load'] / ckp['reshard']:.2f}")
 

@@ -13,13 +13,15 @@ from a barrier to a barrier (the job's time is the slowest rank's), median of
               dcp_async_durable       ... and until its future completes (data on disk)
               torch_save / torch_load torch.save of each rank's local tensors to its own
                                       file, fsync'd; torch.load back
+              py_save / py_load       ckptdb from Python (when it imports): ckptdb.save /
+              py_async_blocked        ckptdb.load / ckptdb.async_save of the same DTensors
+              dcpck_save/dcpck_load   dcp.save / dcp.load through ckptdb.torch's
+                                      StorageWriter / StorageReader
   torch 1.13: st_save / st_load       torch.distributed._shard.checkpoint.save_state_dict /
                                       load_state_dict with ShardedTensors (the API ckptdb's
                                       protocol comes from), FileSystemWriter syncing files
 """
 import argparse
-import importlib.abc
-import importlib.util
 import json
 import os
 import shutil
@@ -29,39 +31,8 @@ import sys
 import tempfile
 import time
 
-
-def _patch_torch113_dataclass():
-    """Debian's torch 1.13 on Python 3.11: ShardedTensorMetadata has a dataclass
-    field with a mutable default, which Python 3.11 refuses. Load that one module
-    with the default turned into a default_factory."""
-    target = "torch.distributed._shard.sharded_tensor.metadata"
-
-    class Loader(importlib.abc.SourceLoader):
-        def __init__(self, path):
-            self.path = path
-
-        def get_filename(self, fullname):
-            return self.path
-
-        def get_data(self, path):
-            with open(path, "rb") as f:
-                src = f.read().decode()
-            src = src.replace("field(default=TensorProperties())", "field(default_factory=TensorProperties)")
-            return src.encode()
-
-    class Finder(importlib.abc.MetaPathFinder):
-        def find_spec(self, fullname, path, target_module=None):
-            if fullname != target:
-                return None
-            for finder in sys.meta_path:
-                if finder is self or not hasattr(finder, "find_spec"):
-                    continue
-                spec = finder.find_spec(fullname, path, target_module)
-                if spec is not None and spec.origin:
-                    return importlib.util.spec_from_file_location(fullname, spec.origin, loader=Loader(spec.origin))
-            return None
-
-    sys.meta_path.insert(0, Finder())
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch113_compat import patch_torch113_dataclass  # noqa: E402
 
 
 def make_local(torch, kind, size, rank, world):
@@ -91,7 +62,7 @@ def make_local(torch, kind, size, rank, world):
 
 def run_rank(rank, args, port, result_path):
     if args.legacy:
-        _patch_torch113_dataclass()
+        patch_torch113_dataclass()
     import torch
     import torch.distributed as dist
 
@@ -170,7 +141,39 @@ def run_rank(rank, args, port, result_path):
         state, target = dtensors(False), dtensors(True)
         plain = {name: t for name, (t, rows, off) in local.items()}
         own = os.path.join(args.dir, f"rank{rank}.pt")
-        for _ in range(args.repeat):
+        ckptdb = None
+        try:
+            import ckptdb
+        except ImportError:
+            pass
+
+        def ckptdb_phases(trial):
+            """ckptdb from Python on the same DTensors: ckptdb.save/load and
+            async_save, and DCP through ckptdb's StorageWriter/Reader."""
+            store = os.path.join(args.dir, f"py{trial}.ckptdb")
+            timed("py_save", lambda: ckptdb.save(state, store, 1))
+            timed("py_load", lambda: ckptdb.load(target, store, 1))
+            dist.barrier()
+            t0 = time.perf_counter()
+            fut = ckptdb.async_save(state, store, 2)
+            blocked = time.perf_counter() - t0
+            fut.result()
+            durable = time.perf_counter() - t0
+            for name, mine in (("py_async_blocked", blocked), ("py_async_durable", durable)):
+                allt = [None] * world
+                dist.all_gather_object(allt, mine)
+                times.setdefault(name, []).append(max(allt))
+            ckptdb.Store(store).close()
+            try:
+                import ckptdb.torch as ckt
+            except ImportError:
+                return
+            store = os.path.join(args.dir, f"dcp{trial}.ckptdb")
+            timed("dcpck_save", lambda: dcp.save(state, storage_writer=ckt.StorageWriter(store, step=1)))
+            timed("dcpck_load", lambda: dcp.load(target, storage_reader=ckt.StorageReader(store, step=1)))
+            ckptdb.Store(store).close()
+
+        for trial in range(args.repeat):
             clean()
             timed("dcp_save", lambda: dcp.save(state, storage_writer=dcp.FileSystemWriter(ckpt, sync_files=True)))
             timed("dcp_load", lambda: dcp.load(target, storage_reader=dcp.FileSystemReader(ckpt)))
@@ -198,6 +201,9 @@ def run_rank(rank, args, port, result_path):
                 allt = [None] * world
                 dist.all_gather_object(allt, mine)
                 times.setdefault(name, []).append(max(allt))
+
+            if ckptdb is not None:
+                ckptdb_phases(trial)
 
             def tsave():
                 with open(own, "wb") as f:
@@ -231,7 +237,7 @@ def main():
     if args.dir is None:
         tmp = args.dir = tempfile.mkdtemp(prefix="bench-torch-", dir=".")
     if args.legacy:
-        _patch_torch113_dataclass()
+        patch_torch113_dataclass()
     import torch.multiprocessing as mp
 
     with socket.socket() as s:

@@ -1,0 +1,95 @@
+// ConnectGloo through a rendezvous store the application brings (the way
+// the Python package meets in PyTorch's c10d store): ranks as threads of
+// this process meet in an in-memory store and then talk over gloo; the
+// store's contract (create once, first writer wins) is what keeps two
+// launches apart, and a config without a name for the store is refused.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ckptdb/ckptdb.h"
+
+namespace ckptdb {
+namespace {
+
+class MemoryStore final : public RendezvousStore {
+ public:
+  StatusOr<bool> CreateKey(const std::string& key, const std::string& value) override {
+    std::lock_guard<std::mutex> l(mu_);
+    return keys_.emplace(key, value).second;
+  }
+  StatusOr<std::optional<std::string>> Get(const std::string& key) override {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = keys_.find(key);
+    if (it == keys_.end()) return std::optional<std::string>();
+    return std::optional<std::string>(it->second);
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, std::string> keys_;
+};
+
+DistributedConfig Config(int rank, int world, const std::string& job) {
+  DistributedConfig c;
+  c.rank = rank;
+  c.world_size = world;
+  c.rendezvous = "the test's memory store";
+  c.job_id = job;
+  c.launch_id = "launch-1";
+  c.timeout = std::chrono::milliseconds(10000);
+  return c;
+}
+
+TEST(AppRendezvousTest, RanksMeetInTheApplicationsStoreAndTalkOverGloo) {
+  MemoryStore store;
+  const int world = 3;
+  std::vector<std::string> got(world);
+  std::vector<Status> errors(world);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < world; ++r) {
+    ranks.emplace_back([&, r] {
+      // One store for every rank, as a c10d store is shared by a job's ranks.
+      StatusOr<std::unique_ptr<Communicator>> comm = ConnectGloo(Config(r, world, "job"), store);
+      if (!comm.ok()) {
+        errors[r] = comm.status();
+        return;
+      }
+      std::string data = r == 0 ? "from rank 0" : "";
+      errors[r] = (*comm)->Broadcast(&data, 0);
+      got[r] = data;
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  for (int r = 0; r < world; ++r) {
+    ASSERT_TRUE(errors[r].ok()) << "rank " << r << ": " << errors[r];
+    EXPECT_EQ(got[r], "from rank 0");
+  }
+  // A second connection of the same job and launch finds the keys of the
+  // first: refused on rank 0, naming the job and the store.
+  StatusOr<std::unique_ptr<Communicator>> again = ConnectGloo(Config(0, world, "job"), store);
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().code(), StatusCode::kAlreadyExists) << again.status();
+  EXPECT_NE(again.status().message().find("the test's memory store"), std::string::npos) << again.status();
+}
+
+TEST(AppRendezvousTest, AConfigMustNameTheStoreAndBeValid) {
+  MemoryStore store;
+  DistributedConfig c = Config(0, 1, "job");
+  c.rendezvous = "";
+  StatusOr<std::unique_ptr<Communicator>> comm = ConnectGloo(c, store);
+  ASSERT_FALSE(comm.ok());
+  EXPECT_EQ(comm.status().code(), StatusCode::kInvalidArgument);
+  c = Config(3, 2, "job");
+  comm = ConnectGloo(c, store);
+  ASSERT_FALSE(comm.ok());
+  EXPECT_NE(comm.status().message().find("rank 3 is not in [0, 2)"), std::string::npos) << comm.status();
+}
+
+}  // namespace
+}  // namespace ckptdb
