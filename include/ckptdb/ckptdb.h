@@ -7,10 +7,10 @@
 #include "ckptdb/checkpoint.h"     // IWYU pragma: export
 #include "ckptdb/communicator.h"   // IWYU pragma: export
 #include "ckptdb/device.h"         // IWYU pragma: export
-#include "ckptdb/distributed.h"
-#include "ckptdb/rendezvous_store.h"    // IWYU pragma: export
+#include "ckptdb/distributed.h"    // IWYU pragma: export
 #include "ckptdb/dtype.h"          // IWYU pragma: export
 #include "ckptdb/metadata.h"       // IWYU pragma: export
+#include "ckptdb/rendezvous_store.h" // IWYU pragma: export
 #include "ckptdb/rocksdb_store.h"  // IWYU pragma: export
 #include "ckptdb/sharded_tensor.h" // IWYU pragma: export
 #include "ckptdb/staging.h"        // IWYU pragma: export

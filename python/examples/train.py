@@ -39,14 +39,18 @@ import ckptdb
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--store", required=True, help="ckptdb store directory (resumed from when it has steps)")
-    p.add_argument("--steps", type=int, default=30, help="train up to this step (total, not more)")
+    p.add_argument("--steps", type=int, default=30,
+                   help="train up to this step (the total, counting resumed steps; also the length of "
+                   "the lr schedule: resume with the same value to continue the same curve)")
     p.add_argument("--ckpt-every", type=int, default=5, help="checkpoint every N steps (and at the last)")
-    p.add_argument("--kill-at", type=int, default=None, help="rank 1 exits (os._exit(1)) right after this step")
+    p.add_argument("--kill-at", type=int, default=None,
+                   help="rank 1 exits (os._exit(1)) right after this step")
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--log-file", default=None,
                    help="rank 0 appends its output lines to this file (not --log: torchrun's own "
                    "parser takes --log for an ambiguous abbreviation of its --log-dir and others)")
-    p.add_argument("--batch", type=int, default=12, help="global batch in sequences (divided by the world size)")
+    p.add_argument("--batch", type=int, default=12,
+                   help="global batch in sequences (split evenly across the ranks)")
     p.add_argument("--seq-len", type=int, default=64)
     p.add_argument("--vocab", type=int, default=256)
     p.add_argument("--d-model", type=int, default=256)
