@@ -159,3 +159,67 @@ def test_ctrl_c_during_a_save_raises_keyboard_interrupt_and_commits_nothing(tmp_
     assert s.steps() == []
     assert s.gc()["staging_dirs"] >= 0  # the store opens for writing and sweeps cleanly
     s.close()
+
+
+MESH_2D_SCRIPT = """
+import sys, torch, torch.distributed as dist, ckptdb
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor import distribute_tensor, Shard, Replicate
+mode, store = sys.argv[1], sys.argv[2]
+dist.init_process_group("gloo")
+r, w = dist.get_rank(), dist.get_world_size()
+full = torch.randn(8, 6, generator=torch.Generator().manual_seed(3))
+bias = torch.arange(6.0)
+if mode == "save":  # a 2 x 2 mesh: rows over one dimension, columns over the other; bias replicated on one
+    mesh = init_device_mesh("cpu", (2, 2))
+    sd = {"w": distribute_tensor(full, mesh, [Shard(0), Shard(1)]),
+          "b": distribute_tensor(bias, mesh, [Replicate(), Shard(0)])}
+    ckptdb.save(sd, store, 1)
+else:  # 3 ranks, 1-d mesh, columns
+    mesh = init_device_mesh("cpu", (w,))
+    sd = {"w": distribute_tensor(torch.zeros(8, 6), mesh, [Shard(1)]),
+          "b": distribute_tensor(torch.zeros(6), mesh, [Replicate()])}
+    ckptdb.load(sd, store, 1)
+    assert torch.equal(sd["w"].full_tensor(), full) and torch.equal(sd["b"].to_local(), bias)
+print(f"rank {r} ok", flush=True)
+dist.destroy_process_group()
+"""
+
+
+@needs_dtensor
+def test_dtensors_of_a_2d_mesh_load_on_a_1d_mesh_of_another_size(tmp_path, store):
+    saved = run_ranks(tmp_path, MESH_2D_SCRIPT, 4, "save", store)
+    assert saved.returncode == 0, saved.stdout
+    loaded = run_ranks(tmp_path, MESH_2D_SCRIPT, 3, "load", store)
+    assert loaded.returncode == 0 and loaded.stdout.count(" ok") == 3, loaded.stdout
+    # Replicated data is written once: the stored bytes are the logical ones.
+    info = ckptdb.Store(store).steps()[0]
+    assert info.logical_bytes == (8 * 6 + 6) * 4, info
+    ckptdb.Store(store).close()
+
+
+TORCHRUN_SCRIPT = """
+import os, sys, torch, ckptdb
+store = sys.argv[1]
+r = int(os.environ["RANK"])
+# torch.distributed is never initialized: the ranks meet in torchrun's own store.
+ckptdb.save({"w": torch.full((4,), float(r == 0)), "r": r}, store, 1)
+t = {"w": torch.zeros(4), "r": None}
+ckptdb.load(t, store)
+assert torch.equal(t["w"], torch.ones(4)) and t["r"] == 0, t
+print(f"rank {r} ok", flush=True)
+"""
+
+
+@needs_dtensor
+def test_under_torchrun_ranks_need_nothing_but_torchruns_variables(tmp_path, store):
+    from conftest import free_port
+    path = tmp_path / "torchrun_script.py"
+    path.write_text(textwrap.dedent(TORCHRUN_SCRIPT))
+    env = _child_env()
+    out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                          "--master-addr", "127.0.0.1", "--master-port", str(free_port()), "--max-restarts", "0",
+                          str(path), store], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         timeout=120, env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stdout
+    assert out.stdout.count(" ok") == 2, out.stdout
