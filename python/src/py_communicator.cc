@@ -8,6 +8,8 @@
 #include <nanobind/stl/vector.h>
 
 #include <chrono>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -57,6 +59,18 @@ class PythonRendezvousStore final : public RendezvousStore {
   nb::object store_;
 };
 
+// Runs `connect` off the GIL (interruptible) and wraps what it made.
+PyCommunicator* Connected(const std::function<StatusOr<std::unique_ptr<Communicator>>()>& connect) {
+  auto c = std::make_unique<PyCommunicator>();
+  Check(RunInterruptible([&](const std::atomic<bool>&) {
+    StatusOr<std::unique_ptr<Communicator>> comm = connect();
+    if (!comm.ok()) return comm.status();
+    c->comm = std::move(comm).value();
+    return Status::OK();
+  }));
+  return c.release();
+}
+
 }  // namespace
 
 void BindCommunicator(nb::module_& m) {
@@ -65,18 +79,7 @@ void BindCommunicator(nb::module_& m) {
           "from_environment",
           []() {
             DistributedConfig config = Take(DistributedConfig::FromEnvironment());
-            auto* c = new PyCommunicator;
-            Status st = RunInterruptible([&](const std::atomic<bool>&) {
-              StatusOr<std::unique_ptr<Communicator>> comm = ConnectGloo(config);
-              if (!comm.ok()) return comm.status();
-              c->comm = std::move(comm).value();
-              return Status::OK();
-            });
-            if (!st.ok()) {
-              delete c;
-              Raise(st);
-            }
-            return c;
+            return Connected([&] { return ConnectGloo(config); });
           },
           nb::rv_policy::take_ownership, "Joins through the CKPTDB_* (and torchrun-style) variables")
       .def_static(
@@ -94,18 +97,7 @@ void BindCommunicator(nb::module_& m) {
             config.bind_address = bind_address;
             config.timeout = std::chrono::milliseconds(timeout_ms);
             PythonRendezvousStore adapter(std::move(store));
-            auto* c = new PyCommunicator;
-            Status st = RunInterruptible([&](const std::atomic<bool>&) {
-              StatusOr<std::unique_ptr<Communicator>> comm = ConnectGloo(config, adapter);
-              if (!comm.ok()) return comm.status();
-              c->comm = std::move(comm).value();
-              return Status::OK();
-            });
-            if (!st.ok()) {
-              delete c;
-              Raise(st);
-            }
-            return c;
+            return Connected([&] { return ConnectGloo(config, adapter); });
           },
           nb::arg("store"), nb::arg("name"), nb::arg("rank"), nb::arg("world_size"), nb::arg("local_rank"),
           nb::arg("job_id"), nb::arg("launch_id"), nb::arg("bind_address"), nb::arg("timeout_ms"),
