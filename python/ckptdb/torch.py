@@ -43,6 +43,16 @@ its ``ReadItem``s (any saved sharding, any world size), one engine load per
 ``read_metadata``; the coordinator's number is then handed to every rank
 through DCP's global plan, so all ranks read the same step.
 
+Process-based async saves (``AsyncCheckpointerType.PROCESS``) work: the
+writer is pickled into DCP's daemon process (as the store's path and
+options), which connects on its own and gives the store back after each
+save. The training process's own saves keep the store open for writing, as
+``ckptdb.save`` does: call ``ckptdb.Store(path).close()`` there before a
+process-based save to the same store follows them.
+
+The exchange before the save sends each rank's list of entries (FQN, dtype,
+shape) to every rank, like the engine's own plan exchange.
+
 Limitations: DCP's ``planner_data`` (how flattened FQNs nest) and
 ``storage_meta`` are not stored: read_metadata gives every FQN as a
 top-level key (``planner_data={fqn: (fqn,)}``), which only matters to
@@ -165,9 +175,12 @@ class StorageWriter(_DcpStorageWriter):
         self._is_coordinator = True
         self._rank: int | None = None
         self._save_id = uuid.uuid4().hex
+        self._release_after_save = False
 
     # A writer is pickled by DCP's process-based async save: it travels as
     # its store's path and options (the connection is made again there).
+    # That daemon process then gives the store back after each save, so the
+    # training process (or the next daemon save) can open it for writing.
     def __getstate__(self) -> dict:
         if self._communicator is not None:
             raise TypeError("a ckptdb.torch.StorageWriter with an explicit communicator cannot be pickled")
@@ -179,6 +192,7 @@ class StorageWriter(_DcpStorageWriter):
         path, options = d.pop("_store")
         self.__dict__.update(d)
         self._store = Store(path, **options)
+        self._release_after_save = True
 
     @property
     def checkpoint_id(self) -> str:
@@ -210,14 +224,18 @@ class StorageWriter(_DcpStorageWriter):
         if not kwargs.get("use_collectives", True):
             import torch.distributed as dist
             if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-                raise ValueError("ckptdb.torch.StorageWriter saves one step with every rank together: "
-                                 "dcp.save(..., use_collectives=False) is not supported")
+                raise InvalidArgumentError("ckptdb.torch.StorageWriter saves one step with every rank "
+                                           "together: dcp.save(..., use_collectives=False) is not supported",
+                                           code="InvalidArgument")
 
     def prepare_local_plan(self, plan: SavePlan) -> SavePlan:
         return plan
 
     def prepare_global_plan(self, plans: list[SavePlan]) -> list[SavePlan]:
-        coordinator = self._rank if self._rank is not None else _dist_rank()
+        if len(plans) == 1:  # saving alone (no_dist, or a 1-rank job)
+            coordinator = 0
+        else:
+            coordinator = self._rank if self._rank is not None else _dist_rank()
         info = _SaveInfo(world_size=len(plans), coordinator=coordinator)
         return [dataclasses.replace(p, storage_data=info) for p in plans]
 
@@ -229,13 +247,18 @@ class StorageWriter(_DcpStorageWriter):
             import torch.distributed as dist
             world = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
             info = _SaveInfo(world_size=world, coordinator=0)
+        step = _check_step(self.step)
         comm = self._comm_for(info)
         rank = comm.rank if comm is not None else 0
         with _save_lock:
-            mine = _LocalWrite(self.step, rank, plan, planner)
-            everyone = _exchange(comm, mine.message())
-            sd = _merge_plan(self.step, everyone, rank, info.coordinator, mine)
-            _ckptdb.save(sd, self._store._writer(), self.step, comm, info.coordinator)
+            try:
+                mine = _LocalWrite(step, rank == info.coordinator, plan, planner)
+                everyone = _exchange(comm, mine.message())
+                sd = _merge_plan(step, everyone, rank, info.coordinator, mine)
+                _ckptdb.save(sd, self._store._writer(), step, comm, info.coordinator)
+            finally:
+                if self._release_after_save:
+                    self._store.close()
         fut: Future[list[WriteResult]] = Future()
         fut.set_result(mine.results)
         return fut
@@ -251,12 +274,14 @@ class StorageWriter(_DcpStorageWriter):
         comm = self._communicator if self._communicator is not None else _dcp_communicator()
         world = 1 if comm is None else comm.world_size
         if world != info.world_size:
-            raise ValueError(f"DCP saves with {info.world_size} ranks, ckptdb's connection has {world}: "
-                             "use the default process group, or pass StorageWriter(communicator=...) "
-                             "connecting exactly DCP's ranks")
+            raise InvalidArgumentError(f"DCP saves with {info.world_size} ranks, ckptdb's connection has "
+                                       f"{world}: use the default process group, or pass "
+                                       "StorageWriter(communicator=...) connecting exactly DCP's ranks",
+                                       code="InvalidArgument")
         if self._rank is not None and comm.rank != self._rank:
-            raise ValueError(f"this process is rank {self._rank} in DCP's process group and rank "
-                             f"{comm.rank} in ckptdb's connection: they must agree")
+            raise InvalidArgumentError(f"this process is rank {self._rank} in DCP's process group and "
+                                       f"rank {comm.rank} in ckptdb's connection: they must agree",
+                                       code="InvalidArgument")
         return comm
 
 
@@ -265,9 +290,9 @@ class _LocalWrite:
     WriteResults DCP expects. Preparation errors are recorded, not raised,
     so that every rank still reaches the exchange."""
 
-    def __init__(self, step: int, rank: int, plan: SavePlan, planner: SavePlanner) -> None:
+    def __init__(self, step: int, is_coordinator: bool, plan: SavePlan, planner: SavePlanner) -> None:
         self.step = step
-        self.rank = rank
+        self.is_coordinator = is_coordinator
         self.tensors: dict[str, tuple[str, list[int], list]] = {}   # fqn -> (dtype, shape, [shard spec])
         self.bytes: dict[str, bytes] = {}
         self.keep: list = []          # what must stay alive until the save returns
@@ -276,7 +301,9 @@ class _LocalWrite:
         self.error_kind = "InvalidArgument"
         # The coordinator's flattened state dict order (DefaultSavePlanner's
         # planner_data), to list the step's entries in that order.
-        self.order = list(plan.planner_data) if isinstance(plan.planner_data, dict) else None
+        self.order = None
+        if is_coordinator and isinstance(plan.planner_data, dict):
+            self.order = list(plan.planner_data)
         try:
             for item in plan.items:
                 self._add(item, planner)
@@ -316,9 +343,11 @@ class _LocalWrite:
         self.results.append(WriteResult(index=item.index, size_in_bytes=r.nbytes, storage_data=self.step))
 
     def message(self) -> dict:
+        """What the other ranks need: the entries (every rank must save the
+        same FQNs) and the bytes for the coordinator, which keeps its own."""
         return {"step": self.step, "error": self.error, "error_kind": self.error_kind, "order": self.order,
                 "tensors": [(fqn, d, s) for fqn, (d, s, _) in self.tensors.items()],
-                "bytes": self.bytes}
+                "bytes": {fqn: None if self.is_coordinator else b for fqn, b in self.bytes.items()}}
 
 
 def _exchange(comm: Any, message: dict) -> list[dict]:
@@ -378,9 +407,10 @@ def _merge_plan(step: int, everyone: list[dict], rank: int, coordinator: int, mi
             _, dtype, shape = k
             shards = mine.tensors[fqn][2] if fqn in mine.tensors else []
             sd.add_sharded(fqn, dtype, shape, shards)
+        elif rank == coordinator:  # only the coordinator's bytes entries are stored
+            sd.add_bytes(fqn, mine.bytes[fqn] if fqn in mine.bytes else everyone[k[1]]["bytes"][fqn])
         else:
-            # Only the coordinator's bytes entries are stored.
-            sd.add_bytes(fqn, everyone[k[1]]["bytes"][fqn] if rank == coordinator else b"")
+            sd.add_bytes(fqn, b"")
     return sd
 
 
