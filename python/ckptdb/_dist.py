@@ -135,19 +135,19 @@ def connect(job_id: str | None = None) -> Any:
     """A new connection to every rank (a _ckptdb.Communicator), or None when
     this process runs alone. ValueError when the ranks cannot be found.
 
-    `job_id`: a fixed job id for a connection every rank makes once (through
-    torch's stores; CKPTDB_RENDEZVOUS takes it from CKPTDB_JOB_ID), instead
+    `job_id`: a fixed job id for a connection every rank makes once, instead
     of the next ``ckptdb-py-N``: a connection made on another thread then
-    cannot swap numbers with one of the main thread."""
+    cannot swap numbers with one of the main thread. Under CKPTDB_RENDEZVOUS
+    it follows CKPTDB_JOB_ID (``<CKPTDB_JOB_ID>-ckptdb-py-N``), so that two
+    connections of one process never share keys."""
     world = _env("CKPTDB_WORLD_SIZE") or _env("WORLD_SIZE")
     dist = _torch_dist()
     initialized = dist is not None and dist.is_initialized()
     if _env("CKPTDB_RENDEZVOUS"):
         if world is None or int(world) == 1:
             return None
-        if job_id is None:
-            _job_id()  # keep the numbering the same on every path
-        return _ckptdb.Communicator.from_environment()
+        base = _env("CKPTDB_JOB_ID") or "ckptdb"
+        return _ckptdb.Communicator.from_environment(f"{base}-{job_id or _job_id()}")
     if initialized:
         if dist.get_world_size() == 1:
             return None

@@ -77,11 +77,14 @@ void BindCommunicator(nb::module_& m) {
   nb::class_<PyCommunicator>(m, "Communicator", "ckptdb's own gloo connection between the ranks of a job")
       .def_static(
           "from_environment",
-          []() {
+          [](const std::string& job_id) {
             DistributedConfig config = Take(DistributedConfig::FromEnvironment());
+            config.job_id = job_id;
+            Check(config.Validate());
             return Connected([&] { return ConnectGloo(config); });
           },
-          nb::rv_policy::take_ownership, "Joins through the CKPTDB_* (and torchrun-style) variables")
+          nb::arg("job_id"), nb::rv_policy::take_ownership,
+          "Joins through the CKPTDB_* (and torchrun-style) variables, as job `job_id` (one per connection)")
       .def_static(
           "through_store",
           [](nb::object store, const std::string& name, int rank, int world_size, int local_rank,

@@ -112,9 +112,11 @@ r = int(os.environ["CKPTDB_RANK"])
 a = np.arange(1000, dtype=np.float64)
 if mode == "save":
     ckptdb.save({"a": a, "info": {"note": "numpy only"}}, store, 3)
+    ckptdb.async_save({"a": a * 2, "info": {"note": "async"}}, store, 4).result()  # a second connection
 else:
     t = {"a": np.zeros(1000), "info": {"note": None}}
-    assert ckptdb.load(t, store) == 3 and (t["a"] == a).all() and t["info"]["note"] == "numpy only"
+    assert ckptdb.load(t, store, 3) == 3 and (t["a"] == a).all() and t["info"]["note"] == "numpy only"
+    assert ckptdb.load(t, store) == 4 and (t["a"] == a * 2).all() and t["info"]["note"] == "async"
 print(f"rank {r} {mode} ok", flush=True)
 """
 
@@ -124,7 +126,7 @@ def test_ranks_meet_through_ckptdbs_own_rendezvous_without_torch_distributed(tmp
         outs = run_env_ranks(tmp_path, ENV_SCRIPT, n, store, mode)
         for r, o in enumerate(outs):
             assert o.returncode == 0 and f"rank {r} {mode} ok" in o.stdout, o.stdout
-    assert [i.world_size for i in ckptdb.Store(store).steps()] == [2]
+    assert [i.world_size for i in ckptdb.Store(store).steps()] == [2, 2]
     ckptdb.Store(store).close()
 
 
