@@ -58,8 +58,38 @@ def save(state_dict: dict, store: Any, step: int, *, coordinator: int = 0,
     step = _check_step(step)
     coordinator = _check_coordinator(coordinator)
     s = _store(store)
-    prepared = _state.prepare(_flatten.flatten(state_dict), for_load=False)
-    _ckptdb.save(prepared.engine, s._writer(), step, _comm(communicator), coordinator)
+    comm = _comm(communicator)
+    prepared = _prepared_everywhere(comm, state_dict, for_load=False)
+    _ckptdb.save(prepared.engine, s._writer(), step, comm, coordinator)
+
+
+def _prepared_everywhere(comm: Any, state_dict: Any, for_load: bool) -> _state.Prepared:
+    """Flattens and hands over the state dict on this rank; the ranks then
+    agree (one small all-gather) that every rank managed, so that a bad
+    value on one rank (an unpicklable object, a read-only target, a tensor
+    on an unsupported device) raises the same error on every rank at once
+    instead of leaving the others waiting in the save or load until the
+    timeout. Alone, the local error is raised as it is."""
+    try:
+        prepared = _state.prepare(_flatten.flatten(state_dict), for_load=for_load)
+        error = None
+    except Exception as e:  # noqa: BLE001 - reported to every rank below
+        if comm is None:
+            raise
+        prepared, error = None, e
+    if comm is None:
+        return prepared
+    mine = b"" if error is None else f"{type(error).__name__}: {error}".encode()
+    failed = {r: m.decode() for r, m in enumerate(comm.all_gather(mine)) if m}
+    if not failed:
+        return prepared
+    from ._errors import CheckpointError, InvalidArgumentError
+    text = (f"Failed to prepare the state dict (failed ranks: {', '.join(map(str, failed))})" +
+            "".join(f"\n  rank {r}: {m}" for r, m in failed.items()))
+    argument = all(m.startswith(("TypeError", "ValueError", "InvalidArgumentError")) for m in failed.values())
+    cls = InvalidArgumentError if argument else CheckpointError
+    raise cls(text, code="InvalidArgument" if argument else "Aborted", message=text,
+              rank_failures=failed) from error
 
 
 def _resolve_step(s: Store, step: StepRef, comm: Any, coordinator: int) -> int:
@@ -108,7 +138,7 @@ def load(state_dict: dict, store: Any, step: StepRef = "latest", keys: Iterable[
     for k in key_list:
         if not isinstance(k, str):
             raise TypeError(f"keys must be FQN strings, got {type(k).__name__}")
-    prepared = _state.prepare(_flatten.flatten(state_dict), for_load=True)
+    prepared = _prepared_everywhere(comm, state_dict, for_load=True)
     stats = _ckptdb.load(prepared.engine, s._reader(refresh=True), number, comm, coordinator, key_list,
                          not strict, convert_dtype)
     _state.finish_load(prepared, stats["missing"], key_list)
@@ -153,5 +183,7 @@ def async_save(state_dict: dict, store: Any, step: int, *, coordinator: int = 0,
     coordinator = _check_coordinator(coordinator)
     s = _store(store)
     saver = s._async_saver(coordinator, max_in_flight)
-    prepared = _state.prepare(_flatten.flatten(state_dict), for_load=False)
+    # Agreed on the synchronous connection: the saver's belongs to its
+    # background thread.
+    prepared = _prepared_everywhere(_dist.default_communicator(), state_dict, for_load=False)
     return SaveFuture(saver.save_async(prepared.engine, step))

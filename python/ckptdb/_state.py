@@ -177,7 +177,12 @@ def prepare(flat, for_load: bool) -> Prepared:
                 p.objects[fqn] = (setter, value)
                 p.engine.add_bytes(fqn, b"")
             else:
-                p.engine.add_bytes(fqn, encode_object(value))
+                try:
+                    data = encode_object(value)
+                except Exception as e:  # noqa: BLE001 - pickle raises many kinds
+                    raise TypeError(f"entry '{fqn}': a {type(value).__name__} value cannot be saved: it does not "
+                                    f"pickle ({type(e).__name__}: {e})") from e
+                p.engine.add_bytes(fqn, data)
     return p
 
 

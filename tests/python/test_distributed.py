@@ -225,3 +225,35 @@ def test_under_torchrun_ranks_need_nothing_but_torchruns_variables(tmp_path, sto
                          timeout=120, env=env, cwd=tmp_path)
     assert out.returncode == 0, out.stdout
     assert out.stdout.count(" ok") == 2, out.stdout
+
+
+BAD_VALUE_SCRIPT = """
+import sys, time, torch, torch.distributed as dist, ckptdb
+store = sys.argv[1]
+dist.init_process_group("gloo")
+r = dist.get_rank()
+sd = {"w": torch.ones(4), "hook": (lambda x: x) if r == 1 else None}  # rank 1's cannot be pickled
+t0 = time.monotonic()
+try:
+    ckptdb.save(sd, store, 1)
+    result = "saved"
+except ValueError as e:
+    result = f"ValueError {type(e).__name__} failures={sorted(e.rank_failures)} text={str(e)!r}"
+except Exception as e:
+    result = f"other {type(e).__name__}: {e}"
+with open(f"{store}.rank{r}", "w") as f:
+    f.write(f"{time.monotonic() - t0:.3f} {result}")
+dist.destroy_process_group()
+"""
+
+
+def test_a_value_one_rank_cannot_save_fails_every_rank_at_once(tmp_path, store):
+    out = run_ranks(tmp_path, BAD_VALUE_SCRIPT, 2, store)
+    assert out.returncode == 0, out.stdout
+    results = [open(f"{store}.rank{r}").read().split(" ", 1) for r in range(2)]
+    for seconds, result in results:
+        assert result.startswith("ValueError InvalidArgumentError failures=[1] "), result
+        assert "rank 1: " in result and "pickle" in result, result
+        assert float(seconds) < 10, "the ranks waited for a timeout instead of failing at once"
+    assert results[0][1] == results[1][1]  # the same text on every rank
+    assert not os.path.exists(store)  # failed before anything was written

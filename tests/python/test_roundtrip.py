@@ -15,7 +15,8 @@ TORCH_DTYPES = [torch.float64, torch.float32, torch.float16, torch.bfloat16, tor
                 torch.int16, torch.int8, torch.uint8, torch.bool]
 TORCH_DTYPES += [getattr(torch, n) for n in ("float8_e4m3fn", "float8_e5m2") if hasattr(torch, n)]
 NUMPY_DTYPES = [np.float64, np.float32, np.float16, np.int64, np.int32, np.int16, np.int8, np.uint8, np.bool_]
-DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(),
+                                                                 reason="no CUDA device here"))]
 
 
 def sample(dtype: torch.dtype, shape, device="cpu", seed=0) -> torch.Tensor:

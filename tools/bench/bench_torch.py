@@ -149,13 +149,16 @@ def run_rank(rank, args, port, result_path):
 
         def ckptdb_phases(trial):
             """ckptdb from Python on the same DTensors: ckptdb.save/load and
-            async_save, and DCP through ckptdb's StorageWriter/Reader."""
-            store = os.path.join(args.dir, f"py{trial}.ckptdb")
-            timed("py_save", lambda: ckptdb.save(state, store, 1))
-            timed("py_load", lambda: ckptdb.load(target, store, 1))
+            async_save, and DCP through ckptdb's StorageWriter/Reader. One
+            store for every trial (steps 10 * trial + k), kept open as a
+            training job keeps it, like the C++ benchmark's."""
+            store = os.path.join(args.dir, "py.ckptdb")
+            step = 10 * trial
+            timed("py_save", lambda: ckptdb.save(state, store, step + 1))
+            timed("py_load", lambda: ckptdb.load(target, store, step + 1))
             dist.barrier()
             t0 = time.perf_counter()
-            fut = ckptdb.async_save(state, store, 2)
+            fut = ckptdb.async_save(state, store, step + 2)
             blocked = time.perf_counter() - t0
             fut.result()
             durable = time.perf_counter() - t0
@@ -163,15 +166,12 @@ def run_rank(rank, args, port, result_path):
                 allt = [None] * world
                 dist.all_gather_object(allt, mine)
                 times.setdefault(name, []).append(max(allt))
-            ckptdb.Store(store).close()
             try:
                 import ckptdb.torch as ckt
             except ImportError:
                 return
-            store = os.path.join(args.dir, f"dcp{trial}.ckptdb")
-            timed("dcpck_save", lambda: dcp.save(state, storage_writer=ckt.StorageWriter(store, step=1)))
-            timed("dcpck_load", lambda: dcp.load(target, storage_reader=ckt.StorageReader(store, step=1)))
-            ckptdb.Store(store).close()
+            timed("dcpck_save", lambda: dcp.save(state, storage_writer=ckt.StorageWriter(store, step=step + 3)))
+            timed("dcpck_load", lambda: dcp.load(target, storage_reader=ckt.StorageReader(store, step=step + 3)))
 
         for trial in range(args.repeat):
             clean()
