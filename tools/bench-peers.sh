@@ -36,11 +36,16 @@ cmake --build "$root/build" -j "$(nproc)" --target ckptdb-bench _ckptdb ckptdb_p
 
 work="$(mktemp -d ./bench-peers-XXXXXX)"
 trap 'rm -rf "$work"' EXIT
-echo "bench-peers: $((size >> 20)) MiB of $data over $world ranks, $repeat runs each, compression $compression" >&2
-"$root/build/ckptdb-bench" --size "$size" --world "$world" --data "$data" --compression "$compression" \
-  --repeat "$repeat" --json > "$work/ckptdb.json"
-PYTHONPATH="$root/build/python" "$venv/bin/python" "$root/tools/bench/bench_torch.py" --size "$size" --world "$world" --data "$data" \
-  --repeat "$repeat" > "$work/torch.json"
-/usr/bin/python3 "$root/tools/bench/bench_torch.py" --legacy --size "$size" --world "$world" --data "$data" \
-  --repeat "$repeat" > "$work/torch113.json"
-python3 "$root/tools/bench/bench_report.py" "$work/ckptdb.json" "$work/torch.json" "$work/torch113.json"
+echo "bench-peers: $((size >> 20)) MiB of $data over $world ranks, $repeat interleaved rounds, compression $compression" >&2
+# Round after round, each system once: the machine's drift (disk write-back,
+# burst credits) falls on every system alike.
+for round in $(seq 1 "$repeat"); do
+  echo "bench-peers: round $round of $repeat" >&2
+  "$root/build/ckptdb-bench" --size "$size" --world "$world" --data "$data" --compression "$compression" \
+    --repeat 1 --json > "$work/ckptdb.$round.json"
+  PYTHONPATH="$root/build/python" "$venv/bin/python" "$root/tools/bench/bench_torch.py" --size "$size" \
+    --world "$world" --data "$data" --repeat 1 --round "$round" > "$work/torch.$round.json"
+  /usr/bin/python3 "$root/tools/bench/bench_torch.py" --legacy --size "$size" --world "$world" --data "$data" \
+    --repeat 1 > "$work/torch113.$round.json"
+done
+python3 "$root/tools/bench/bench_report.py" "$work"

@@ -100,11 +100,11 @@ def _resolve_step(s: Store, step: StepRef, comm: Any, coordinator: int) -> int:
     if not isinstance(step, str):
         raise TypeError(f"step must be an int, 'latest' or a tag name, not {type(step).__name__}")
     if comm is None:
-        return s.resolve(step)
+        return s.resolve(step, refresh=False)
     answer = b""
     if comm.rank == coordinator:
         try:
-            answer = b"ok" + struct.pack("<q", s.resolve(step))
+            answer = b"ok" + struct.pack("<q", s.resolve(step, refresh=False))
         except Exception as e:  # noqa: BLE001 - every rank raises it below
             answer = b"er" + f"{type(e).__name__}: {e}".encode()
     answer = comm.broadcast(answer, coordinator)
@@ -133,13 +133,14 @@ def load(state_dict: dict, store: Any, step: StepRef = "latest", keys: Iterable[
     coordinator = _check_coordinator(coordinator)
     s = _store(store)
     comm = _comm(communicator)
+    reader = s._reader(refresh=True)  # the store as of now, for resolving the step and reading it
     number = _resolve_step(s, step, comm, coordinator)
     key_list = list(keys) if keys is not None else []
     for k in key_list:
         if not isinstance(k, str):
             raise TypeError(f"keys must be FQN strings, got {type(k).__name__}")
     prepared = _prepared_everywhere(comm, state_dict, for_load=True)
-    stats = _ckptdb.load(prepared.engine, s._reader(refresh=True), number, comm, coordinator, key_list,
+    stats = _ckptdb.load(prepared.engine, reader, number, comm, coordinator, key_list,
                          not strict, convert_dtype)
     _state.finish_load(prepared, stats["missing"], key_list)
     return number

@@ -179,10 +179,11 @@ class Store:
     def tags(self) -> dict[str, int]:
         return dict(self._reader(refresh=True).tags())
 
-    def resolve(self, step: StepRef) -> int:
+    def resolve(self, step: StepRef, refresh: bool = True) -> int:
         """The number of a step given as a number, "latest" or a tag name
-        (NotFoundError when there is no such step)."""
-        r = self._reader(refresh=True)
+        (NotFoundError when there is no such step), as of now (as of the
+        reader's last refresh with refresh=False)."""
+        r = self._reader(refresh=refresh)
         if isinstance(step, int) and not isinstance(step, bool):
             return step
         if step == "latest":
