@@ -317,7 +317,7 @@ TEST_F(CliTest, DiffShowsAddedRemovedAndChanged) {
             " {\"fqn\": \"mask\", \"what\": \"dtype\", \"a\": {\"fqn\": \"mask\", \"kind\": \"tensor\", \"dtype\": "
             "\"u8\", \"shape\": [3]}, \"b\": {\"fqn\": \"mask\", \"kind\": \"tensor\", \"dtype\": \"bool\", \"shape\": "
             "[3]}}\n"
-            "], \"unchanged\": 3}\n");
+            "], \"unchanged\": 3, \"unchanged_by_hash\": 3}\n");
   EXPECT_EQ(Ckptdb("diff " + store_ + " 12 12").out,
             "step 12 -> step 12: 0 added, 0 removed, 0 changed, 8 unchanged\n");
 }

@@ -41,7 +41,15 @@ struct StoredPiece {
   uint64_t chunk_bytes = 0;   // raw bytes per chunk; the last chunk may be shorter
   uint32_t num_chunks = 0;    // ceil(nbytes / chunk_bytes); 0 when nbytes == 0
   uint64_t stored_bytes = 0;  // bytes of the chunk values as stored (after compression)
+  // The content of each chunk: kChunkHashBytes bytes per chunk, in chunk
+  // order (XXH3-128 of the chunk's raw bytes; proto/FORMAT.md). Empty when
+  // the save did not record them (stores written before, or
+  // StoreOptions::content_hashes off).
+  std::string chunk_hashes;
 };
+
+// Bytes of one chunk's content hash in StoredPiece::chunk_hashes.
+inline constexpr size_t kChunkHashBytes = 16;
 
 struct EntryMetadata {
   std::string fqn;

@@ -80,6 +80,12 @@ struct StoreOptions {
   // thread appends them to the rank's SST file. 0: the machine's hardware
   // threads. Ranks on one host each start their own workers.
   int threads = 0;
+  // Record each chunk's content hash (XXH3-128 of its raw bytes, computed by
+  // the workers that checksum it) in the step's metadata
+  // (StoredPiece::chunk_hashes): `ckptdb diff` then compares unchanged
+  // entries without reading them. Costs one more pass over the bytes, on
+  // the encoding workers.
+  bool content_hashes = true;
   // Applied by every commit (StorageWriter::Finish): the steps the policy
   // drops are deleted in the same synced WriteBatch that commits the new
   // step, and their space is given back right after. Disabled by default.

@@ -59,6 +59,7 @@ struct WrittenItem {
   uint64_t chunk_bytes = 0;
   uint32_t num_chunks = 0;
   uint64_t stored_bytes = 0;
+  std::string chunk_hashes;  // StoredPiece::chunk_hashes; empty when not computed
 };
 
 // What one rank's Write produced. `files` are opaque to the protocol and

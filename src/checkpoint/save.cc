@@ -62,6 +62,7 @@ Status CompleteMetadata(StepMetadata* md, const std::vector<WriteResult>& result
       p.chunk_bytes = it->second->chunk_bytes;
       p.num_chunks = it->second->num_chunks;
       p.stored_bytes = it->second->stored_bytes;
+      p.chunk_hashes = it->second->chunk_hashes;
     }
   }
   return Status::OK();
@@ -137,6 +138,7 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
           pw->set_chunk_bytes(w.chunk_bytes);
           pw->set_num_chunks(w.num_chunks);
           pw->set_stored_bytes(w.stored_bytes);
+          pw->set_chunk_hashes(w.chunk_hashes);
         }
       } else {
         st = written.status();
@@ -169,8 +171,8 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
       results[r].rank = static_cast<int>(r);
       results[r].files.assign(p.files().begin(), p.files().end());
       for (const proto::WrittenItem& w : p.items()) {
-        results[r].items.push_back(
-            WrittenItem{StorageKey{w.key().rank(), w.key().item()}, w.chunk_bytes(), w.num_chunks(), w.stored_bytes()});
+        results[r].items.push_back(WrittenItem{StorageKey{w.key().rank(), w.key().item()}, w.chunk_bytes(),
+                                               w.num_chunks(), w.stored_bytes(), w.chunk_hashes()});
       }
     }
     Status result;

@@ -255,4 +255,11 @@ StatusOr<std::string> DecodeChunkToString(std::string_view value) {
   return out;
 }
 
+void ChunkContentHash(const char* data, size_t n, char* out) {
+  const XXH128_hash_t h = XXH3_128bits(data, n);
+  XXH128_canonical_t c;
+  XXH128_canonicalFromHash(&c, h);  // big-endian high, then low
+  std::memcpy(out, c.digest, kChunkHashBytes);
+}
+
 }  // namespace ckptdb

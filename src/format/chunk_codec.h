@@ -21,6 +21,7 @@
 #include <string>
 #include <string_view>
 
+#include "ckptdb/metadata.h"
 #include "ckptdb/rocksdb_store.h"
 #include "ckptdb/status.h"
 
@@ -63,6 +64,11 @@ Status DecodeChunkView(std::string_view value, uint64_t expected_raw, std::strin
 
 // Decodes a value whose raw length is not known in advance.
 StatusOr<std::string> DecodeChunkToString(std::string_view value);
+
+// The content hash of a chunk (StoredPiece::chunk_hashes): XXH3-128 of its
+// raw (decoded) bytes, written to out[0..kChunkHashBytes) as the high then
+// the low 64 bits, each big-endian (proto/FORMAT.md).
+void ChunkContentHash(const char* data, size_t n, char* out);
 
 }  // namespace ckptdb
 

@@ -23,6 +23,7 @@ void ToProto(const EntryMetadata& e, proto::Entry* out) {
     q->set_chunk_bytes(p.chunk_bytes);
     q->set_num_chunks(p.num_chunks);
     q->set_stored_bytes(p.stored_bytes);
+    q->set_chunk_hashes(p.chunk_hashes);
   }
 }
 
@@ -57,6 +58,7 @@ StatusOr<EntryMetadata> FromProto(const proto::Entry& e) {
     p.chunk_bytes = q.chunk_bytes();
     p.num_chunks = q.num_chunks();
     p.stored_bytes = q.stored_bytes();
+    p.chunk_hashes = q.chunk_hashes();
     out.pieces.push_back(std::move(p));
   }
   return out;
@@ -103,6 +105,10 @@ Status ValidatePiece(const EntryMetadata& e, size_t index, const StoredPiece& p,
     }
   } else if (p.num_chunks != 0) {
     return Status::InvalidArgument(where + " is empty but records " + std::to_string(p.num_chunks) + " chunks");
+  }
+  if (!p.chunk_hashes.empty() && p.chunk_hashes.size() != uint64_t{p.num_chunks} * kChunkHashBytes) {
+    return Status::InvalidArgument(where + " records " + std::to_string(p.chunk_hashes.size()) +
+                                   " bytes of chunk hashes for " + std::to_string(p.num_chunks) + " chunks");
   }
   return Status::OK();
 }

@@ -184,6 +184,7 @@ class RocksDBStoreWriter final : public StoreWriter {
     o.invalidate_page_cache = options_.sst_invalidate_page_cache;
     o.threads = options_.threads > 0 ? options_.threads : DefaultParallelism();
     o.split_elements = split_elements_;
+    o.content_hashes = options_.content_hashes;
     return WriteItemsToSst(StagingDir(path_, ctx.save_id), ctx, items, Options(), o);
   }
 

@@ -40,6 +40,8 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
     w.key = it->key;
     w.chunk_bytes = o.split_elements ? o.chunk_bytes : PieceChunkBytes(o.chunk_bytes, it->dtype);
     w.num_chunks = static_cast<uint32_t>((it->nbytes + w.chunk_bytes - 1) / w.chunk_bytes);
+    // Sized once here: the workers fill disjoint 16-byte slots in parallel.
+    if (o.content_hashes) w.chunk_hashes.assign(size_t{w.num_chunks} * kChunkHashBytes, '\0');
     result.items.push_back(w);
     for (uint32_t c = 0; c < w.num_chunks; ++c) jobs.push_back(Job{i, c});
   }
@@ -61,15 +63,20 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
     const uint64_t begin = uint64_t{jobs[j].chunk} * chunk_bytes;
     const uint64_t len = std::min<uint64_t>(chunk_bytes, it->nbytes - begin);
     const size_t planes = IsFloatingPoint(it->dtype) ? DTypeSize(it->dtype) : 0;
+    char* hash = o.content_hashes ? result.items[jobs[j].item].chunk_hashes.data() +
+                                        size_t{jobs[j].chunk} * kChunkHashBytes
+                                  : nullptr;
+    auto encode = [&](const char* bytes) {
+      if (hash != nullptr) ChunkContentHash(bytes, len, hash);
+      EncodeChunk(bytes, len, o.compression, o.zstd_level, value, planes);
+    };
     if (!it->source) {
-      EncodeChunk(static_cast<const char*>(it->data) + begin, len, o.compression, o.zstd_level, value, planes);
+      encode(static_cast<const char*>(it->data) + begin);
       return Status::OK();
     }
     // Off the device into a staging buffer, encoded while it is held; other
     // workers copy and encode the next chunks meanwhile.
-    Status st = it->source(begin, len, [&](const char* bytes) {
-      EncodeChunk(bytes, len, o.compression, o.zstd_level, value, planes);
-    });
+    Status st = it->source(begin, len, encode);
     return st.ok() ? st : st.WithContext("chunk " + std::to_string(jobs[j].chunk) + " of '" + it->fqn + "'");
   };
   auto consume = [&](size_t j, std::string& value) -> Status {

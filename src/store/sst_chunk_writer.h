@@ -25,6 +25,8 @@ struct ChunkWriteOptions {
   // element, as stores written before format 2 may have (the reader must
   // still read them correctly).
   bool split_elements = false;
+  // Record each chunk's content hash (WrittenItem::chunk_hashes).
+  bool content_hashes = true;
 };
 
 // The chunk size of one piece: chunk_bytes rounded down to a whole number of

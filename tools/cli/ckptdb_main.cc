@@ -164,14 +164,17 @@ const char kDiffHelp[] =
     "         elements differ and the largest absolute difference; bytes\n"
     "         entries: how many bytes differ)\n"
     "Entries equal bit for bit are counted as unchanged. A and B are STEPs.\n"
-    "Values are compared one entry at a time (each read whole from both\n"
-    "steps). Differences are not an error: the exit code is 0.\n"
+    "An entry stored in the same chunks in both steps whose chunks' content\n"
+    "hashes are all equal is unchanged without being read; other entries are\n"
+    "compared value by value, in bounded blocks read from both steps.\n"
+    "Differences are not an error: the exit code is 0.\n"
     "\n" STEP_TEXT
     "\n"
     "options:\n"
     "  --json   {\"a\", \"b\", \"added\", \"removed\", \"changed\": [{\"fqn\",\n"
     "           \"what\", \"a\", \"b\", \"differing\", \"total\", \"max_abs_diff\"}],\n"
-    "           \"unchanged\"}\n"
+    "           \"unchanged\", \"unchanged_by_hash\": how many of them were found\n"
+    "           equal by their chunks' hashes, without reading}\n"
     "  --help   this text\n" EXIT_CODES;
 
 const char kExportHelp[] =
