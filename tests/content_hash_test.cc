@@ -31,6 +31,7 @@ class ContentHashTest : public ::testing::Test {
     StoreOptions o;
     o.chunk_bytes = 64 << 10;
     o.content_hashes = hashes;
+    o.deduplicate = hashes;  // deduplication needs the hashes
     auto writer = OpenStoreWriter(store, o);
     ASSERT_TRUE(writer.ok()) << writer.status();
     StateDict sd;

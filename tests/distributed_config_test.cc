@@ -121,6 +121,9 @@ TEST(Distributed, SaveAndLoadRejectAMissingCommunicator) {
   // No writer is touched: the options are checked first.
   class NoWriter : public StorageWriter {
     StatusOr<uint64_t> Prepare(int64_t) override { return Status::Internal("touched"); }
+    StatusOr<std::vector<ReuseCandidate>> FindReusable(const SaveContext&, const StepMetadata&) override {
+      return Status::Internal("touched");
+    }
     Status PrepareStorage(const SaveContext&, const std::vector<WriteItem>&) override { return Status::Internal("touched"); }
     StatusOr<WriteResult> Write(const SaveContext&, const std::vector<WriteItem>&) override { return Status::Internal("touched"); }
     Status Finish(const SaveContext&, const StepMetadata&, const std::vector<WriteResult>&) override { return Status::Internal("touched"); }

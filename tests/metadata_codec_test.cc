@@ -15,12 +15,12 @@ StepMetadata Sample() {
   m.coordinator_rank = 1;
   m.save_id = 0xdeadbeefcafef00dull;
   EntryMetadata t{"w", EntryKind::kShardedTensor, DType::kBF16, {10, 4}, {}};
-  t.pieces.push_back(StoredPiece{{0, 0}, {6, 4}, {0, 0}, 48, 32, 2, 60, std::string(2 * kChunkHashBytes, 'h')});
-  t.pieces.push_back(StoredPiece{{6, 0}, {4, 4}, {1, 3}, 32, 32, 1, 40, {}});
+  t.pieces.push_back(StoredPiece{{0, 0}, {6, 4}, {0, 0}, 48, 32, 2, 60, std::string(2 * kChunkHashBytes, 'h'), {}, 0});
+  t.pieces.push_back(StoredPiece{{6, 0}, {4, 4}, {1, 3}, 32, 32, 1, 40, {}, {}, 0});
   m.entries.push_back(t);
-  m.entries.push_back(EntryMetadata{"s", EntryKind::kTensor, DType::kI64, {}, {StoredPiece{{}, {}, {1, 0}, 8, 4096, 1, 24, {}}}});
-  m.entries.push_back(EntryMetadata{"b", EntryKind::kBytes, DType::kU8, {3}, {StoredPiece{{0}, {3}, {1, 1}, 3, 4096, 1, 19, {}}}});
-  m.entries.push_back(EntryMetadata{"z", EntryKind::kTensor, DType::kF32, {0, 5}, {StoredPiece{{0, 0}, {0, 5}, {1, 2}, 0, 4096, 0, 0, {}}}});
+  m.entries.push_back(EntryMetadata{"s", EntryKind::kTensor, DType::kI64, {}, {StoredPiece{{}, {}, {1, 0}, 8, 4096, 1, 24, {}, {}, 0}}});
+  m.entries.push_back(EntryMetadata{"b", EntryKind::kBytes, DType::kU8, {3}, {StoredPiece{{0}, {3}, {1, 1}, 3, 4096, 1, 19, {}, {}, 0}}});
+  m.entries.push_back(EntryMetadata{"z", EntryKind::kTensor, DType::kF32, {0, 5}, {StoredPiece{{0, 0}, {0, 5}, {1, 2}, 0, 4096, 0, 0, {}, {}, 0}}});
   return m;
 }
 

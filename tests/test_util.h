@@ -85,6 +85,9 @@ class FaultyWriter : public StorageWriter {
   std::function<void()> after_write;
 
   StatusOr<uint64_t> Prepare(int64_t step) override;
+  StatusOr<std::vector<ReuseCandidate>> FindReusable(const SaveContext& ctx, const StepMetadata& planned) override {
+    return inner_->FindReusable(ctx, planned);
+  }
   Status PrepareStorage(const SaveContext& ctx, const std::vector<WriteItem>& items) override;
   StatusOr<WriteResult> Write(const SaveContext& ctx, const std::vector<WriteItem>& items) override;
   Status Finish(const SaveContext& ctx, const StepMetadata& m, const std::vector<WriteResult>& r) override;

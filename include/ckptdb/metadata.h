@@ -30,6 +30,32 @@ struct StorageKey {
   friend bool operator==(const StorageKey& a, const StorageKey& b) { return a.rank == b.rank && a.item == b.item; }
 };
 
+// Chunks of a piece that are stored once, under another save's keys
+// (deduplication across steps, proto/FORMAT.md "References"): chunks
+// [first, first + count) of the piece are chunks [chunk, chunk + count) of
+// the piece `key` of save attempt `save_id` of step `step`. That step may
+// have been deleted since: its chunks stay while any step refers to them.
+struct ChunkReference {
+  uint32_t first = 0;
+  uint32_t count = 0;
+  int64_t step = 0;
+  uint64_t save_id = 0;
+  StorageKey key;
+  uint32_t chunk = 0;
+  friend bool operator==(const ChunkReference& a, const ChunkReference& b) {
+    return a.first == b.first && a.count == b.count && a.step == b.step && a.save_id == b.save_id &&
+           a.key == b.key && a.chunk == b.chunk;
+  }
+};
+
+// Where chunk c of a piece of the step (step, save_id) is stored.
+struct ChunkLocation {
+  int64_t step = 0;
+  uint64_t save_id = 0;
+  StorageKey key;
+  uint32_t chunk = 0;
+};
+
 // One stored blob: a whole tensor, one shard, or a bytes entry.
 struct StoredPiece {
   // Region of the global tensor, row-major. A tensor's single piece covers it
@@ -40,12 +66,28 @@ struct StoredPiece {
   uint64_t nbytes = 0;        // logical (raw) bytes of the piece
   uint64_t chunk_bytes = 0;   // raw bytes per chunk; the last chunk may be shorter
   uint32_t num_chunks = 0;    // ceil(nbytes / chunk_bytes); 0 when nbytes == 0
-  uint64_t stored_bytes = 0;  // bytes of the chunk values as stored (after compression)
+  // Bytes of the chunk values this piece's own save wrote (after
+  // compression): chunks shared with earlier steps (`references`) are not
+  // counted, so summed over a step this is what the step added to the store.
+  uint64_t stored_bytes = 0;
   // The content of each chunk: kChunkHashBytes bytes per chunk, in chunk
   // order (XXH3-128 of the chunk's raw bytes; proto/FORMAT.md). Empty when
   // the save did not record them (stores written before, or
   // StoreOptions::content_hashes off).
   std::string chunk_hashes;
+  // Chunks stored under another save's keys, ordered by `first`, disjoint;
+  // every other chunk is under this piece's own key. Empty unless the save
+  // deduplicated (StoreOptions::deduplicate).
+  std::vector<ChunkReference> references;
+  // How the piece's chunks were encoded (PieceEncoding in
+  // src/format/chunk_codec.h); 0 when not recorded (older stores). A chunk is
+  // shared only between pieces encoded alike.
+  uint32_t encoding = 0;
+
+  // Where chunk c is stored, for a piece of save (step, save_id).
+  ChunkLocation LocateChunk(int64_t step, uint64_t save_id, uint32_t c) const;
+  // Chunks stored under other saves' keys.
+  uint64_t referenced_chunks() const;
 };
 
 // Bytes of one chunk's content hash in StoredPiece::chunk_hashes.

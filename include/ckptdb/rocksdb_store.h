@@ -86,6 +86,16 @@ struct StoreOptions {
   // entries without reading them. Costs one more pass over the bytes, on
   // the encoding workers.
   bool content_hashes = true;
+  // Deduplication across steps: a chunk whose content hash, raw length and
+  // encoding equal those of the chunk at the same position of the same
+  // entry's piece (same region, dtype and chunk size) in the store's latest
+  // step is not written again; the new step's metadata refers to the stored
+  // chunk (StoredPiece::references). Deleting a step keeps the chunks that
+  // kept steps refer to, and gives each chunk's space back with the last
+  // step using it. Needs content_hashes. Each rank decides for its own
+  // chunks, from the hashes the coordinator sends with the save id: no chunk
+  // crosses the network to be compared.
+  bool deduplicate = true;
   // Applied by every commit (StorageWriter::Finish): the steps the policy
   // drops are deleted in the same synced WriteBatch that commits the new
   // step, and their space is given back right after. Disabled by default.
@@ -102,6 +112,8 @@ struct StepInfo {
   int32_t world_size = 1;
   uint64_t entries = 0;
   uint64_t logical_bytes = 0;
+  // Bytes the step added to the store: its chunk values as stored, without
+  // the chunks it shares with earlier steps.
   uint64_t stored_bytes = 0;
   std::vector<std::string> tags;  // names of the tags on this step, sorted
   // Both the step's summary record and its metadata are unreadable: only

@@ -5,6 +5,7 @@
 //
 // Call order of a save, per rank (the protocol guarantees it):
 //   coordinator: Prepare(step)                 -> save id, broadcast to all
+//   coordinator: FindReusable(plan)            -> candidates, broadcast too
 //   every rank:  PrepareStorage(ctx, items)    (only when Prepare succeeded)
 //   every rank:  Write(ctx, items)             -> WriteResult, gathered
 //   coordinator: Finish(ctx, metadata, results) when every rank succeeded,
@@ -36,6 +37,18 @@ struct SaveContext {
   int coordinator_rank = 0;
 };
 
+// A stored piece whose chunks a piece of the new save may share instead of
+// writing them again (deduplication across steps): the same entry's piece of
+// the same region as committed in step `step` (save attempt `save_id`). A
+// chunk is shared when its content hash, raw length and encoding equal the
+// candidate's chunk at the same index.
+struct ReuseCandidate {
+  StorageKey key;  // the new piece (of this save) it is a candidate for
+  int64_t step = 0;
+  uint64_t save_id = 0;
+  StoredPiece piece;  // with its chunk hashes and its own references
+};
+
 // One piece this rank writes: its bytes are read from `data` during Write,
 // or, when `source` is set, through it.
 struct WriteItem {
@@ -51,6 +64,9 @@ struct WriteItem {
   // that call. May be called from several threads at once, for different
   // ranges. A StorageWriter must handle it (or refuse such items).
   std::function<Status(uint64_t begin, uint64_t n, const std::function<void(const char*)>& use)> source;
+  // Chunks that may be shared with a stored piece (FindReusable); null: none.
+  // Not owned; valid during Write.
+  const ReuseCandidate* reuse = nullptr;
 };
 
 // What Write did with one item; it completes the item's StoredPiece.
@@ -60,6 +76,8 @@ struct WrittenItem {
   uint32_t num_chunks = 0;
   uint64_t stored_bytes = 0;
   std::string chunk_hashes;  // StoredPiece::chunk_hashes; empty when not computed
+  std::vector<ChunkReference> references;  // chunks shared, not written
+  uint32_t encoding = 0;                   // StoredPiece::encoding
 };
 
 // What one rank's Write produced. `files` are opaque to the protocol and
@@ -80,6 +98,15 @@ class StorageWriter {
   // staging area. Returns the save id of this attempt.
   virtual StatusOr<uint64_t> Prepare(int64_t step) = 0;
 
+  // Coordinator only, after Prepare succeeded: for pieces of `planned` (the
+  // step's merged plan: every rank's pieces with their keys, before
+  // anything is written), stored pieces whose chunks they may share. A store
+  // without deduplication returns none; a writer that wraps another
+  // forwards it. The candidates are sent to every rank with the save id;
+  // each rank's Write gets its own.
+  virtual StatusOr<std::vector<ReuseCandidate>> FindReusable(const SaveContext& ctx,
+                                                             const StepMetadata& planned) = 0;
+
   // Every rank, after the coordinator's Prepare succeeded: readies storage for
   // exactly `items` (those the following Write gets).
   virtual Status PrepareStorage(const SaveContext& ctx, const std::vector<WriteItem>& items) = 0;
@@ -89,7 +116,8 @@ class StorageWriter {
   virtual StatusOr<WriteResult> Write(const SaveContext& ctx, const std::vector<WriteItem>& items) = 0;
 
   // Coordinator only, when every rank's Write succeeded. Makes the step
-  // visible atomically: after an error nothing of the step is visible (and
+  // visible atomically (refusing it when a step whose chunks it shares was
+  // deleted meanwhile): after an error nothing of the step is visible (and
   // what was already moved into the store is removed again or left for the
   // sweep), after OK all of it is, durably.
   virtual Status Finish(const SaveContext& ctx, const StepMetadata& metadata,

@@ -32,6 +32,9 @@ class InterruptibleWriter final : public StorageWriter {
   InterruptibleWriter(StorageWriter& inner, const std::atomic<bool>& cancel) : inner_(inner), cancel_(cancel) {}
 
   StatusOr<uint64_t> Prepare(int64_t step) override { return inner_.Prepare(step); }
+  StatusOr<std::vector<ReuseCandidate>> FindReusable(const SaveContext& ctx, const StepMetadata& planned) override {
+    return inner_.FindReusable(ctx, planned);
+  }
   Status PrepareStorage(const SaveContext& ctx, const std::vector<WriteItem>& items) override {
     return inner_.PrepareStorage(ctx, items);
   }

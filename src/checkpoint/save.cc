@@ -10,6 +10,7 @@
 #include "checkpoint/planner.h"
 #include "comm/resolve_communicator.h"
 #include "util/status_macros.h"
+#include "format/metadata_codec.h"
 #include "format/status_codec.h"
 
 namespace ckptdb {
@@ -63,6 +64,8 @@ Status CompleteMetadata(StepMetadata* md, const std::vector<WriteResult>& result
       p.num_chunks = it->second->num_chunks;
       p.stored_bytes = it->second->stored_bytes;
       p.chunk_hashes = it->second->chunk_hashes;
+      p.references = it->second->references;
+      p.encoding = it->second->encoding;
     }
   }
   return Status::OK();
@@ -109,6 +112,23 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
     StatusOr<uint64_t> id = GuardedCall("prepare", [&] { return writer.Prepare(options.step); });
     if (id.ok()) {
       r.set_save_id(*id);
+      // What of the store the ranks' pieces may share (deduplication).
+      SaveContext prepared_ctx{options.step, *id, rank, comm->world_size(), coordinator};
+      StatusOr<std::vector<ReuseCandidate>> reusable =
+          GuardedCall("find_reusable", [&] { return writer.FindReusable(prepared_ctx, metadata); });
+      if (reusable.ok()) {
+        for (const ReuseCandidate& c : *reusable) {
+          proto::ReuseCandidate* q = r.add_candidates();
+          q->mutable_key()->set_rank(c.key.rank);
+          q->mutable_key()->set_item(c.key.item);
+          q->set_step(c.step);
+          q->set_save_id(c.save_id);
+          ToProto(c.piece, q->mutable_piece());
+        }
+      } else {
+        writer.Abort(prepared_ctx);
+        StatusToProto(reusable.status(), r.mutable_status());
+      }
     } else {
       StatusToProto(id.status(), r.mutable_status());
     }
@@ -122,6 +142,21 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
   }
   SaveContext ctx{options.step, prepared.save_id(), rank, comm->world_size(), coordinator};
   metadata.save_id = ctx.save_id;
+  // This rank's pieces that may share stored chunks.
+  std::vector<ReuseCandidate> candidates;
+  for (const proto::ReuseCandidate& q : prepared.candidates()) {
+    if (q.key().rank() != static_cast<uint32_t>(rank)) continue;
+    candidates.push_back(ReuseCandidate{StorageKey{q.key().rank(), q.key().item()}, q.step(), q.save_id(),
+                                        FromProto(q.piece())});
+  }
+  if (!candidates.empty() && plan.ok()) {
+    std::unordered_map<uint32_t, const ReuseCandidate*> by_item;
+    for (const ReuseCandidate& c : candidates) by_item[c.key.item] = &c;
+    for (WriteItem& item : plan->items) {
+      auto c = by_item.find(item.key.item);
+      if (c != by_item.end()) item.reuse = c->second;
+    }
+  }
 
   // 3. Every rank writes its own pieces.
   proto::WriteReport wr;
@@ -139,6 +174,8 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
           pw->set_num_chunks(w.num_chunks);
           pw->set_stored_bytes(w.stored_bytes);
           pw->set_chunk_hashes(w.chunk_hashes);
+          ReferencesToProto(w.references, pw->mutable_references());
+          pw->set_encoding(w.encoding);
         }
       } else {
         st = written.status();
@@ -172,7 +209,8 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
       results[r].files.assign(p.files().begin(), p.files().end());
       for (const proto::WrittenItem& w : p.items()) {
         results[r].items.push_back(WrittenItem{StorageKey{w.key().rank(), w.key().item()}, w.chunk_bytes(),
-                                               w.num_chunks(), w.stored_bytes(), w.chunk_hashes()});
+                                               w.num_chunks(), w.stored_bytes(), w.chunk_hashes(),
+                                               ReferencesFromProto(w.references()), w.encoding()});
       }
     }
     Status result;

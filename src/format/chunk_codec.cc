@@ -262,4 +262,9 @@ void ChunkContentHash(const char* data, size_t n, char* out) {
   std::memcpy(out, c.digest, kChunkHashBytes);
 }
 
+uint32_t PieceEncoding(Compression compression, int zstd_level) {
+  const uint32_t level = compression == Compression::kNone ? 0 : static_cast<uint32_t>(zstd_level) & 0xff;
+  return (static_cast<uint32_t>(compression) + 1) << 8 | level;
+}
+
 }  // namespace ckptdb

@@ -70,6 +70,10 @@ StatusOr<std::string> DecodeChunkToString(std::string_view value);
 // the low 64 bits, each big-endian (proto/FORMAT.md).
 void ChunkContentHash(const char* data, size_t n, char* out);
 
+// StoredPiece::encoding of chunks written with these settings:
+// (compression + 1) << 8 | zstd level (0 for kNone). Never 0.
+uint32_t PieceEncoding(Compression compression, int zstd_level);
+
 }  // namespace ckptdb
 
 #endif  // CKPTDB_SRC_CHUNK_CODEC_H_

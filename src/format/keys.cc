@@ -43,6 +43,18 @@ bool ParseSummaryKey(std::string_view key, int64_t* step) {
   return true;
 }
 
+std::string ReferencesKey(int64_t step) {
+  std::string k(1, kReferencesPrefix);
+  PutBigEndian64(&k, static_cast<uint64_t>(step));
+  return k;
+}
+
+bool ParseReferencesKey(std::string_view key, int64_t* step) {
+  if (key.size() != kMetadataKeySize || key[0] != kReferencesPrefix) return false;
+  *step = static_cast<int64_t>(GetBigEndian64(key.data() + 1));
+  return true;
+}
+
 std::string PendingKey(int64_t step, uint64_t save_id) {
   std::string k(1, kPendingPrefix);
   PutBigEndian64(&k, static_cast<uint64_t>(step));

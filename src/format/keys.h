@@ -4,9 +4,10 @@
 //   data      'D' step:u64 save_id:u64 rank:u32 item:u32 chunk:u32  29 bytes
 //   metadata  'M' step:u64                                        9 bytes
 //   pending   'P' step:u64 save_id:u64                           17 bytes
+//   refs      'R' step:u64                                        9 bytes
 //   summary   'S' step:u64                                        9 bytes
 //   tag       'T' name (1..128 bytes of [A-Za-z0-9._-])
-// 'D' < 'M' < 'P' < 'S' < 'T', so each kind is one contiguous key range.
+// 'D' < 'M' < 'P' < 'R' < 'S' < 'T', so each kind is one contiguous key range.
 #ifndef CKPTDB_SRC_KEYS_H_
 #define CKPTDB_SRC_KEYS_H_
 
@@ -19,6 +20,7 @@ namespace ckptdb {
 inline constexpr char kMetadataPrefix = 'M';
 inline constexpr char kDataPrefix = 'D';
 inline constexpr char kPendingPrefix = 'P';
+inline constexpr char kReferencesPrefix = 'R';
 inline constexpr char kSummaryPrefix = 'S';
 inline constexpr char kTagPrefix = 'T';
 inline constexpr size_t kMetadataKeySize = 9;
@@ -37,6 +39,11 @@ bool ParseSummaryKey(std::string_view key, int64_t* step);
 // sweep deletes only the data of attempts named here (proto/FORMAT.md).
 std::string PendingKey(int64_t step, uint64_t save_id);
 bool ParsePendingKey(std::string_view key, int64_t* step, uint64_t* save_id);
+
+// The save attempts whose chunks a step shares (format 3): written in the
+// batch that commits the step, when it shares any, and deleted with it.
+std::string ReferencesKey(int64_t step);
+bool ParseReferencesKey(std::string_view key, int64_t* step);
 
 // A tag: 'T' followed by the tag's name (ValidateTagName).
 std::string TagKey(std::string_view name);

@@ -8,23 +8,68 @@
 
 namespace ckptdb {
 
+void ReferencesToProto(const std::vector<ChunkReference>& refs,
+                       google::protobuf::RepeatedPtrField<proto::ChunkReference>* out) {
+  out->Reserve(static_cast<int>(refs.size()));
+  for (const ChunkReference& r : refs) {
+    proto::ChunkReference* q = out->Add();
+    q->set_first(r.first);
+    q->set_count(r.count);
+    q->set_step(r.step);
+    q->set_save_id(r.save_id);
+    q->mutable_key()->set_rank(r.key.rank);
+    q->mutable_key()->set_item(r.key.item);
+    q->set_chunk(r.chunk);
+  }
+}
+
+std::vector<ChunkReference> ReferencesFromProto(
+    const google::protobuf::RepeatedPtrField<proto::ChunkReference>& refs) {
+  std::vector<ChunkReference> out;
+  out.reserve(refs.size());
+  for (const proto::ChunkReference& q : refs) {
+    out.push_back(ChunkReference{q.first(), q.count(), q.step(), q.save_id(),
+                                 StorageKey{q.key().rank(), q.key().item()}, q.chunk()});
+  }
+  return out;
+}
+
+void ToProto(const StoredPiece& p, proto::Piece* q) {
+  for (int64_t o : p.offsets) q->add_offsets(o);
+  for (int64_t s : p.sizes) q->add_sizes(s);
+  q->mutable_key()->set_rank(p.key.rank);
+  q->mutable_key()->set_item(p.key.item);
+  q->set_nbytes(p.nbytes);
+  q->set_chunk_bytes(p.chunk_bytes);
+  q->set_num_chunks(p.num_chunks);
+  q->set_stored_bytes(p.stored_bytes);
+  q->set_chunk_hashes(p.chunk_hashes);
+  ReferencesToProto(p.references, q->mutable_references());
+  q->set_encoding(p.encoding);
+}
+
+StoredPiece FromProto(const proto::Piece& q) {
+  StoredPiece p;
+  p.offsets.assign(q.offsets().begin(), q.offsets().end());
+  p.sizes.assign(q.sizes().begin(), q.sizes().end());
+  p.key.rank = q.key().rank();
+  p.key.item = q.key().item();
+  p.nbytes = q.nbytes();
+  p.chunk_bytes = q.chunk_bytes();
+  p.num_chunks = q.num_chunks();
+  p.stored_bytes = q.stored_bytes();
+  p.chunk_hashes = q.chunk_hashes();
+  p.references = ReferencesFromProto(q.references());
+  p.encoding = q.encoding();
+  return p;
+}
+
 void ToProto(const EntryMetadata& e, proto::Entry* out) {
   out->set_fqn(e.fqn);
   out->set_kind(static_cast<proto::EntryKind>(static_cast<int>(e.kind)));
   out->set_dtype(static_cast<proto::DType>(static_cast<int>(e.dtype)));
   for (int64_t d : e.shape) out->add_shape(d);
-  for (const StoredPiece& p : e.pieces) {
-    proto::Piece* q = out->add_pieces();
-    for (int64_t o : p.offsets) q->add_offsets(o);
-    for (int64_t s : p.sizes) q->add_sizes(s);
-    q->mutable_key()->set_rank(p.key.rank);
-    q->mutable_key()->set_item(p.key.item);
-    q->set_nbytes(p.nbytes);
-    q->set_chunk_bytes(p.chunk_bytes);
-    q->set_num_chunks(p.num_chunks);
-    q->set_stored_bytes(p.stored_bytes);
-    q->set_chunk_hashes(p.chunk_hashes);
-  }
+  for (const StoredPiece& p : e.pieces) ToProto(p, out->add_pieces());
 }
 
 void ToProto(const StepMetadata& m, proto::Metadata* out) {
@@ -48,19 +93,7 @@ StatusOr<EntryMetadata> FromProto(const proto::Entry& e) {
   if (!dt.ok()) return dt.status().WithContext("entry '" + e.fqn() + "'");
   out.dtype = *dt;
   out.shape.assign(e.shape().begin(), e.shape().end());
-  for (const proto::Piece& q : e.pieces()) {
-    StoredPiece p;
-    p.offsets.assign(q.offsets().begin(), q.offsets().end());
-    p.sizes.assign(q.sizes().begin(), q.sizes().end());
-    p.key.rank = q.key().rank();
-    p.key.item = q.key().item();
-    p.nbytes = q.nbytes();
-    p.chunk_bytes = q.chunk_bytes();
-    p.num_chunks = q.num_chunks();
-    p.stored_bytes = q.stored_bytes();
-    p.chunk_hashes = q.chunk_hashes();
-    out.pieces.push_back(std::move(p));
-  }
+  for (const proto::Piece& q : e.pieces()) out.pieces.push_back(FromProto(q));
   return out;
 }
 
@@ -109,6 +142,16 @@ Status ValidatePiece(const EntryMetadata& e, size_t index, const StoredPiece& p,
   if (!p.chunk_hashes.empty() && p.chunk_hashes.size() != uint64_t{p.num_chunks} * kChunkHashBytes) {
     return Status::InvalidArgument(where + " records " + std::to_string(p.chunk_hashes.size()) +
                                    " bytes of chunk hashes for " + std::to_string(p.num_chunks) + " chunks");
+  }
+  uint64_t next = 0;  // references ordered, disjoint, within the piece
+  for (const ChunkReference& r : p.references) {
+    if (r.count == 0 || r.first < next || uint64_t{r.first} + r.count > p.num_chunks ||
+        uint64_t{r.chunk} + r.count > UINT32_MAX || r.step < 0 || r.save_id == 0) {
+      return Status::InvalidArgument(where + " has an invalid chunk reference (chunks " + std::to_string(r.first) +
+                                     "+" + std::to_string(r.count) + " of " + std::to_string(p.num_chunks) +
+                                     " to step " + std::to_string(r.step) + ")");
+    }
+    next = uint64_t{r.first} + r.count;
   }
   return Status::OK();
 }

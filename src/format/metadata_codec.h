@@ -16,6 +16,12 @@ namespace ckptdb {
 
 inline constexpr uint32_t kFormatVersion = 1;
 
+void ToProto(const StoredPiece& p, proto::Piece* out);
+StoredPiece FromProto(const proto::Piece& p);
+void ReferencesToProto(const std::vector<ChunkReference>& refs,
+                       google::protobuf::RepeatedPtrField<proto::ChunkReference>* out);
+std::vector<ChunkReference> ReferencesFromProto(
+    const google::protobuf::RepeatedPtrField<proto::ChunkReference>& refs);
 void ToProto(const EntryMetadata& e, proto::Entry* out);
 void ToProto(const StepMetadata& m, proto::Metadata* out);
 // Structural conversion only (enum values checked); InvalidArgument naming the

@@ -1,5 +1,6 @@
 #include "format/step_records.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "format/chunk_codec.h"
@@ -91,6 +92,53 @@ StatusOr<StepSummary> DecodeSummaryValue(std::string_view value) {
   s.save_id = GetLE(p + 36, 8);
   if (s.world_size < 1) return Status::DataLoss("summary record has world size " + std::to_string(s.world_size));
   return s;
+}
+
+std::vector<SaveRef> ReferencedSaves(const StepMetadata& m) {
+  std::vector<SaveRef> out;
+  for (const EntryMetadata& e : m.entries) {
+    for (const StoredPiece& p : e.pieces) {
+      for (const ChunkReference& r : p.references) out.push_back(SaveRef{r.step, r.save_id});
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::string EncodeReferencesValue(const std::vector<SaveRef>& saves) {
+  std::string raw;
+  raw.push_back(static_cast<char>(1));
+  PutLE(&raw, saves.size(), 4);
+  for (const SaveRef& s : saves) {
+    PutLE(&raw, static_cast<uint64_t>(s.step), 8);
+    PutLE(&raw, s.save_id, 8);
+  }
+  std::string out;
+  EncodeChunk(raw.data(), raw.size(), Compression::kNone, 1, &out);
+  return out;
+}
+
+StatusOr<std::vector<SaveRef>> DecodeReferencesValue(std::string_view value) {
+  auto raw = DecodeChunkToString(value);
+  if (!raw.ok()) return Status::DataLoss("references record: " + raw.status().message());
+  if (raw->size() < 5 || static_cast<uint8_t>((*raw)[0]) != 1) {
+    return Status::DataLoss("references record has an unknown version or is truncated");
+  }
+  const uint64_t n = GetLE(raw->data() + 1, 4);
+  if (raw->size() != 5 + 16 * n) {
+    return Status::DataLoss("references record has " + std::to_string(raw->size()) + " bytes for " +
+                            std::to_string(n) + " saves");
+  }
+  std::vector<SaveRef> out(n);
+  for (uint64_t i = 0; i < n; ++i) {
+    out[i].step = static_cast<int64_t>(GetLE(raw->data() + 5 + 16 * i, 8));
+    out[i].save_id = GetLE(raw->data() + 13 + 16 * i, 8);
+    if (out[i].step < 0 || out[i].step > kMaxStep) {
+      return Status::DataLoss("references record names step " + std::to_string(out[i].step));
+    }
+  }
+  return out;
 }
 
 std::string EncodeTagValue(int64_t step) {

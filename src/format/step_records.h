@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ckptdb/metadata.h"
 #include "ckptdb/rocksdb_store.h"
@@ -34,6 +35,24 @@ StepSummary SummarizeStep(const StepMetadata& m);
 std::string EncodeSummaryValue(const StepSummary& s);
 // DataLoss when the value is corrupt or of an unknown version.
 StatusOr<StepSummary> DecodeSummaryValue(std::string_view value);
+
+// A save attempt whose data keys a step's chunk references point into.
+struct SaveRef {
+  int64_t step = 0;
+  uint64_t save_id = 0;
+  friend bool operator<(const SaveRef& a, const SaveRef& b) {
+    return a.step != b.step ? a.step < b.step : a.save_id < b.save_id;
+  }
+  friend bool operator==(const SaveRef& a, const SaveRef& b) { return a.step == b.step && a.save_id == b.save_id; }
+};
+
+// The distinct save attempts a step's references point into, sorted.
+std::vector<SaveRef> ReferencedSaves(const StepMetadata& m);
+// The value under R|step: version 1, then a u32 count and (step, save id)
+// per referenced save, little-endian, as a chunk value (codec 0).
+std::string EncodeReferencesValue(const std::vector<SaveRef>& saves);
+// DataLoss when the value is corrupt or of an unknown version.
+StatusOr<std::vector<SaveRef>> DecodeReferencesValue(std::string_view value);
 
 // The value under a tag key: the step it names.
 std::string EncodeTagValue(int64_t step);

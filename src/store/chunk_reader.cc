@@ -52,15 +52,23 @@ StatusOr<ReadStats> ReadChunks(rocksdb::DB* db, const StepMetadata& md, const st
   ro.verify_checksums = true;
   auto where = [&](const ReadItem& item, uint32_t c) {
     const StoredPiece& p = item.piece;
-    return "entry '" + item.fqn + "' (step " + std::to_string(md.step) + ", rank " + std::to_string(p.key.rank) +
-           " item " + std::to_string(p.key.item) + ") chunk " + std::to_string(c) + " of " +
-           std::to_string(p.num_chunks);
+    const ChunkLocation at = p.LocateChunk(md.step, md.save_id, c);
+    std::string out = "entry '" + item.fqn + "' (step " + std::to_string(md.step) + ", rank " +
+                      std::to_string(p.key.rank) + " item " + std::to_string(p.key.item) + ") chunk " +
+                      std::to_string(c) + " of " + std::to_string(p.num_chunks);
+    if (at.step != md.step || at.save_id != md.save_id) {
+      out += " (shared: stored with step " + std::to_string(at.step) + ", rank " + std::to_string(at.key.rank) +
+             " item " + std::to_string(at.key.item) + " chunk " + std::to_string(at.chunk) + ")";
+    }
+    return out;
   };
-  // Fetches chunk c of the item's piece into `value`.
+  // Fetches chunk c of the item's piece into `value`, from wherever it is
+  // stored (its own key, or the chunk it shares).
   auto get = [&](const ReadItem& item, uint32_t c, rocksdb::PinnableSlice* value) -> Status {
     const StoredPiece& p = item.piece;
+    const ChunkLocation at = p.LocateChunk(md.step, md.save_id, c);
     rocksdb::Status s = db->Get(ro, db->DefaultColumnFamily(),
-                                EncodeDataKey(DataKey{md.step, md.save_id, p.key.rank, p.key.item, c}), value);
+                                EncodeDataKey(DataKey{at.step, at.save_id, at.key.rank, at.key.item, at.chunk}), value);
     if (s.IsNotFound()) return Status::DataLoss(where(item, c) + " is missing from the store");
     return FromRocks(s, "reading " + where(item, c));
   };

@@ -14,6 +14,7 @@
 #include <random>
 #include <regex>
 #include <set>
+#include <unordered_map>
 
 #include "format/chunk_codec.h"
 #include "ckptdb/checkpoint.h"
@@ -21,6 +22,7 @@
 #include "format/keys.h"
 #include "format/metadata_codec.h"
 #include "store/retention.h"
+#include "store/shared_chunks.h"
 #include "store/rocksdb_options.h"
 #include "store/rocksdb_status.h"
 #include "store/rocksdb_store_internal.h"
@@ -118,6 +120,10 @@ Status ValidateOptions(const StoreOptions& o) {
   if (o.max_sst_file_bytes < o.chunk_bytes) {
     return Status::InvalidArgument("StoreOptions.max_sst_file_bytes is smaller than chunk_bytes");
   }
+  if (o.deduplicate && !o.content_hashes) {
+    return Status::InvalidArgument(
+        "StoreOptions.deduplicate needs StoreOptions.content_hashes (chunks are matched by their content hash)");
+  }
   RETURN_IF_ERROR(ValidateCompression(o.compression, "StoreOptions.compression"));
   RETURN_IF_ERROR(ValidateRetentionPolicy(o.retention, "StoreOptions.retention"));
   return Status::OK();
@@ -158,6 +164,41 @@ class RocksDBStoreWriter final : public StoreWriter {
     RETURN_IF_ERROR(WriteSynced(&batch, "recording the save of step " + std::to_string(step) + " as pending"));
     in_flight_.insert(id);
     return id;
+  }
+
+  StatusOr<std::vector<ReuseCandidate>> FindReusable(const SaveContext& ctx, const StepMetadata& planned) override {
+    std::vector<ReuseCandidate> out;
+    if (!options_.deduplicate) return out;
+    std::lock_guard<std::mutex> lock(mu_);
+    RETURN_IF_ERROR(OpenLocked());
+    // The latest committed step: the one a training job's next save is most
+    // like. A store without one, or whose latest metadata is unreadable,
+    // offers nothing (the save writes every chunk).
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+    it->SeekForPrev(MetadataKey(kMaxStep));
+    int64_t latest;
+    if (!it->Valid() || !ParseMetadataKey(it->key().ToStringView(), &latest)) return out;
+    StatusOr<StepMetadata> base = DecodeMetadataValue(it->value().ToStringView());
+    if (!base.ok()) return out;
+    std::unordered_map<std::string, const EntryMetadata*> by_fqn;
+    for (const EntryMetadata& e : base->entries) by_fqn.emplace(e.fqn, &e);
+    for (const EntryMetadata& e : planned.entries) {
+      auto b = by_fqn.find(e.fqn);
+      if (b == by_fqn.end() || b->second->kind != e.kind || b->second->dtype != e.dtype ||
+          b->second->shape != e.shape) {
+        continue;
+      }
+      std::map<std::pair<std::vector<int64_t>, std::vector<int64_t>>, const StoredPiece*> regions;
+      for (const StoredPiece& p : b->second->pieces) {
+        if (!p.chunk_hashes.empty() && p.encoding != 0) regions.emplace(std::make_pair(p.offsets, p.sizes), &p);
+      }
+      for (const StoredPiece& p : e.pieces) {
+        auto r = regions.find(std::make_pair(p.offsets, p.sizes));
+        if (r != regions.end()) out.push_back(ReuseCandidate{p.key, base->step, base->save_id, *r->second});
+      }
+    }
+    if (!out.empty()) reuse_base_[ctx.save_id] = SaveRef{base->step, base->save_id};
+    return out;
   }
 
   Status PrepareStorage(const SaveContext& ctx, const std::vector<WriteItem>& items) override {
@@ -210,14 +251,21 @@ class RocksDBStoreWriter final : public StoreWriter {
     // The step may have been committed by another save on this writer since
     // Prepare; the DB lock keeps other processes out.
     RETURN_IF_ERROR(CheckStepFree(ctx.step));
+    const std::vector<SaveRef> referenced = ReferencedSaves(metadata);
+    if (!referenced.empty()) RETURN_IF_ERROR(CheckReferencesLive(ctx, referenced));
     rocksdb::WriteBatch batch;
     RETURN_IF_ERROR(FromRocks(batch.Put(MetadataKey(ctx.step), EncodeMetadataValue(metadata)), "metadata batch"));
+    if (!referenced.empty()) {
+      RETURN_IF_ERROR(FromRocks(batch.Put(ReferencesKey(ctx.step), EncodeReferencesValue(referenced)),
+                                "metadata batch"));
+    }
     RETURN_IF_ERROR(
         FromRocks(batch.Put(SummaryKey(ctx.step), EncodeSummaryValue(SummarizeStep(metadata))), "metadata batch"));
     RETURN_IF_ERROR(FromRocks(batch.Delete(PendingKey(ctx.step, ctx.save_id)), "metadata batch"));
     // Retention: the steps the policy drops go in the same batch, so the new
     // step and the pruning commit together or not at all.
     std::vector<int64_t> pruned;
+    std::vector<KeyRange> dropped;  // data ranges the pruning drops
     if (options_.retention.enabled()) {
       ASSIGN_OR_RETURN(History h, ReadHistory());
       h.steps.insert(std::upper_bound(h.steps.begin(), h.steps.end(), ctx.step), ctx.step);
@@ -225,24 +273,61 @@ class RocksDBStoreWriter final : public StoreWriter {
       // A save never commits a step only to delete it (a step numbered below
       // the ones kept, saved late): what the caller just saved stays.
       pruned.erase(std::remove(pruned.begin(), pruned.end(), ctx.step), pruned.end());
-      AddStepDeletes(pruned, h, &batch);
+      ASSIGN_OR_RETURN(dropped, AddStepDeletes(pruned, h, &metadata, &batch));
     }
     RETURN_IF_ERROR(WriteSynced(&batch, "committing the metadata of step " + std::to_string(ctx.step)));
     RemoveStaging(ctx.save_id);
     in_flight_.erase(ctx.save_id);
+    reuse_base_.erase(ctx.save_id);
     pruned_by_last_commit_ = pruned;
     // The commit stands. Move it out of the WAL into a checksummed SST now,
     // so that a committed step never depends on the log for long; and give
     // the space of pruned steps back. Both are best effort (the next commit,
     // delete or sweep retries them).
     (void)FlushLocked();
-    (void)ReclaimSteps(pruned);
+    (void)ReclaimRanges(dropped);
+    return Status::OK();
+  }
+
+  // A save shares chunks only with the step FindReusable offered (and what
+  // that step itself shares): refused when that step was deleted since, as
+  // its chunks may be gone.
+  Status CheckReferencesLive(const SaveContext& ctx, const std::vector<SaveRef>& referenced) {
+    auto b = reuse_base_.find(ctx.save_id);
+    if (b == reuse_base_.end()) {
+      return Status::Internal("the metadata of step " + std::to_string(ctx.step) +
+                              " shares chunks, but this save was offered none");
+    }
+    const SaveRef base = b->second;
+    ASSIGN_OR_RETURN(std::optional<uint64_t> id, CommittedSaveId(base.step));
+    if (!id || *id != base.save_id) {
+      return Status::FailedPrecondition("step " + std::to_string(base.step) + ", whose chunks step " +
+                                        std::to_string(ctx.step) +
+                                        " shares, was deleted while the save ran; save the step again");
+    }
+    std::set<SaveRef> allowed{base};
+    std::string v;
+    rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), ReferencesKey(base.step), &v);
+    if (s.ok()) {
+      ASSIGN_OR_RETURN(std::vector<SaveRef> more, DecodeReferencesValue(v));
+      allowed.insert(more.begin(), more.end());
+    } else if (!s.IsNotFound()) {
+      RETURN_IF_ERROR(FromRocks(s, "reading the references of step " + std::to_string(base.step)));
+    }
+    for (const SaveRef& r : referenced) {
+      if (allowed.count(r) == 0) {
+        return Status::Internal("step " + std::to_string(ctx.step) + " refers to chunks of save " +
+                                std::to_string(r.save_id) + " of step " + std::to_string(r.step) +
+                                ", which step " + std::to_string(base.step) + " does not hold");
+      }
+    }
     return Status::OK();
   }
 
   void Abort(const SaveContext& ctx) override {
     std::lock_guard<std::mutex> lock(mu_);
     in_flight_.erase(ctx.save_id);
+    reuse_base_.erase(ctx.save_id);
     if (db_) {
       (void)DropSaveData(ctx.step, ctx.save_id);
       // Out of the WAL, as commits are: a store whose WAL is empty can still
@@ -382,17 +467,50 @@ class RocksDBStoreWriter final : public StoreWriter {
   }
 
   // Adds to `batch` what removes each of `steps` (committed) whole: its
-  // metadata, summary, the tags on it and a range delete of all its data.
-  void AddStepDeletes(const std::vector<int64_t>& steps, const History& h, rocksdb::WriteBatch* batch) {
+  // metadata, summary, references record, the tags on it and range deletes
+  // of its data, less the chunks that steps which stay refer to (with
+  // `committing`, the step the same batch commits, among them). Returns the
+  // data ranges dropped, for ReclaimRanges once the batch is written.
+  StatusOr<std::vector<KeyRange>> AddStepDeletes(const std::vector<int64_t>& steps, const History& h,
+                                                 const StepMetadata* committing, rocksdb::WriteBatch* batch) {
+    const std::set<int64_t> deleted(steps.begin(), steps.end());
     for (int64_t step : steps) {
       batch->Delete(MetadataKey(step)).PermitUncheckedError();
       batch->Delete(SummaryKey(step)).PermitUncheckedError();
+      batch->Delete(ReferencesKey(step)).PermitUncheckedError();
       for (const auto& [name, tagged] : h.tags) {
         if (tagged == step) batch->Delete(TagKey(name)).PermitUncheckedError();
       }
-      batch->DeleteRange(db_->DefaultColumnFamily(), DataSaveBegin(step, 0), DataSaveEnd(step, UINT64_MAX))
-          .PermitUncheckedError();
     }
+    ASSIGN_OR_RETURN(auto refs, ReadReferenceRecords());
+    ASSIGN_OR_RETURN(auto committed, ReadCommitted());
+    SharedChunkView view;
+    for (auto& [step, saves] : refs) {
+      if (committed.count(step) == 0) continue;  // a record without its step (never written so)
+      (deleted.count(step) > 0 ? view.deleted_refs : view.kept_refs)[step] = std::move(saves);
+    }
+    if (committing != nullptr) {
+      std::vector<SaveRef> saves = ReferencedSaves(*committing);
+      if (!saves.empty()) view.kept_refs[committing->step] = std::move(saves);
+    }
+    view.kept_save_id = [&](int64_t step) -> std::optional<uint64_t> {
+      if (committing != nullptr && step == committing->step) return committing->save_id;
+      auto c = committed.find(step);
+      if (c == committed.end() || deleted.count(step) > 0) return std::nullopt;
+      return c->second;
+    };
+    view.metadata_of = [&](int64_t step) -> StatusOr<StepMetadata> {
+      if (committing != nullptr && step == committing->step) return *committing;
+      std::string v;
+      RETURN_IF_ERROR(FromRocks(db_->Get(rocksdb::ReadOptions(), MetadataKey(step), &v),
+                                "reading the metadata of step " + std::to_string(step)));
+      return DecodeMetadataValue(v);
+    };
+    std::vector<KeyRange> drop = DataRangesToDrop(deleted, view);
+    for (const KeyRange& r : drop) {
+      batch->DeleteRange(db_->DefaultColumnFamily(), r.first, r.second).PermitUncheckedError();
+    }
+    return drop;
   }
 
   Status DeleteStepsLocked(const std::vector<int64_t>& steps, const History& h) {
@@ -400,21 +518,46 @@ class RocksDBStoreWriter final : public StoreWriter {
     // The metadata goes in the same batch as the range deletes: each step
     // disappears whole, and its data becomes unreachable at once.
     rocksdb::WriteBatch batch;
-    AddStepDeletes(steps, h, &batch);
+    ASSIGN_OR_RETURN(std::vector<KeyRange> dropped, AddStepDeletes(steps, h, nullptr, &batch));
     RETURN_IF_ERROR(WriteSynced(&batch, steps.size() == 1 ? "deleting step " + std::to_string(steps[0])
                                                           : "deleting " + std::to_string(steps.size()) + " steps"));
     (void)FlushLocked();  // the delete leaves the WAL at once, as commits do
-    Status reclaimed = ReclaimSteps(steps);
+    Status reclaimed = ReclaimRanges(dropped);
     RestoreReserve(path_);
     return reclaimed;
   }
 
-  // Gives back the space of deleted steps: the files wholly inside their
-  // data ranges are dropped, without rewriting anything.
-  Status ReclaimSteps(const std::vector<int64_t>& steps) {
-    std::vector<std::pair<std::string, std::string>> ranges;
-    for (int64_t step : steps) ranges.emplace_back(DataSaveBegin(step, 0), DataSaveEnd(step, UINT64_MAX));
-    return ReclaimRanges(ranges);
+  // Every step's references record (R key) -> the saves it refers to; a
+  // damaged record is read from the step's metadata instead, and is
+  // nullopt when that is unreadable too.
+  StatusOr<std::map<int64_t, std::optional<std::vector<SaveRef>>>> ReadReferenceRecords() {
+    std::map<int64_t, std::optional<std::vector<SaveRef>>> out;
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+    for (it->Seek(std::string(1, kReferencesPrefix)); it->Valid(); it->Next()) {
+      int64_t step;
+      if (!ParseReferencesKey(it->key().ToStringView(), &step)) break;
+      StatusOr<std::vector<SaveRef>> saves = DecodeReferencesValue(it->value().ToStringView());
+      if (saves.ok()) {
+        out[step] = std::move(saves).value();
+        continue;
+      }
+      std::string v;
+      StatusOr<StepMetadata> md = Status::NotFound("");
+      if (db_->Get(rocksdb::ReadOptions(), MetadataKey(step), &v).ok()) md = DecodeMetadataValue(v);
+      out[step] = md.ok() ? std::optional<std::vector<SaveRef>>(ReferencedSaves(*md)) : std::nullopt;
+    }
+    RETURN_IF_ERROR(FromRocks(it->status(), "listing the references of steps in '" + path_ + "'"));
+    return out;
+  }
+
+  // The save id of committed `step`, nullopt when it is not committed.
+  StatusOr<std::optional<uint64_t>> CommittedSaveId(int64_t step) {
+    std::string v;
+    rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), MetadataKey(step), &v);
+    if (s.IsNotFound()) return std::optional<uint64_t>();
+    RETURN_IF_ERROR(FromRocks(s, "reading the metadata of step " + std::to_string(step)));
+    ASSIGN_OR_RETURN(StepMetadata md, DecodeMetadataValue(v));
+    return std::optional<uint64_t>(md.save_id);
   }
 
   // One DeleteFilesInRanges call for all of `ranges` (one MANIFEST edit; a
@@ -506,35 +649,18 @@ class RocksDBStoreWriter final : public StoreWriter {
   }
 
   StatusOr<SweepStats> SweepLocked(bool dry_run = false) {
-    constexpr uint64_t kUnreadable = 0;  // save ids are never 0
     SweepStats stats;
-    // Committed (step -> save id).
-    std::map<int64_t, uint64_t> committed;
+    ASSIGN_OR_RETURN(auto committed, ReadCommitted());
+    // Saves that committed steps share chunks of (possibly of steps deleted
+    // since): accounted for, never swept. (A step whose references cannot be
+    // read adds none, which is safe: only pending saves are ever swept, and
+    // no committed step refers to a pending one.)
+    std::set<SaveRef> referenced;
     {
-      // The save id comes from the step's summary record when it has one
-      // (cheap), else from its metadata.
-      std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
-      std::unique_ptr<rocksdb::Iterator> sit(db_->NewIterator(rocksdb::ReadOptions()));
-      sit->Seek(std::string(1, kSummaryPrefix));
-      for (it->Seek(std::string(1, kMetadataPrefix)); it->Valid(); it->Next()) {
-        int64_t step;
-        if (!ParseMetadataKey(it->key().ToStringView(), &step)) break;
-        int64_t sstep = -1;
-        while (sit->Valid() && ParseSummaryKey(sit->key().ToStringView(), &sstep) && sstep < step) sit->Next();
-        if (sit->Valid() && sstep == step) {
-          auto sum = DecodeSummaryValue(sit->value().ToStringView());
-          if (sum.ok()) {
-            committed[step] = sum->save_id;
-            continue;
-          }
-        }
-        auto md = DecodeMetadataValue(it->value().ToStringView());
-        // A step whose metadata is unreadable keeps all its data: never delete
-        // what might be committed.
-        committed[step] = md.ok() ? md->save_id : kUnreadable;
+      ASSIGN_OR_RETURN(auto refs, ReadReferenceRecords());
+      for (const auto& [step, saves] : refs) {
+        if (saves) referenced.insert(saves->begin(), saves->end());
       }
-      RETURN_IF_ERROR(FromRocks(it->status(), "listing steps"));
-      RETURN_IF_ERROR(FromRocks(sit->status(), "listing step summaries"));
     }
     // The save attempts known to have been in flight (pending records).
     std::set<std::pair<int64_t, uint64_t>> pending;
@@ -560,6 +686,7 @@ class RocksDBStoreWriter final : public StoreWriter {
       auto c = committed.find(step);
       if (c != committed.end() && (c->second == id || c->second == kUnreadable)) continue;
       if (in_flight_.count(id) > 0) continue;  // a save of this writer, still running
+      if (referenced.count(SaveRef{step, id}) > 0) continue;  // chunks kept steps share
       if (pending.count({step, id}) > 0) {
         orphans.emplace(step, id);
       } else if (HasLiveData(step, id)) {
@@ -592,6 +719,39 @@ class RocksDBStoreWriter final : public StoreWriter {
       }
     }
     return stats;
+  }
+
+  static constexpr uint64_t kUnreadable = 0;  // save ids are never 0
+
+  // Committed step -> its save id (kUnreadable when its metadata is
+  // unreadable and it has no readable summary).
+  StatusOr<std::map<int64_t, uint64_t>> ReadCommitted() {
+    std::map<int64_t, uint64_t> committed;
+    // The save id comes from the step's summary record when it has one
+    // (cheap), else from its metadata.
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+    std::unique_ptr<rocksdb::Iterator> sit(db_->NewIterator(rocksdb::ReadOptions()));
+    sit->Seek(std::string(1, kSummaryPrefix));
+    for (it->Seek(std::string(1, kMetadataPrefix)); it->Valid(); it->Next()) {
+      int64_t step;
+      if (!ParseMetadataKey(it->key().ToStringView(), &step)) break;
+      int64_t sstep = -1;
+      while (sit->Valid() && ParseSummaryKey(sit->key().ToStringView(), &sstep) && sstep < step) sit->Next();
+      if (sit->Valid() && sstep == step) {
+        auto sum = DecodeSummaryValue(sit->value().ToStringView());
+        if (sum.ok()) {
+          committed[step] = sum->save_id;
+          continue;
+        }
+      }
+      auto md = DecodeMetadataValue(it->value().ToStringView());
+      // A step whose metadata is unreadable keeps all its data: never delete
+      // what might be committed.
+      committed[step] = md.ok() ? md->save_id : kUnreadable;
+    }
+    RETURN_IF_ERROR(FromRocks(it->status(), "listing steps"));
+    RETURN_IF_ERROR(FromRocks(sit->status(), "listing step summaries"));
+    return committed;
   }
 
   // (step, save id) of every save attempt whose keys some live file holds.
@@ -658,6 +818,8 @@ class RocksDBStoreWriter final : public StoreWriter {
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<int64_t> pruned_by_last_commit_;
   std::set<uint64_t> in_flight_;  // save ids prepared here and not yet finished or aborted
+  // Save id -> the step FindReusable offered chunks of (checked by Finish).
+  std::map<uint64_t, SaveRef> reuse_base_;
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <rocksdb/sst_file_writer.h>
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 
 #include "format/chunk_codec.h"
@@ -42,9 +43,25 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
     w.num_chunks = static_cast<uint32_t>((it->nbytes + w.chunk_bytes - 1) / w.chunk_bytes);
     // Sized once here: the workers fill disjoint 16-byte slots in parallel.
     if (o.content_hashes) w.chunk_hashes.assign(size_t{w.num_chunks} * kChunkHashBytes, '\0');
+    w.encoding = PieceEncoding(o.compression, o.zstd_level);
     result.items.push_back(w);
     for (uint32_t c = 0; c < w.num_chunks; ++c) jobs.push_back(Job{i, c});
   }
+
+  // Chunks that need not be written: their bytes are stored already.
+  std::vector<uint8_t> shared(jobs.size(), 0);
+  // Chunk c of `it` may be shared with the same chunk of its candidate: the
+  // candidate was encoded alike, recorded hashes, and its chunk c has the
+  // same raw length.
+  auto shareable = [&](const WriteItem* it, const WrittenItem& w, uint32_t c) {
+    const ReuseCandidate* r = it->reuse;
+    if (r == nullptr || !o.content_hashes || r->piece.encoding != w.encoding || r->piece.chunk_bytes != w.chunk_bytes ||
+        c >= r->piece.num_chunks || r->piece.chunk_hashes.size() != size_t{r->piece.num_chunks} * kChunkHashBytes) {
+      return false;
+    }
+    const uint64_t begin = uint64_t{c} * w.chunk_bytes;
+    return std::min(w.chunk_bytes, it->nbytes - begin) == std::min(w.chunk_bytes, r->piece.nbytes - begin);
+  };
 
   std::unique_ptr<rocksdb::SstFileWriter> sst;
   uint64_t file_bytes = 0;
@@ -66,8 +83,14 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
     char* hash = o.content_hashes ? result.items[jobs[j].item].chunk_hashes.data() +
                                         size_t{jobs[j].chunk} * kChunkHashBytes
                                   : nullptr;
+    const bool may_share = shareable(it, result.items[jobs[j].item], jobs[j].chunk);
     auto encode = [&](const char* bytes) {
       if (hash != nullptr) ChunkContentHash(bytes, len, hash);
+      if (may_share && std::memcmp(hash, it->reuse->piece.chunk_hashes.data() + size_t{jobs[j].chunk} * kChunkHashBytes,
+                                   kChunkHashBytes) == 0) {
+        shared[j] = 1;  // stored already: not encoded, not written
+        return;
+      }
       EncodeChunk(bytes, len, o.compression, o.zstd_level, value, planes);
     };
     if (!it->source) {
@@ -81,6 +104,22 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
   };
   auto consume = [&](size_t j, std::string& value) -> Status {
     const WriteItem* it = sorted[jobs[j].item];
+    if (shared[j]) {
+      const ReuseCandidate& r = *it->reuse;
+      const uint32_t c = jobs[j].chunk;
+      const ChunkLocation at = r.piece.LocateChunk(r.step, r.save_id, c);
+      std::vector<ChunkReference>& refs = result.items[jobs[j].item].references;
+      if (!refs.empty()) {
+        ChunkReference& last = refs.back();
+        if (last.first + last.count == c && last.step == at.step && last.save_id == at.save_id && last.key == at.key &&
+            last.chunk + last.count == at.chunk) {
+          ++last.count;
+          return Status::OK();
+        }
+      }
+      refs.push_back(ChunkReference{c, 1, at.step, at.save_id, at.key, at.chunk});
+      return Status::OK();
+    }
     if (!sst || file_bytes >= o.max_sst_file_bytes) {
       RETURN_IF_ERROR(finish_file());
       file = dir + "/rank-" + std::to_string(ctx.rank) + "-" + std::to_string(result.files.size()) + ".sst";

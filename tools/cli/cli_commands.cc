@@ -3,6 +3,9 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <map>
+#include <set>
+#include <tuple>
 #include <sstream>
 
 #include "ckptdb/checkpoint.h"
@@ -68,7 +71,7 @@ Status ListSteps(StoreReader& reader, bool json, std::ostream& out) {
     out << buf;
     return Status::OK();
   }
-  std::vector<std::vector<std::string>> rows = {{"STEP", "CREATED", "WORLD", "ENTRIES", "BYTES", "STORED", "TAGS"}};
+  std::vector<std::vector<std::string>> rows = {{"STEP", "CREATED", "WORLD", "ENTRIES", "BYTES", "ADDED", "TAGS"}};
   rows.reserve(steps->size() + 1);
   for (const StepInfo& s : *steps) {
     if (s.damaged) {
@@ -104,7 +107,8 @@ Status ListEntries(StoreReader& reader, int64_t step, bool shards, bool json, st
           out << (k ? ", " : "") << "{\"offsets\": " << JsonShape(p.offsets) << ", \"sizes\": " << JsonShape(p.sizes)
               << ", \"rank\": " << p.key.rank << ", \"item\": " << p.key.item << ", \"chunks\": " << p.num_chunks
               << ", \"chunk_bytes\": " << p.chunk_bytes << ", \"bytes\": " << p.nbytes
-              << ", \"stored_bytes\": " << p.stored_bytes << "}";
+              << ", \"stored_bytes\": " << p.stored_bytes << ", \"shared_chunks\": " << p.referenced_chunks()
+              << "}";
         }
         out << "]";
       }
@@ -115,13 +119,13 @@ Status ListEntries(StoreReader& reader, int64_t step, bool shards, bool json, st
   }
   std::vector<std::vector<std::string>> rows;
   if (shards) {
-    rows.push_back({"FQN", "SHARD", "OFFSETS", "SIZES", "RANK", "ITEM", "CHUNKS", "BYTES", "STORED"});
+    rows.push_back({"FQN", "SHARD", "OFFSETS", "SIZES", "RANK", "ITEM", "CHUNKS", "SHARED", "BYTES", "ADDED"});
     for (const EntryMetadata& e : md->entries) {
       for (size_t k = 0; k < e.pieces.size(); ++k) {
         const StoredPiece& p = e.pieces[k];
         rows.push_back({e.fqn, std::to_string(k), ShapeToString(p.offsets), ShapeToString(p.sizes),
                         std::to_string(p.key.rank), std::to_string(p.key.item), std::to_string(p.num_chunks),
-                        HumanBytes(p.nbytes), HumanBytes(p.stored_bytes)});
+                        std::to_string(p.referenced_chunks()), HumanBytes(p.nbytes), HumanBytes(p.stored_bytes)});
       }
     }
   } else {
@@ -202,14 +206,52 @@ Status Info(StoreReader& reader, bool json, std::ostream& out) {
   auto stats = reader.GetStoreStats();
   if (!stats.ok()) return stats.status();
   uint64_t logical = 0, stored = 0;
+  std::map<int64_t, uint64_t> save_of;  // committed step -> save id
   for (const StepInfo& s : *steps) {
     logical += s.logical_bytes;
     stored += s.stored_bytes;
   }
-  char ratio[32] = "-";
-  if (stored > 0) {
-    std::snprintf(ratio, sizeof ratio, "%.2f", static_cast<double>(logical) / static_cast<double>(stored));
+  // The raw bytes of the distinct chunks the steps use: their own chunks,
+  // and once each, the chunks they share of steps deleted since.
+  uint64_t own_raw = 0, distinct = 0;
+  {
+    std::vector<StepMetadata> mds;
+    for (const StepInfo& s : *steps) {
+      if (s.damaged) continue;
+      auto md = reader.ReadMetadata(s.step);
+      if (!md.ok()) continue;
+      save_of[s.step] = md->save_id;
+      mds.push_back(std::move(md).value());
+    }
+    std::set<std::tuple<int64_t, uint64_t, uint32_t, uint32_t, uint32_t>> leftovers;
+    for (const StepMetadata& m : mds) {
+      for (const EntryMetadata& e : m.entries) {
+        for (const StoredPiece& p : e.pieces) {
+          auto raw = [&](uint32_t c) { return std::min<uint64_t>(p.chunk_bytes, p.nbytes - uint64_t{c} * p.chunk_bytes); };
+          uint64_t shared = 0;
+          for (const ChunkReference& r : p.references) {
+            for (uint32_t i = 0; i < r.count; ++i) shared += raw(r.first + i);
+            auto owner = save_of.find(r.step);
+            if (owner != save_of.end() && owner->second == r.save_id) continue;  // a listed step's own chunk
+            for (uint32_t i = 0; i < r.count; ++i) {
+              if (leftovers.emplace(r.step, r.save_id, r.key.rank, r.key.item, r.chunk + i).second) {
+                distinct += raw(r.first + i);
+              }
+            }
+          }
+          own_raw += p.nbytes - shared;
+        }
+      }
+    }
+    distinct += own_raw;
   }
+  auto format_ratio = [](uint64_t a, uint64_t b) {
+    char buf[32] = "-";
+    if (b > 0) std::snprintf(buf, sizeof buf, "%.2f", static_cast<double>(a) / static_cast<double>(b));
+    return std::string(buf);
+  };
+  const std::string ratio = format_ratio(own_raw, stored);
+  const std::string dedup = format_ratio(logical, distinct);
   const StoreStats& st = *stats;
   if (json) {
     out << "{\"store\": " << JsonString(reader.path()) << ", \"steps\": " << steps->size();
@@ -219,7 +261,8 @@ Status Info(StoreReader& reader, bool json, std::ostream& out) {
     out << ", \"tags\": {";
     size_t i = 0;
     for (const auto& [name, step] : *tags) out << (i++ ? ", " : "") << JsonString(name) << ": " << step;
-    out << "}, \"bytes\": " << logical << ", \"stored_bytes\": " << stored
+    out << "}, \"bytes\": " << logical << ", \"distinct_bytes\": " << distinct
+        << ", \"dedup_ratio\": " << (distinct > 0 ? dedup : "null") << ", \"stored_bytes\": " << stored
         << ", \"compression_ratio\": " << (stored > 0 ? ratio : "null") << ", \"disk_bytes\": " << st.disk_bytes
         << ", \"sst_files\": " << st.sst_files << ", \"sst_bytes\": " << st.sst_bytes
         << ", \"sst_files_per_level\": [";
@@ -241,8 +284,10 @@ Status Info(StoreReader& reader, bool json, std::ostream& out) {
   for (const auto& [name, step] : *tags) tag_list.push_back(name + "=" + std::to_string(step));
   rows.push_back({"tags", tag_list.empty() ? "-" : Join(tag_list, ", ")});
   rows.push_back({"bytes", HumanBytes(logical) + " (tensor and bytes entries of every step)"});
-  rows.push_back({"stored", HumanBytes(stored) + " (chunk values as stored)"});
-  rows.push_back({"compression", std::string(ratio) + (stored > 0 ? "x (bytes / stored)" : "")});
+  rows.push_back({"distinct", HumanBytes(distinct) + " (raw bytes of the distinct chunks the steps use)"});
+  rows.push_back({"dedup", dedup + (distinct > 0 ? "x (bytes / distinct: shared between steps)" : "")});
+  rows.push_back({"stored", HumanBytes(stored) + " (chunk values the steps added, as stored)"});
+  rows.push_back({"compression", ratio + (stored > 0 ? "x (the steps' own raw chunks / stored)" : "")});
   rows.push_back({"disk", HumanBytes(st.disk_bytes) + " (every file under STORE/db)"});
   std::string levels;
   for (size_t l = 0; l < st.files_per_level.size(); ++l) {

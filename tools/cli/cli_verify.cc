@@ -1,7 +1,9 @@
 // verify: read every chunk of the chosen steps and check it.
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <memory>
+#include <tuple>
 
 #include "cli_commands.h"
 #include "cli_output.h"
@@ -20,6 +22,7 @@ struct StepReport {
   uint64_t chunks = 0;
   uint64_t bytes = 0;
   uint64_t stored_bytes = 0;
+  uint64_t shared_chunks = 0;  // chunks verified already for another step of this run
   std::vector<std::string> errors;  // one per damaged entry (or the metadata)
 };
 
@@ -53,7 +56,20 @@ class Progress {
   std::chrono::steady_clock::time_point last_;
 };
 
-void VerifyStep(StoreReader& reader, int64_t step, Progress& progress, StepReport* r) {
+// Where a chunk is stored: (step, save id, rank, item, chunk).
+using ChunkId = std::tuple<int64_t, uint64_t, uint32_t, uint32_t, uint32_t>;
+
+// What this run found of every chunk it read: a chunk that several steps
+// share (deduplication) is read and verified once, and its outcome counted
+// for every step using it.
+using Verdicts = std::map<ChunkId, Status>;
+
+ChunkId IdOf(const StepMetadata& md, const StoredPiece& p, uint32_t c) {
+  const ChunkLocation at = p.LocateChunk(md.step, md.save_id, c);
+  return ChunkId{at.step, at.save_id, at.key.rank, at.key.item, at.chunk};
+}
+
+void VerifyStep(StoreReader& reader, int64_t step, Progress& progress, Verdicts& verdicts, StepReport* r) {
   r->step = step;
   auto md = reader.ReadMetadata(step);
   if (!md.ok()) {
@@ -70,21 +86,49 @@ void VerifyStep(StoreReader& reader, int64_t step, Progress& progress, StepRepor
     for (const StoredPiece& p : e.pieces) {
       if (p.nbytes == 0 || !bad.ok()) continue;
       // Whole chunks per window, so that every chunk is read once.
-      const uint64_t window = std::max<uint64_t>(p.chunk_bytes, kReadWindow / p.chunk_bytes * p.chunk_bytes);
-      const uint64_t want = std::min<uint64_t>(window, p.nbytes);
+      const uint64_t per_window = std::max<uint64_t>(1, kReadWindow / p.chunk_bytes);
+      const uint64_t want = std::min<uint64_t>(per_window * p.chunk_bytes, p.nbytes);
       if (buf_size < want) {
         buf.reset(new char[want]);
         buf_size = want;
       }
-      for (uint64_t off = 0; off < p.nbytes && bad.ok(); off += window) {
-        ReadItem item{e.fqn, p, off, std::min<uint64_t>(window, p.nbytes - off), buf.get(), {}};
+      // Reads chunks [first, last) in one call; OK when all verify.
+      auto read = [&](uint32_t first, uint32_t last) -> Status {
+        const uint64_t off = uint64_t{first} * p.chunk_bytes;
+        const uint64_t end = std::min<uint64_t>(uint64_t{last} * p.chunk_bytes, p.nbytes);
+        ReadItem item{e.fqn, p, off, end - off, buf.get(), {}};
         auto rs = reader.Read(*md, {item});
-        if (!rs.ok()) {
-          bad = rs.status();
-          break;
-        }
+        if (!rs.ok()) return rs.status();
         r->chunks += rs->chunks_read;
         progress.Advance(rs->stored_bytes_read, step);
+        return Status::OK();
+      };
+      for (uint32_t c = 0; c < p.num_chunks && bad.ok();) {
+        auto seen = verdicts.find(IdOf(*md, p, c));
+        if (seen != verdicts.end()) {  // shared with a step verified before
+          r->chunks++;
+          r->shared_chunks++;
+          if (!seen->second.ok()) {
+            bad = Status::DataLoss("entry '" + e.fqn + "' chunk " + std::to_string(c) +
+                                   " (shared with another step): " + seen->second.message());
+          }
+          ++c;
+          continue;
+        }
+        uint32_t last = c + 1;  // the window: chunks not seen yet
+        while (last < p.num_chunks && last - c < per_window && verdicts.count(IdOf(*md, p, last)) == 0) ++last;
+        Status st = read(c, last);
+        if (st.ok()) {
+          for (uint32_t k = c; k < last; ++k) verdicts.emplace(IdOf(*md, p, k), Status::OK());
+        } else {
+          // Chunk by chunk, so that each shared chunk's verdict is its own.
+          for (uint32_t k = c; k < last; ++k) {
+            Status one = read(k, k + 1);
+            verdicts.emplace(IdOf(*md, p, k), one);
+            if (!one.ok() && bad.ok()) bad = one;
+          }
+        }
+        c = last;
       }
     }
     if (!bad.ok()) r->errors.push_back(bad.ToString());
@@ -112,7 +156,8 @@ Status Verify(StoreReader& reader, const VerifyOptions& options, std::ostream& o
   std::vector<StepReport> reports(steps.size());
   {
     Progress progress(options.progress, progress_out, total);
-    for (size_t i = 0; i < steps.size(); ++i) VerifyStep(reader, steps[i], progress, &reports[i]);
+    Verdicts verdicts;
+    for (size_t i = 0; i < steps.size(); ++i) VerifyStep(reader, steps[i], progress, verdicts, &reports[i]);
   }
   std::vector<RecordDamage> records;
   if (options.steps.empty()) {
@@ -133,7 +178,8 @@ Status Verify(StoreReader& reader, const VerifyOptions& options, std::ostream& o
       const StepReport& r = reports[i];
       out << (i ? ",\n " : "\n ") << "{\"step\": " << r.step << ", \"ok\": " << (r.errors.empty() ? "true" : "false")
           << ", \"entries\": " << r.entries << ", \"chunks\": " << r.chunks << ", \"bytes\": " << r.bytes
-          << ", \"stored_bytes\": " << r.stored_bytes << ", \"errors\": [";
+          << ", \"stored_bytes\": " << r.stored_bytes << ", \"shared_chunks\": " << r.shared_chunks
+          << ", \"errors\": [";
       for (size_t k = 0; k < r.errors.size(); ++k) out << (k ? ", " : "") << JsonString(r.errors[k]);
       out << "]}";
     }
@@ -151,7 +197,9 @@ Status Verify(StoreReader& reader, const VerifyOptions& options, std::ostream& o
     for (const StepReport& r : reports) {
       if (r.errors.empty()) {
         out << "step " << r.step << ": ok (" << r.entries << " entries, " << r.chunks << " chunks, "
-            << HumanBytes(r.stored_bytes) << ")\n";
+            << HumanBytes(r.stored_bytes);
+        if (r.shared_chunks > 0) out << ", " << r.shared_chunks << " chunks shared with steps verified before";
+        out << ")\n";
       } else {
         out << "step " << r.step << ": DAMAGED\n";
         for (const std::string& e : r.errors) out << "  " << e << "\n";

@@ -1,0 +1,92 @@
+#include "store/shared_chunks.h"
+
+#include <algorithm>
+
+#include "format/keys.h"
+
+namespace ckptdb {
+
+std::vector<KeyRange> MergeRanges(std::vector<KeyRange> ranges) {
+  std::sort(ranges.begin(), ranges.end());
+  std::vector<KeyRange> out;
+  for (KeyRange& r : ranges) {
+    if (r.first >= r.second) continue;
+    if (!out.empty() && r.first <= out.back().second) {
+      out.back().second = std::max(out.back().second, r.second);
+    } else {
+      out.push_back(std::move(r));
+    }
+  }
+  return out;
+}
+
+std::vector<KeyRange> SubtractRanges(const std::vector<KeyRange>& from, const std::vector<KeyRange>& cut) {
+  std::vector<KeyRange> out;
+  size_t c = 0;
+  for (const KeyRange& r : from) {
+    std::string begin = r.first;
+    while (c < cut.size() && cut[c].second <= begin) ++c;
+    size_t k = c;
+    while (k < cut.size() && cut[k].first < r.second) {
+      if (cut[k].first > begin) out.emplace_back(begin, cut[k].first);
+      begin = std::max(begin, cut[k].second);
+      ++k;
+    }
+    if (begin < r.second) out.emplace_back(begin, r.second);
+  }
+  return out;
+}
+
+void AddReferencedRanges(const StepMetadata& m, const std::set<int64_t>& steps, std::vector<KeyRange>* out) {
+  for (const EntryMetadata& e : m.entries) {
+    for (const StoredPiece& p : e.pieces) {
+      for (const ChunkReference& r : p.references) {
+        if (steps.count(r.step) == 0) continue;
+        // chunk + count <= 2^32 - 1 (validated), so the end key is exact.
+        out->emplace_back(EncodeDataKey(DataKey{r.step, r.save_id, r.key.rank, r.key.item, r.chunk}),
+                          EncodeDataKey(DataKey{r.step, r.save_id, r.key.rank, r.key.item, r.chunk + r.count}));
+      }
+    }
+  }
+}
+
+std::vector<KeyRange> DataRangesToDrop(const std::set<int64_t>& deleted, const SharedChunkView& view) {
+  std::vector<KeyRange> drop;
+  std::set<int64_t> touched = deleted;  // steps whose data keys may be dropped
+  for (int64_t s : deleted) drop.emplace_back(DataSaveBegin(s, 0), DataSaveEnd(s, UINT64_MAX));
+  // Saves the deleted steps referred to, left over from steps deleted
+  // before (no committed step owns them any more): their chunks go with the
+  // last step using them.
+  for (const auto& [s, refs] : view.deleted_refs) {
+    if (!refs) continue;  // unknown: whatever it referred to stays (the safe side)
+    for (const SaveRef& t : *refs) {
+      if (deleted.count(t.step) > 0) continue;
+      const std::optional<uint64_t> owner = view.kept_save_id(t.step);
+      if (owner && *owner == t.save_id) continue;  // a step that stays owns it
+      drop.emplace_back(DataSaveBegin(t.step, t.save_id), DataSaveEnd(t.step, t.save_id));
+      touched.insert(t.step);
+    }
+  }
+  // What the steps that stay refer to within those saves is kept.
+  std::vector<KeyRange> keep;
+  for (const auto& [k, refs] : view.kept_refs) {
+    if (!refs) return {};  // unknown references: drop no data at all
+    std::set<int64_t> steps;
+    for (const SaveRef& t : *refs) {
+      if (touched.count(t.step) > 0) steps.insert(t.step);
+    }
+    if (steps.empty()) continue;
+    StatusOr<StepMetadata> md = view.metadata_of(k);
+    if (!md.ok()) {
+      // Its exact chunks are unknown: keep the whole saves it refers to.
+      for (const SaveRef& t : *refs) {
+        if (steps.count(t.step) > 0) keep.emplace_back(DataSaveBegin(t.step, t.save_id), DataSaveEnd(t.step, t.save_id));
+      }
+      continue;
+    }
+    AddReferencedRanges(*md, steps, &keep);
+  }
+  return SubtractRanges(MergeRanges(std::move(drop)), MergeRanges(std::move(keep)));
+}
+
+}  // namespace ckptdb

@@ -1,0 +1,61 @@
+// Deleting steps whose chunks other steps share (deduplication, store
+// format 3): which data key ranges a delete may drop. A pure function of
+// what the store records, so that it is tested apart from RocksDB.
+//
+// The rule (proto/FORMAT.md, "Deleting shared chunks"): a delete drops every
+// data key of the deleted steps (all their save attempts), and of the save
+// attempts they referred to that no committed step owns any more, except the
+// chunks that a step which stays refers to. Nothing else is ever dropped, so
+// every step that stays keeps every chunk it refers to.
+#ifndef CKPTDB_SRC_SHARED_CHUNKS_H_
+#define CKPTDB_SRC_SHARED_CHUNKS_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ckptdb/metadata.h"
+#include "ckptdb/status.h"
+#include "format/step_records.h"
+
+namespace ckptdb {
+
+// [begin, end) of data keys.
+using KeyRange = std::pair<std::string, std::string>;
+
+struct SharedChunkView {
+  // Every committed step that stays after the delete (the step being
+  // committed included) -> the saves it refers to (its R record); nullopt
+  // when that record and the step's metadata are both unreadable.
+  std::map<int64_t, std::optional<std::vector<SaveRef>>> kept_refs;
+  // The saves each deleted step refers to (nullopt: unknown).
+  std::map<int64_t, std::optional<std::vector<SaveRef>>> deleted_refs;
+  // The save id of a step that stays committed, nullopt for any other step.
+  std::function<std::optional<uint64_t>(int64_t step)> kept_save_id;
+  // The metadata of a step that stays (to find its exact chunk references).
+  std::function<StatusOr<StepMetadata>(int64_t step)> metadata_of;
+};
+
+// The key ranges that deleting `deleted` drops, sorted and disjoint, with
+// the chunks that kept steps refer to cut out. When a kept step's
+// references cannot be known (damaged records), the data of every save it
+// might refer to is kept whole.
+std::vector<KeyRange> DataRangesToDrop(const std::set<int64_t>& deleted, const SharedChunkView& view);
+
+// The data keys of the chunks `m`'s references point to, within the saves
+// of `steps`, as ranges (unsorted).
+void AddReferencedRanges(const StepMetadata& m, const std::set<int64_t>& steps, std::vector<KeyRange>* out);
+
+// `ranges` sorted and merged where they touch or overlap.
+std::vector<KeyRange> MergeRanges(std::vector<KeyRange> ranges);
+// What of `from` (merged) lies outside `cut` (merged).
+std::vector<KeyRange> SubtractRanges(const std::vector<KeyRange>& from, const std::vector<KeyRange>& cut);
+
+}  // namespace ckptdb
+
+#endif  // CKPTDB_SRC_SHARED_CHUNKS_H_
