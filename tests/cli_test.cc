@@ -102,9 +102,10 @@ TEST_F(CliTest, LsListsStepsWithTags) {
   CliRun r = Ckptdb("ls " + store_);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(MaskTimes(r.out),
-            "STEP  CREATED               WORLD  ENTRIES  BYTES     STORED    TAGS\n"
+            "STEP  CREATED               WORLD  ENTRIES  BYTES     ADDED     TAGS\n"
             "4     YYYY-MM-DDTHH:MM:SSZ  1      8        39.2 KiB  39.3 KiB\n"
-            "12    YYYY-MM-DDTHH:MM:SSZ  1      8        39.1 KiB  39.3 KiB  best\n");
+            // counter, layer.bias and emb are unchanged: step 12 shares them.
+            "12    YYYY-MM-DDTHH:MM:SSZ  1      8        39.1 KiB  131 B     best\n");
   CliRun j = Ckptdb("ls " + store_ + " --json");
   ASSERT_EQ(j.code, 0) << j.out;
   EXPECT_EQ(MaskTimes(j.out),
@@ -112,7 +113,7 @@ TEST_F(CliTest, LsListsStepsWithTags) {
             " {\"step\": 4, \"created\": \"YYYY-MM-DDTHH:MM:SSZ\", \"created_unix_ms\": MS, \"world_size\": 1, "
             "\"entries\": 8, \"bytes\": 40093, \"stored_bytes\": 40237, \"tags\": []},\n"
             " {\"step\": 12, \"created\": \"YYYY-MM-DDTHH:MM:SSZ\", \"created_unix_ms\": MS, \"world_size\": 1, "
-            "\"entries\": 8, \"bytes\": 40089, \"stored_bytes\": 40233, \"tags\": [\"best\"]}\n"
+            "\"entries\": 8, \"bytes\": 40089, \"stored_bytes\": 131, \"tags\": [\"best\"]}\n"
             "]\n");
 }
 
@@ -132,23 +133,24 @@ TEST_F(CliTest, LsStepListsEntriesAndShards) {
   CliRun s = Ckptdb("ls " + store_ + " best --shards");
   ASSERT_EQ(s.code, 0) << s.out;
   EXPECT_EQ(s.out,
-            "FQN           SHARD  OFFSETS  SIZES   RANK  ITEM  CHUNKS  BYTES     STORED\n"
-            "layer.weight  0      [0, 0]   [2, 3]  0     0     1       24 B      40 B\n"
-            "layer.bias    0      [0]      [3]     0     1     1       6 B       22 B\n"
-            "counter       0      [0]      [5000]  0     2     1       39.1 KiB  39.1 KiB\n"
-            "step          0      []       []      0     3     1       8 B       24 B\n"
-            "meta          0      [0]      [12]    0     4     1       12 B      28 B\n"
-            "emb           0      [0, 0]   [2, 2]  0     5     1       16 B      32 B\n"
-            "emb           1      [2, 0]   [2, 2]  0     6     1       16 B      32 B\n"
-            "mask          0      [0]      [3]     0     7     1       3 B       19 B\n"
-            "new.entry     0      [0]      [2]     0     8     1       4 B       20 B\n");
+            "FQN           SHARD  OFFSETS  SIZES   RANK  ITEM  CHUNKS  SHARED  BYTES     ADDED\n"
+            "layer.weight  0      [0, 0]   [2, 3]  0     0     1       0       24 B      40 B\n"
+            "layer.bias    0      [0]      [3]     0     1     1       1       6 B       0 B\n"
+            "counter       0      [0]      [5000]  0     2     1       1       39.1 KiB  0 B\n"
+            "step          0      []       []      0     3     1       0       8 B       24 B\n"
+            "meta          0      [0]      [12]    0     4     1       0       12 B      28 B\n"
+            "emb           0      [0, 0]   [2, 2]  0     5     1       1       16 B      0 B\n"
+            "emb           1      [2, 0]   [2, 2]  0     6     1       1       16 B      0 B\n"
+            "mask          0      [0]      [3]     0     7     1       0       3 B       19 B\n"
+            "new.entry     0      [0]      [2]     0     8     1       0       4 B       20 B\n");
   CliRun j = Ckptdb("ls " + store_ + " latest --json --shards");
   ASSERT_EQ(j.code, 0) << j.out;
   EXPECT_NE(j.out.find("{\"fqn\": \"emb\", \"kind\": \"sharded_tensor\", \"dtype\": \"f32\", \"shape\": [4,2], "
-                       "\"shards\": 2, \"bytes\": 32, \"stored_bytes\": 64, \"pieces\": [{\"offsets\": [0,0], "
+                       "\"shards\": 2, \"bytes\": 32, \"stored_bytes\": 0, \"pieces\": [{\"offsets\": [0,0], "
                        "\"sizes\": [2,2], \"rank\": 0, \"item\": 5, \"chunks\": 1, \"chunk_bytes\": 4194304, "
-                       "\"bytes\": 16, \"stored_bytes\": 32}, {\"offsets\": [2,0], \"sizes\": [2,2], \"rank\": 0, "
-                       "\"item\": 6, \"chunks\": 1, \"chunk_bytes\": 4194304, \"bytes\": 16, \"stored_bytes\": 32}]}"),
+                       "\"bytes\": 16, \"stored_bytes\": 0, \"shared_chunks\": 1}, {\"offsets\": [2,0], \"sizes\": [2,2], \"rank\": 0, "
+                       "\"item\": 6, \"chunks\": 1, \"chunk_bytes\": 4194304, \"bytes\": 16, \"stored_bytes\": 0, "
+                       "\"shared_chunks\": 1}]}"),
             std::string::npos)
       << j.out;
 }
@@ -221,15 +223,18 @@ TEST_F(CliTest, InfoSummarisesTheStore) {
   ASSERT_EQ(r.code, 0) << r.out;
   for (const char* line : {"store        ", "steps        2 (first 4, latest 12)\n", "tags         best=12\n",
                            "bytes        78.3 KiB (tensor and bytes entries of every step)\n",
-                           "stored       78.6 KiB (chunk values as stored)\n",
-                           "compression  1.00x (bytes / stored)\n", "sst files    ", "live data    ",
+                           "distinct     39.2 KiB (raw bytes of the distinct chunks the steps use)\n",
+                           "dedup        2.00x (bytes / distinct: shared between steps)\n",
+                           "stored       39.4 KiB (chunk values the steps added, as stored)\n",
+                           "compression  0.99x (the steps' own raw chunks / stored)\n", "sst files    ", "live data    ",
                            "wal          ", "staging      0 directories"}) {
     EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
   }
   CliRun j = Ckptdb("info " + store_ + " --json");
   ASSERT_EQ(j.code, 0) << j.out;
   EXPECT_NE(j.out.find("\"steps\": 2, \"first_step\": 4, \"latest_step\": 12, \"tags\": {\"best\": 12}, "
-                       "\"bytes\": 80182, \"stored_bytes\": 80470, \"compression_ratio\": 1.00, \"disk_bytes\": "),
+                       "\"bytes\": 80182, \"distinct_bytes\": 40144, \"dedup_ratio\": 2.00, \"stored_bytes\": 40368, "
+                       "\"compression_ratio\": 0.99, \"disk_bytes\": "),
             std::string::npos)
       << j.out;
   for (const char* key : {"\"sst_files\": ", "\"sst_bytes\": ", "\"sst_files_per_level\": [", "\"live_data_bytes\": ",
@@ -243,18 +248,18 @@ TEST_F(CliTest, VerifyReadsEveryChunk) {
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(r.out,
             "step 4: ok (8 entries, 9 chunks, 39.3 KiB)\n"
-            "step 12: ok (8 entries, 9 chunks, 39.3 KiB)\n"
-            "intact: 2 steps, 18 chunks, 78.6 KiB verified\n");
+            "step 12: ok (8 entries, 9 chunks, 131 B, 4 chunks shared with steps verified before)\n"
+            "intact: 2 steps, 18 chunks, 39.4 KiB verified\n");
   EXPECT_EQ(Ckptdb("verify " + store_ + " best").out,
-            "step 12: ok (8 entries, 9 chunks, 39.3 KiB)\nintact: 1 step, 9 chunks, 39.3 KiB verified\n");
+            "step 12: ok (8 entries, 9 chunks, 131 B)\nintact: 1 step, 9 chunks, 131 B verified\n");
   CliRun j = Ckptdb("verify " + store_ + " --all --json");
   EXPECT_EQ(j.code, 0);
   EXPECT_EQ(j.out,
             "{\"ok\": true, \"steps\": [\n"
             " {\"step\": 4, \"ok\": true, \"entries\": 8, \"chunks\": 9, \"bytes\": 40093, \"stored_bytes\": 40237, "
-            "\"errors\": []},\n"
-            " {\"step\": 12, \"ok\": true, \"entries\": 8, \"chunks\": 9, \"bytes\": 40089, \"stored_bytes\": 40233, "
-            "\"errors\": []}\n"
+            "\"shared_chunks\": 0, \"errors\": []},\n"
+            " {\"step\": 12, \"ok\": true, \"entries\": 8, \"chunks\": 9, \"bytes\": 40089, \"stored_bytes\": 131, "
+            "\"shared_chunks\": 4, \"errors\": []}\n"
             "]}\n");
 }
 
@@ -279,9 +284,14 @@ TEST_F(CliTest, VerifyReportsDamageAndExitsOne) {
   EXPECT_NE(r.out.find("step 4: DAMAGED\n  DataLoss: "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("entry 'counter' (step 4, rank 0 item 2) chunk 0 of 1: "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(".sst"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("step 12: ok"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("1 of 2 steps damaged"), std::string::npos) << r.out;
-  EXPECT_EQ(Ckptdb("verify " + store_ + " 12").code, 0);
+  // Step 12 shares counter's chunk (unchanged since step 4): it is damaged
+  // too, and says so.
+  EXPECT_NE(r.out.find("step 12: DAMAGED\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("entry 'counter' chunk 0 (shared with another step): "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2 of 2 steps damaged"), std::string::npos) << r.out;
+  CliRun alone = Ckptdb("verify " + store_ + " 12");
+  EXPECT_EQ(alone.code, 1);
+  EXPECT_NE(alone.out.find("(shared: stored with step 4, rank 0 item 2 chunk 0)"), std::string::npos) << alone.out;
   CliRun j = Ckptdb("verify " + store_ + " 4 --json", true);
   EXPECT_EQ(j.code, 1);
   EXPECT_EQ(j.out.rfind("{\"ok\": false, \"steps\": [\n {\"step\": 4, \"ok\": false, ", 0), 0u) << j.out;
@@ -450,9 +460,9 @@ TEST_F(CliTest, TagRmAndGcChangeTheStore) {
   EXPECT_EQ(Ckptdb("cat " + store_ + " best step").out, "step: i64 []\n7\n");
   EXPECT_EQ(Ckptdb("tag " + store_ + " --delete release-1").out, "deleted tag 'release-1' (it named step 4)\n");
   EXPECT_EQ(MaskTimes(Ckptdb("ls " + store_).out),
-            "STEP  CREATED               WORLD  ENTRIES  BYTES     STORED    TAGS\n"
+            "STEP  CREATED               WORLD  ENTRIES  BYTES     ADDED     TAGS\n"
             "4     YYYY-MM-DDTHH:MM:SSZ  1      8        39.2 KiB  39.3 KiB  best\n"
-            "12    YYYY-MM-DDTHH:MM:SSZ  1      8        39.1 KiB  39.3 KiB\n");
+            "12    YYYY-MM-DDTHH:MM:SSZ  1      8        39.1 KiB  131 B\n");
   {
     auto w = OpenStoreWriter(store_);
     ASSERT_TRUE(w.ok());
@@ -462,7 +472,7 @@ TEST_F(CliTest, TagRmAndGcChangeTheStore) {
   EXPECT_EQ(dry.code, 0) << dry.out;
   EXPECT_EQ(dry.out,
             "would sweep 0 failed save(s) and 0 staging dir(s)\n"
-            "would remove 2 steps (78.6 KiB): 12, 30\n"
+            "would remove 2 steps (131 B): 12, 30\n"
             "would keep 4 steps: 4, 20, 40, 50\n");
   EXPECT_EQ(StepsInStore(), (std::vector<int64_t>{4, 12, 20, 30, 40, 50}));
   CliRun gc = Ckptdb("gc " + store_ + " --keep-last 2 --keep-every 20 --json");
@@ -470,7 +480,7 @@ TEST_F(CliTest, TagRmAndGcChangeTheStore) {
   EXPECT_EQ(gc.out,
             "{\"dry_run\": false, \"failed_saves\": 0, \"staging_dirs\": 0, \"unaccounted_saves\": 0, "
             "\"removed_steps\": [12, 30], "
-            "\"removed_stored_bytes\": 80466, \"kept_steps\": [4, 20, 40, 50]}\n");
+            "\"removed_stored_bytes\": 131, \"kept_steps\": [4, 20, 40, 50]}\n");
   EXPECT_EQ(StepsInStore(), (std::vector<int64_t>{4, 20, 40, 50}));
   CliRun rm = Ckptdb("rm " + store_ + " best 40");
   EXPECT_EQ(rm.code, 0) << rm.out;
