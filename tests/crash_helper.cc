@@ -2,9 +2,15 @@
 // "crashes" (exits with code 42, no cleanup) after the step's SST files were
 // ingested and before its metadata reaches the write-ahead log. The crash
 // test runs it as a separate process and then inspects the store.
+//
+// ckptdb_crash_helper --dedup STORE N: runs DedupScenario (deduplicated
+// saves, a delete, a commit with retention, a prune and a sweep) and crashes
+// at its N-th file write (exit 42); exits 0 when the scenario ends first.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+
+#include "dedup_scenario.h"
 
 #include "fault_injection_fs.h"
 #include "store/rocksdb_store_internal.h"
@@ -29,7 +35,20 @@ class CrashBeforeCommit : public FaultyWriter {
 
 }  // namespace
 
+int RunDedupScenario(const char* store, int64_t crash_at) {
+  auto fs = std::make_shared<FaultInjectionFS>();
+  auto env = FaultInjectionFS::MakeEnv(fs);
+  fs->writes_before_crash = crash_at;
+  Status st = DedupScenario(store, env.get());
+  if (!st.ok()) {
+    std::fprintf(stderr, "dedup scenario failed: %s\n", st.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc == 4 && std::string(argv[1]) == "--dedup") return RunDedupScenario(argv[2], std::atoll(argv[3]));
   if (argc != 3) {
     std::fprintf(stderr, "usage: ckptdb_crash_helper STORE STEP\n");
     return 2;

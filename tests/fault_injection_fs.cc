@@ -34,6 +34,38 @@ class WalFile : public rocksdb::FSWritableFileOwnerWrapper {
   FaultInjectionFS* fs_;
 };
 
+// Every write of any file counts towards FaultInjectionFS::writes_before_crash.
+class CountedFile : public rocksdb::FSWritableFileOwnerWrapper {
+ public:
+  CountedFile(std::unique_ptr<rocksdb::FSWritableFile>&& f, FaultInjectionFS* fs)
+      : rocksdb::FSWritableFileOwnerWrapper(std::move(f)), fs_(fs) {}
+  rocksdb::IOStatus Append(const rocksdb::Slice& data, const rocksdb::IOOptions& o,
+                           rocksdb::IODebugContext* dbg) override {
+    fs_->CountWrite();
+    return target()->Append(data, o, dbg);
+  }
+  rocksdb::IOStatus Append(const rocksdb::Slice& data, const rocksdb::IOOptions& o,
+                           const rocksdb::DataVerificationInfo& v, rocksdb::IODebugContext* dbg) override {
+    fs_->CountWrite();
+    return target()->Append(data, o, v, dbg);
+  }
+  rocksdb::IOStatus Sync(const rocksdb::IOOptions& o, rocksdb::IODebugContext* dbg) override {
+    fs_->CountWrite();
+    return target()->Sync(o, dbg);
+  }
+  rocksdb::IOStatus Fsync(const rocksdb::IOOptions& o, rocksdb::IODebugContext* dbg) override {
+    fs_->CountWrite();
+    return target()->Fsync(o, dbg);
+  }
+  rocksdb::IOStatus Close(const rocksdb::IOOptions& o, rocksdb::IODebugContext* dbg) override {
+    fs_->CountWrite();
+    return target()->Close(o, dbg);
+  }
+
+ private:
+  FaultInjectionFS* fs_;
+};
+
 bool EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
@@ -45,7 +77,31 @@ rocksdb::IOStatus FaultInjectionFS::NewWritableFile(const std::string& fname, co
                                                     rocksdb::IODebugContext* dbg) {
   rocksdb::IOStatus s = target()->NewWritableFile(fname, opts, result, dbg);
   if (s.ok() && EndsWith(fname, ".log")) result->reset(new WalFile(std::move(*result), this));
+  if (s.ok()) result->reset(new CountedFile(std::move(*result), this));
   return s;
+}
+
+void FaultInjectionFS::CountWrite() {
+  if (writes_before_crash.load() < 0) return;
+  if (writes_before_crash.fetch_sub(1) == 0) _exit(kCrashExitCode);
+}
+
+rocksdb::IOStatus FaultInjectionFS::RenameFile(const std::string& s, const std::string& t,
+                                               const rocksdb::IOOptions& o, rocksdb::IODebugContext* dbg) {
+  CountWrite();
+  return target()->RenameFile(s, t, o, dbg);
+}
+
+rocksdb::IOStatus FaultInjectionFS::LinkFile(const std::string& s, const std::string& t,
+                                             const rocksdb::IOOptions& o, rocksdb::IODebugContext* dbg) {
+  CountWrite();
+  return target()->LinkFile(s, t, o, dbg);
+}
+
+rocksdb::IOStatus FaultInjectionFS::DeleteFile(const std::string& f, const rocksdb::IOOptions& o,
+                                               rocksdb::IODebugContext* dbg) {
+  CountWrite();
+  return target()->DeleteFile(f, o, dbg);
 }
 
 std::unique_ptr<rocksdb::Env> FaultInjectionFS::MakeEnv(const std::shared_ptr<FaultInjectionFS>& fs) {

@@ -24,6 +24,20 @@ class FaultInjectionFS : public rocksdb::FileSystemWrapper {
   // error, or end the process at once with kCrashExitCode (no destructors,
   // no flushes: like a power cut after everything before it was synced).
   std::atomic<Action> wal_append{Action::kNone};
+  // When >= 0: the number of file writes (appends, syncs and closes of any
+  // file written, renames, links and deletions) that still go through; the
+  // next one ends the process as kCrash does. For crash tests that stop a
+  // sequence of saves and deletes between any two of its writes.
+  std::atomic<int64_t> writes_before_crash{-1};
+  // Counts a write; crashes when writes_before_crash runs out.
+  void CountWrite();
+
+  rocksdb::IOStatus RenameFile(const std::string& s, const std::string& t, const rocksdb::IOOptions& o,
+                               rocksdb::IODebugContext* dbg) override;
+  rocksdb::IOStatus LinkFile(const std::string& s, const std::string& t, const rocksdb::IOOptions& o,
+                             rocksdb::IODebugContext* dbg) override;
+  rocksdb::IOStatus DeleteFile(const std::string& f, const rocksdb::IOOptions& o,
+                               rocksdb::IODebugContext* dbg) override;
 
   rocksdb::IOStatus NewWritableFile(const std::string& fname, const rocksdb::FileOptions& opts,
                                     std::unique_ptr<rocksdb::FSWritableFile>* result,
