@@ -1,0 +1,91 @@
+// The delete rule for shared chunks (src/store/shared_chunks.h) on its own:
+// which data ranges a delete drops, given what the kept steps refer to.
+#include <gtest/gtest.h>
+
+#include "format/keys.h"
+#include "store/shared_chunks.h"
+
+namespace ckptdb {
+namespace {
+
+KeyRange R(const std::string& a, const std::string& b) { return {a, b}; }
+
+TEST(SharedChunks, SubtractCutsOutEveryKeptRange) {
+  std::vector<KeyRange> from = {R("a", "f"), R("h", "k")};
+  EXPECT_EQ(SubtractRanges(from, {}), from);
+  EXPECT_EQ(SubtractRanges(from, {R("b", "c"), R("d", "i")}),
+            (std::vector<KeyRange>{R("a", "b"), R("c", "d"), R("i", "k")}));
+  EXPECT_EQ(SubtractRanges(from, {R("a", "z")}), std::vector<KeyRange>{});
+  EXPECT_EQ(MergeRanges({R("c", "d"), R("a", "b"), R("b", "c"), R("x", "x")}), (std::vector<KeyRange>{R("a", "d")}));
+}
+
+StepMetadata WithReference(int64_t step, const ChunkReference& r) {
+  StepMetadata m;
+  m.step = step;
+  EntryMetadata e;
+  e.fqn = "w";
+  StoredPiece p;
+  p.num_chunks = r.first + r.count;
+  p.references = {r};
+  e.pieces.push_back(p);
+  m.entries.push_back(e);
+  return m;
+}
+
+std::string Key(int64_t step, uint64_t id, uint32_t item, uint32_t chunk) {
+  return EncodeDataKey(DataKey{step, id, 0, item, chunk});
+}
+
+TEST(SharedChunks, ADeleteKeepsExactlyTheChunksKeptStepsReferTo) {
+  // Step 1 (save 11) holds chunks 0..9 of item 0; step 2 refers to 2..4.
+  const StepMetadata m2 = WithReference(2, ChunkReference{0, 3, 1, 11, StorageKey{0, 0}, 2});
+  SharedChunkView view;
+  view.kept_refs[2] = std::vector<SaveRef>{{1, 11}};
+  view.kept_save_id = [](int64_t s) -> std::optional<uint64_t> {
+    return s == 2 ? std::optional<uint64_t>(22) : std::nullopt;
+  };
+  view.metadata_of = [&](int64_t s) -> StatusOr<StepMetadata> {
+    if (s == 2) return m2;
+    return Status::NotFound("no");
+  };
+  std::vector<KeyRange> drop = DataRangesToDrop({1}, view);
+  EXPECT_EQ(drop, (std::vector<KeyRange>{R(DataSaveBegin(1, 0), Key(1, 11, 0, 2)),
+                                        R(Key(1, 11, 0, 5), DataSaveEnd(1, UINT64_MAX))}));
+  // Its metadata unreadable: the whole save it refers to is kept.
+  view.metadata_of = [](int64_t) -> StatusOr<StepMetadata> { return Status::DataLoss("damaged"); };
+  EXPECT_EQ(DataRangesToDrop({1}, view), (std::vector<KeyRange>{R(DataSaveBegin(1, 0), DataSaveBegin(1, 11)),
+                                                               R(DataSaveEnd(1, 11), DataSaveEnd(1, UINT64_MAX))}));
+  // What it refers to unknown (its records damaged): nothing is dropped.
+  view.kept_refs[2] = std::nullopt;
+  EXPECT_TRUE(DataRangesToDrop({1}, view).empty());
+}
+
+TEST(SharedChunks, TheLastStepUsingAChunkOfADeletedStepTakesItAlong) {
+  // Step 1 was deleted before; step 2 (being deleted) and step 3 (kept)
+  // refer to its save 11: chunks 0..3 and 2..3.
+  const StepMetadata m3 = WithReference(3, ChunkReference{0, 2, 1, 11, StorageKey{0, 0}, 2});
+  SharedChunkView view;
+  view.deleted_refs[2] = std::vector<SaveRef>{{1, 11}};
+  view.kept_refs[3] = std::vector<SaveRef>{{1, 11}};
+  view.kept_save_id = [](int64_t s) -> std::optional<uint64_t> {
+    return s == 3 ? std::optional<uint64_t>(33) : std::nullopt;
+  };
+  view.metadata_of = [&](int64_t) -> StatusOr<StepMetadata> { return m3; };
+  EXPECT_EQ(DataRangesToDrop({2}, view),
+            (std::vector<KeyRange>{R(DataSaveBegin(1, 11), Key(1, 11, 0, 2)), R(Key(1, 11, 0, 4), DataSaveEnd(1, 11)),
+                                   R(DataSaveBegin(2, 0), DataSaveEnd(2, UINT64_MAX))}));
+  // Once step 3 goes too, save 11's chunks go with it.
+  view.kept_refs.clear();
+  view.deleted_refs[3] = std::vector<SaveRef>{{1, 11}};
+  EXPECT_EQ(DataRangesToDrop({2, 3}, view),
+            (std::vector<KeyRange>{R(DataSaveBegin(1, 11), DataSaveEnd(1, 11)),
+                                   R(DataSaveBegin(2, 0), DataSaveEnd(3, UINT64_MAX))}));
+  // A referred save that a kept step owns is never dropped.
+  view.kept_save_id = [](int64_t s) -> std::optional<uint64_t> {
+    return s == 1 ? std::optional<uint64_t>(11) : std::nullopt;
+  };
+  EXPECT_EQ(DataRangesToDrop({2, 3}, view), (std::vector<KeyRange>{R(DataSaveBegin(2, 0), DataSaveEnd(3, UINT64_MAX))}));
+}
+
+}  // namespace
+}  // namespace ckptdb
