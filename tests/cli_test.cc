@@ -472,7 +472,7 @@ TEST_F(CliTest, TagRmAndGcChangeTheStore) {
   EXPECT_EQ(dry.code, 0) << dry.out;
   EXPECT_EQ(dry.out,
             "would sweep 0 failed save(s) and 0 staging dir(s)\n"
-            "would remove 2 steps (131 B): 12, 30\n"
+            "would remove 2 steps (they added 131 B): 12, 30\n"
             "would keep 4 steps: 4, 20, 40, 50\n");
   EXPECT_EQ(StepsInStore(), (std::vector<int64_t>{4, 12, 20, 30, 40, 50}));
   CliRun gc = Ckptdb("gc " + store_ + " --keep-last 2 --keep-every 20 --json");

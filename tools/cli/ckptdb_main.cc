@@ -233,6 +233,11 @@ const char kGcHelp[] =
     "kept when it is one of the newest K (--keep-last), when its number is a\n"
     "multiple of M (--keep-every), or when it has a tag; the newest step is\n"
     "always kept. Without --keep-last and --keep-every no step is removed.\n"
+    "\n"
+    "Chunks that a kept step shares with a removed one (unchanged since) stay;\n"
+    "the rest of the removed steps' data goes, and a file's space comes back\n"
+    "once none of its chunks is used (the bytes printed are what the removed\n"
+    "steps added to the store, an upper bound on what is freed).\n"
     "\n" WRITE_TEXT
     "\n"
     "options:\n"

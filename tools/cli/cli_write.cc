@@ -132,7 +132,8 @@ Status CollectGarbage(const std::string& store, const GcOptions& options, std::o
     out << "every step is kept\n";
   } else {
     out << verb << (options.dry_run ? "remove " : "removed ") << pruned->size()
-        << (pruned->size() == 1 ? " step (" : " steps (") << HumanBytes(freed) << "): " << JoinSteps(*pruned) << "\n";
+        << (pruned->size() == 1 ? " step (it added " : " steps (they added ") << HumanBytes(freed)
+        << "): " << JoinSteps(*pruned) << "\n";
   }
   out << (options.dry_run ? "would keep " : "kept ") << kept.size() << (kept.size() == 1 ? " step" : " steps")
       << (kept.empty() ? "" : ": " + JoinSteps(kept)) << "\n";
