@@ -11,7 +11,10 @@
 #include <vector>
 
 #include "ckptdb/ckptdb.h"
+#include <rocksdb/db.h>
+
 #include "format/chunk_codec.h"
+#include "format/keys.h"
 #include "store/sst_chunk_writer.h"
 #include "test_util.h"
 #include "thread_communicator.h"
@@ -403,6 +406,107 @@ TEST_F(DedupTest, ASaveWhoseSharedStepWasDeletedMeanwhileIsRefused) {
   EXPECT_EQ(testing::CountDataKeys(store_), 0u);
   auto r = OpenStoreReader(store_);
   EXPECT_EQ((*r)->ListSteps()->size(), 0u);
+}
+
+}  // namespace
+}  // namespace ckptdb
+
+namespace ckptdb {
+namespace {
+
+// Reads or replaces one record of a store directly (no writer open).
+std::string RawGet(const std::string& store, const std::string& key) {
+  rocksdb::DB* db = nullptr;
+  EXPECT_TRUE(rocksdb::DB::OpenForReadOnly(rocksdb::Options(), store + "/db", &db).ok());
+  std::string v;
+  EXPECT_TRUE(db->Get(rocksdb::ReadOptions(), key, &v).ok()) << "no such key";
+  delete db;
+  return v;
+}
+void RawPut(const std::string& store, const std::string& key, const std::string& value) {
+  rocksdb::DB* db = nullptr;
+  ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), store + "/db", &db).ok());
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  ASSERT_TRUE(db->Put(wo, key, value).ok());
+  ASSERT_TRUE(db->Flush(rocksdb::FlushOptions()).ok());
+  delete db;
+}
+
+class DedupDamageTest : public DedupTest {
+ protected:
+  // Steps 2 and 3; step 3 shares every chunk of "frozen" with step 2.
+  void SaveTwoSharingSteps() {
+    for (int64_t step : {2, 3}) {
+      StateDict sd;
+      ASSERT_OK(sd.Add("frozen", frozen_));
+      ASSERT_OK(sd.Add("adapter", PatternTensor(DType::kF32, {16, 1024}, 70 + static_cast<uint32_t>(step))));
+      SaveStep(sd, step);
+    }
+    ASSERT_GT(Metadata(3).entries.at(0).pieces.at(0).referenced_chunks(), 0u);
+  }
+  Tensor frozen_ = PatternTensor(DType::kBF16, {128, 1024}, 71);
+};
+
+TEST_F(DedupDamageTest, VerifyChecksEveryRecordOfAStoreWithSharedChunks) {
+  SaveTwoSharingSteps();
+  {
+    auto w = OpenStoreWriter(store_, Options());
+    ASSERT_TRUE((*w)->Tag(2, "best").ok());
+  }
+  RawPut(store_, TagKey("best"), "not a tag value");
+  RawPut(store_, ReferencesKey(3), "not a references record");
+  testing::CommandResult r = testing::RunCommand(std::string(CKPTDB_CLI) + " verify " + store_ + " 2>&1");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("tag 'best': DAMAGED"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("references of step 3: DAMAGED"), std::string::npos) << r.out;
+}
+
+TEST_F(DedupDamageTest, ADeleteNeverDropsTheDataOfAStepWhoseRecordsAreDamaged) {
+  SaveTwoSharingSteps();
+  // Step 2's metadata and summary unreadable: it may own any save of its
+  // number, so deleting step 3 (which refers to it) drops none of it.
+  const std::string m2 = RawGet(store_, MetadataKey(2)), s2 = RawGet(store_, SummaryKey(2));
+  RawPut(store_, MetadataKey(2), "damaged");
+  RawPut(store_, SummaryKey(2), "damaged");
+  {
+    auto w = OpenStoreWriter(store_, Options());
+    ASSERT_TRUE(w.ok()) << w.status();
+    ASSERT_OK((*w)->DeleteStep(3));
+  }
+  RawPut(store_, MetadataKey(2), m2);
+  RawPut(store_, SummaryKey(2), s2);
+  ExpectLoads(2, {{"frozen", frozen_}});
+}
+
+TEST_F(DedupDamageTest, UnreadableReferencesOfAKeptStepStopDeletesButNotCommits) {
+  SaveTwoSharingSteps();
+  RawPut(store_, ReferencesKey(3), "damaged");
+  RawPut(store_, MetadataKey(3), "damaged");
+  auto w = OpenStoreWriter(store_, Options());
+  ASSERT_TRUE(w.ok());
+  const uint64_t keys = testing::CountDataKeys(store_);
+  Status st = (*w)->DeleteStep(2);
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss) << st;
+  EXPECT_NE(st.message().find("delete step 3 first"), std::string::npos) << st;
+  EXPECT_EQ(testing::CountDataKeys(store_), keys);
+  ExpectLoads(2, {{"frozen", frozen_}});
+  // A commit with retention still commits (step 3, tagged, is kept and
+  // blocks dropping step 2); it prunes nothing this time.
+  ASSERT_TRUE((*w)->Tag(3, "keep").ok());
+  w->reset();
+  StoreOptions o = Options();
+  o.retention.keep_last = 1;
+  StateDict sd;
+  ASSERT_OK(sd.Add("frozen", frozen_));
+  SaveStep(sd, 4, o);
+  ExpectLoads(4, {{"frozen", frozen_}});
+  ExpectLoads(2, {{"frozen", frozen_}});
+  // Once the damaged step is gone, deletes work again.
+  auto w2 = OpenStoreWriter(store_, Options());
+  ASSERT_OK((*w2)->DeleteStep(3));
+  ASSERT_OK((*w2)->DeleteStep(2));
+  ExpectLoads(4, {{"frozen", frozen_}});
 }
 
 }  // namespace

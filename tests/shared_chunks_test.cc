@@ -36,28 +36,33 @@ std::string Key(int64_t step, uint64_t id, uint32_t item, uint32_t chunk) {
   return EncodeDataKey(DataKey{step, id, 0, item, chunk});
 }
 
+std::vector<KeyRange> Drop(const std::set<int64_t>& deleted, const SharedChunkView& view) {
+  auto d = DataRangesToDrop(deleted, view);
+  EXPECT_TRUE(d.ok()) << d.status();
+  return d.ok() ? *d : std::vector<KeyRange>{};
+}
+
 TEST(SharedChunks, ADeleteKeepsExactlyTheChunksKeptStepsReferTo) {
   // Step 1 (save 11) holds chunks 0..9 of item 0; step 2 refers to 2..4.
   const StepMetadata m2 = WithReference(2, ChunkReference{0, 3, 1, 11, StorageKey{0, 0}, 2});
   SharedChunkView view;
   view.kept_refs[2] = std::vector<SaveRef>{{1, 11}};
-  view.kept_save_id = [](int64_t s) -> std::optional<uint64_t> {
-    return s == 2 ? std::optional<uint64_t>(22) : std::nullopt;
-  };
+  view.kept_owns = [](const SaveRef& s) { return s.step == 2 && s.save_id == 22; };
   view.metadata_of = [&](int64_t s) -> StatusOr<StepMetadata> {
     if (s == 2) return m2;
     return Status::NotFound("no");
   };
-  std::vector<KeyRange> drop = DataRangesToDrop({1}, view);
-  EXPECT_EQ(drop, (std::vector<KeyRange>{R(DataSaveBegin(1, 0), Key(1, 11, 0, 2)),
+  EXPECT_EQ(Drop({1}, view), (std::vector<KeyRange>{R(DataSaveBegin(1, 0), Key(1, 11, 0, 2)),
                                         R(Key(1, 11, 0, 5), DataSaveEnd(1, UINT64_MAX))}));
   // Its metadata unreadable: the whole save it refers to is kept.
   view.metadata_of = [](int64_t) -> StatusOr<StepMetadata> { return Status::DataLoss("damaged"); };
-  EXPECT_EQ(DataRangesToDrop({1}, view), (std::vector<KeyRange>{R(DataSaveBegin(1, 0), DataSaveBegin(1, 11)),
+  EXPECT_EQ(Drop({1}, view), (std::vector<KeyRange>{R(DataSaveBegin(1, 0), DataSaveBegin(1, 11)),
                                                                R(DataSaveEnd(1, 11), DataSaveEnd(1, UINT64_MAX))}));
-  // What it refers to unknown (its records damaged): nothing is dropped.
+  // What it refers to unknown (its records damaged): the delete is refused.
   view.kept_refs[2] = std::nullopt;
-  EXPECT_TRUE(DataRangesToDrop({1}, view).empty());
+  auto refused = DataRangesToDrop({1}, view);
+  EXPECT_EQ(refused.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(refused.status().message().find("delete step 2 first"), std::string::npos) << refused.status();
 }
 
 TEST(SharedChunks, TheLastStepUsingAChunkOfADeletedStepTakesItAlong) {
@@ -67,24 +72,20 @@ TEST(SharedChunks, TheLastStepUsingAChunkOfADeletedStepTakesItAlong) {
   SharedChunkView view;
   view.deleted_refs[2] = std::vector<SaveRef>{{1, 11}};
   view.kept_refs[3] = std::vector<SaveRef>{{1, 11}};
-  view.kept_save_id = [](int64_t s) -> std::optional<uint64_t> {
-    return s == 3 ? std::optional<uint64_t>(33) : std::nullopt;
-  };
+  view.kept_owns = [](const SaveRef& s) { return s.step == 3 && s.save_id == 33; };
   view.metadata_of = [&](int64_t) -> StatusOr<StepMetadata> { return m3; };
-  EXPECT_EQ(DataRangesToDrop({2}, view),
+  EXPECT_EQ(Drop({2}, view),
             (std::vector<KeyRange>{R(DataSaveBegin(1, 11), Key(1, 11, 0, 2)), R(Key(1, 11, 0, 4), DataSaveEnd(1, 11)),
                                    R(DataSaveBegin(2, 0), DataSaveEnd(2, UINT64_MAX))}));
   // Once step 3 goes too, save 11's chunks go with it.
   view.kept_refs.clear();
   view.deleted_refs[3] = std::vector<SaveRef>{{1, 11}};
-  EXPECT_EQ(DataRangesToDrop({2, 3}, view),
+  EXPECT_EQ(Drop({2, 3}, view),
             (std::vector<KeyRange>{R(DataSaveBegin(1, 11), DataSaveEnd(1, 11)),
                                    R(DataSaveBegin(2, 0), DataSaveEnd(3, UINT64_MAX))}));
   // A referred save that a kept step owns is never dropped.
-  view.kept_save_id = [](int64_t s) -> std::optional<uint64_t> {
-    return s == 1 ? std::optional<uint64_t>(11) : std::nullopt;
-  };
-  EXPECT_EQ(DataRangesToDrop({2, 3}, view), (std::vector<KeyRange>{R(DataSaveBegin(2, 0), DataSaveEnd(3, UINT64_MAX))}));
+  view.kept_owns = [](const SaveRef& s) { return s.step == 1 && s.save_id == 11; };
+  EXPECT_EQ(Drop({2, 3}, view), (std::vector<KeyRange>{R(DataSaveBegin(2, 0), DataSaveEnd(3, UINT64_MAX))}));
 }
 
 }  // namespace

@@ -54,6 +54,13 @@ struct ChunkLocation {
   uint64_t save_id = 0;
   StorageKey key;
   uint32_t chunk = 0;
+  friend bool operator<(const ChunkLocation& a, const ChunkLocation& b) {
+    if (a.step != b.step) return a.step < b.step;
+    if (a.save_id != b.save_id) return a.save_id < b.save_id;
+    if (a.key.rank != b.key.rank) return a.key.rank < b.key.rank;
+    if (a.key.item != b.key.item) return a.key.item < b.key.item;
+    return a.chunk < b.chunk;
+  }
 };
 
 // One stored blob: a whole tensor, one shard, or a bytes entry.
@@ -86,6 +93,12 @@ struct StoredPiece {
 
   // Where chunk c is stored, for a piece of save (step, save_id).
   ChunkLocation LocateChunk(int64_t step, uint64_t save_id, uint32_t c) const;
+  // The raw bytes of chunk c (the last chunk may be shorter). REQUIRES:
+  // c < num_chunks.
+  uint64_t chunk_raw_bytes(uint32_t c) const {
+    const uint64_t begin = uint64_t{c} * chunk_bytes;
+    return nbytes - begin < chunk_bytes ? nbytes - begin : chunk_bytes;
+  }
   // Chunks stored under other saves' keys.
   uint64_t referenced_chunks() const;
 };

@@ -173,8 +173,10 @@ class StoreWriter : public StorageWriter {
   virtual StatusOr<SweepStats> Sweep() = 0;
   // What Sweep would remove, without removing it.
   virtual StatusOr<SweepStats> FindLeftovers() = 0;
-  // Deletes a committed step, and the tags on it, and gives its space back.
-  // NotFound if absent.
+  // Deletes a committed step, and the tags on it, and gives its space back
+  // (less the chunks that other steps share with it: they stay as long as a
+  // step uses them). NotFound if absent; DataLoss, deleting nothing, when a
+  // step that stays has unreadable chunk references.
   virtual Status DeleteStep(int64_t step) = 0;
   // Deletes every step in `steps` (and their tags) in one synced WriteBatch:
   // all of them go or, on error, none. NotFound naming the first absent step,

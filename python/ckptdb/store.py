@@ -119,15 +119,19 @@ class Store:
             include/ckptdb/rocksdb_store.h).
         keep_last, keep_every, keep_tagged: a retention policy applied by
             every commit (0 and 0: keep everything).
+        deduplicate: store a chunk that is unchanged since the store's latest
+            step once, shared by both steps (StoreOptions.deduplicate; on by
+            default). Off writes every chunk anew, e.g. to write a fresh copy
+            of data whose stored copy `ckptdb verify` found damaged.
     """
 
     def __init__(self, path: str | os.PathLike, *, chunk_bytes: int = 4 << 20, compression: str = "none",
                  zstd_level: int = 1, threads: int = 0, keep_last: int = 0, keep_every: int = 0,
-                 keep_tagged: bool = True) -> None:
+                 keep_tagged: bool = True, deduplicate: bool = True) -> None:
         self.path = os.path.abspath(os.fspath(path))
         self._options = dict(chunk_bytes=chunk_bytes, compression=compression, zstd_level=zstd_level,
                              threads=threads, keep_last=keep_last, keep_every=keep_every,
-                             keep_tagged=keep_tagged)
+                             keep_tagged=keep_tagged, deduplicate=deduplicate)
         if compression not in ("none", "zstd", "auto"):
             raise ValueError(f"compression '{compression}' is not one of 'none', 'zstd', 'auto'")
         self._h = _handles_for(self.path)

@@ -89,8 +89,10 @@ void BindStore(nb::module_& m) {
       .def(
           "__init__",
           [](PyWriter* self, const std::string& path, uint64_t chunk_bytes, const std::string& compression,
-             int zstd_level, int threads, int64_t keep_last, int64_t keep_every, bool keep_tagged) {
+             int zstd_level, int threads, int64_t keep_last, int64_t keep_every, bool keep_tagged,
+             bool deduplicate) {
             StoreOptions o;
+            o.deduplicate = deduplicate;
             o.chunk_bytes = chunk_bytes;
             o.compression = ParseCompression(compression);
             o.zstd_level = zstd_level;
@@ -100,7 +102,7 @@ void BindStore(nb::module_& m) {
           },
           nb::arg("path"), nb::arg("chunk_bytes") = 4u << 20, nb::arg("compression") = "none",
           nb::arg("zstd_level") = 1, nb::arg("threads") = 0, nb::arg("keep_last") = 0, nb::arg("keep_every") = 0,
-          nb::arg("keep_tagged") = true)
+          nb::arg("keep_tagged") = true, nb::arg("deduplicate") = true)
       .def_prop_ro("path", [](PyWriter& w) { return w.writer->path(); })
       .def("open_database", [](PyWriter& w) { Released([&] { return w.writer->OpenDatabase(); }); })
       .def(

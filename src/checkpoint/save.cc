@@ -117,14 +117,7 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
       StatusOr<std::vector<ReuseCandidate>> reusable =
           GuardedCall("find_reusable", [&] { return writer.FindReusable(prepared_ctx, metadata); });
       if (reusable.ok()) {
-        for (const ReuseCandidate& c : *reusable) {
-          proto::ReuseCandidate* q = r.add_candidates();
-          q->mutable_key()->set_rank(c.key.rank);
-          q->mutable_key()->set_item(c.key.item);
-          q->set_step(c.step);
-          q->set_save_id(c.save_id);
-          ToProto(c.piece, q->mutable_piece());
-        }
+        for (const ReuseCandidate& c : *reusable) ToProto(c, r.add_candidates());
       } else {
         writer.Abort(prepared_ctx);
         StatusToProto(reusable.status(), r.mutable_status());
@@ -145,9 +138,7 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
   // This rank's pieces that may share stored chunks.
   std::vector<ReuseCandidate> candidates;
   for (const proto::ReuseCandidate& q : prepared.candidates()) {
-    if (q.key().rank() != static_cast<uint32_t>(rank)) continue;
-    candidates.push_back(ReuseCandidate{StorageKey{q.key().rank(), q.key().item()}, q.step(), q.save_id(),
-                                        FromProto(q.piece())});
+    if (q.key().rank() == static_cast<uint32_t>(rank)) candidates.push_back(FromProto(q));
   }
   if (!candidates.empty() && plan.ok()) {
     std::unordered_map<uint32_t, const ReuseCandidate*> by_item;

@@ -2,6 +2,7 @@
 
 #include <unordered_set>
 
+#include "ckptdb/checkpoint.h"
 #include "model/box_index.h"
 #include "format/chunk_codec.h"
 #include "model/region.h"
@@ -62,6 +63,18 @@ StoredPiece FromProto(const proto::Piece& q) {
   p.references = ReferencesFromProto(q.references());
   p.encoding = q.encoding();
   return p;
+}
+
+void ToProto(const ReuseCandidate& c, proto::ReuseCandidate* q) {
+  q->mutable_key()->set_rank(c.key.rank);
+  q->mutable_key()->set_item(c.key.item);
+  q->set_step(c.step);
+  q->set_save_id(c.save_id);
+  ToProto(c.piece, q->mutable_piece());
+}
+
+ReuseCandidate FromProto(const proto::ReuseCandidate& q) {
+  return ReuseCandidate{StorageKey{q.key().rank(), q.key().item()}, q.step(), q.save_id(), FromProto(q.piece())};
 }
 
 void ToProto(const EntryMetadata& e, proto::Entry* out) {
@@ -146,7 +159,7 @@ Status ValidatePiece(const EntryMetadata& e, size_t index, const StoredPiece& p,
   uint64_t next = 0;  // references ordered, disjoint, within the piece
   for (const ChunkReference& r : p.references) {
     if (r.count == 0 || r.first < next || uint64_t{r.first} + r.count > p.num_chunks ||
-        uint64_t{r.chunk} + r.count > UINT32_MAX || r.step < 0 || r.save_id == 0) {
+        uint64_t{r.chunk} + r.count > UINT32_MAX || r.step < 0 || r.step > kMaxStep || r.save_id == 0) {
       return Status::InvalidArgument(where + " has an invalid chunk reference (chunks " + std::to_string(r.first) +
                                      "+" + std::to_string(r.count) + " of " + std::to_string(p.num_chunks) +
                                      " to step " + std::to_string(r.step) + ")");
@@ -186,6 +199,12 @@ Status ValidateStepMetadata(const StepMetadata& m, bool check_storage) {
     for (size_t i = 0; i < e.pieces.size(); ++i) {
       Status st = ValidatePiece(e, i, e.pieces[i], check_storage);
       if (!st.ok()) return st;
+      for (const ChunkReference& r : e.pieces[i].references) {
+        if (r.step == m.step && r.save_id == m.save_id) {
+          return Status::InvalidArgument("entry '" + e.fqn + "' piece " + std::to_string(i) +
+                                         " refers to chunks of its own save");
+        }
+      }
       boxes.push_back(Box{e.pieces[i].offsets, e.pieces[i].sizes});
       covered += BoxNumel(boxes.back());
     }

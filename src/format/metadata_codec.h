@@ -11,6 +11,7 @@
 #include "ckptdb.pb.h"
 #include "ckptdb/metadata.h"
 #include "ckptdb/status.h"
+#include "ckptdb/storage.h"
 
 namespace ckptdb {
 
@@ -22,6 +23,8 @@ void ReferencesToProto(const std::vector<ChunkReference>& refs,
                        google::protobuf::RepeatedPtrField<proto::ChunkReference>* out);
 std::vector<ChunkReference> ReferencesFromProto(
     const google::protobuf::RepeatedPtrField<proto::ChunkReference>& refs);
+void ToProto(const ReuseCandidate& c, proto::ReuseCandidate* out);
+ReuseCandidate FromProto(const proto::ReuseCandidate& c);
 void ToProto(const EntryMetadata& e, proto::Entry* out);
 void ToProto(const StepMetadata& m, proto::Metadata* out);
 // Structural conversion only (enum values checked); InvalidArgument naming the

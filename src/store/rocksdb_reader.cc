@@ -272,6 +272,9 @@ class RocksDBStoreReader final : public StoreReader {
       } else if (ParseTagKey(key, &name)) {
         auto tagged = DecodeTagValue(it->value().ToStringView());
         if (!tagged.ok()) out.push_back({"tag '" + name + "'", tagged.status()});
+      } else if (ParseReferencesKey(key, &step)) {
+        auto refs = DecodeReferencesValue(it->value().ToStringView());
+        if (!refs.ok()) out.push_back({"references of step " + std::to_string(step), refs.status()});
       } else if (!ParsePendingKey(key, &step, &id)) {
         break;
       }

@@ -197,7 +197,14 @@ class RocksDBStoreWriter final : public StoreWriter {
         if (r != regions.end()) out.push_back(ReuseCandidate{p.key, base->step, base->save_id, *r->second});
       }
     }
-    if (!out.empty()) reuse_base_[ctx.save_id] = SaveRef{base->step, base->save_id};
+    if (!out.empty()) {
+      // What the new step may refer to: the base's own chunks and those it
+      // shares (checked by Finish).
+      ReuseBase& rb = reuse_base_[ctx.save_id];
+      rb.step = SaveRef{base->step, base->save_id};
+      rb.saves.insert(rb.step);
+      for (const SaveRef& r : ReferencedSaves(*base)) rb.saves.insert(r);
+    }
     return out;
   }
 
@@ -273,7 +280,17 @@ class RocksDBStoreWriter final : public StoreWriter {
       // A save never commits a step only to delete it (a step numbered below
       // the ones kept, saved late): what the caller just saved stays.
       pruned.erase(std::remove(pruned.begin(), pruned.end(), ctx.step), pruned.end());
-      ASSIGN_OR_RETURN(dropped, AddStepDeletes(pruned, h, &metadata, &batch));
+      // (AddStepDeletes adds nothing to the batch when it fails.)
+      StatusOr<std::vector<KeyRange>> d = AddStepDeletes(pruned, h, &metadata, &batch);
+      if (d.ok()) {
+        dropped = std::move(d).value();
+      } else if (d.status().code() == StatusCode::kDataLoss) {
+        // A kept step's references are unreadable: prune nothing this time
+        // (the commit stands; `ckptdb verify` names the damage).
+        pruned.clear();
+      } else {
+        return d.status();
+      }
     }
     RETURN_IF_ERROR(WriteSynced(&batch, "committing the metadata of step " + std::to_string(ctx.step)));
     RemoveStaging(ctx.save_id);
@@ -298,27 +315,19 @@ class RocksDBStoreWriter final : public StoreWriter {
       return Status::Internal("the metadata of step " + std::to_string(ctx.step) +
                               " shares chunks, but this save was offered none");
     }
-    const SaveRef base = b->second;
-    ASSIGN_OR_RETURN(std::optional<uint64_t> id, CommittedSaveId(base.step));
-    if (!id || *id != base.save_id) {
-      return Status::FailedPrecondition("step " + std::to_string(base.step) + ", whose chunks step " +
+    const ReuseBase& base = b->second;
+    ASSIGN_OR_RETURN(auto committed, ReadCommitted());
+    auto c = committed.find(base.step.step);
+    if (c == committed.end() || c->second != base.step.save_id) {
+      return Status::FailedPrecondition("step " + std::to_string(base.step.step) + ", whose chunks step " +
                                         std::to_string(ctx.step) +
                                         " shares, was deleted while the save ran; save the step again");
     }
-    std::set<SaveRef> allowed{base};
-    std::string v;
-    rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), ReferencesKey(base.step), &v);
-    if (s.ok()) {
-      ASSIGN_OR_RETURN(std::vector<SaveRef> more, DecodeReferencesValue(v));
-      allowed.insert(more.begin(), more.end());
-    } else if (!s.IsNotFound()) {
-      RETURN_IF_ERROR(FromRocks(s, "reading the references of step " + std::to_string(base.step)));
-    }
     for (const SaveRef& r : referenced) {
-      if (allowed.count(r) == 0) {
+      if (base.saves.count(r) == 0) {
         return Status::Internal("step " + std::to_string(ctx.step) + " refers to chunks of save " +
                                 std::to_string(r.save_id) + " of step " + std::to_string(r.step) +
-                                ", which step " + std::to_string(base.step) + " does not hold");
+                                ", which step " + std::to_string(base.step.step) + " does not hold");
       }
     }
     return Status::OK();
@@ -470,18 +479,12 @@ class RocksDBStoreWriter final : public StoreWriter {
   // metadata, summary, references record, the tags on it and range deletes
   // of its data, less the chunks that steps which stay refer to (with
   // `committing`, the step the same batch commits, among them). Returns the
-  // data ranges dropped, for ReclaimRanges once the batch is written.
+  // data ranges dropped, for ReclaimRanges once the batch is written. On
+  // error nothing is added to `batch`.
   StatusOr<std::vector<KeyRange>> AddStepDeletes(const std::vector<int64_t>& steps, const History& h,
                                                  const StepMetadata* committing, rocksdb::WriteBatch* batch) {
+    if (steps.empty()) return std::vector<KeyRange>{};
     const std::set<int64_t> deleted(steps.begin(), steps.end());
-    for (int64_t step : steps) {
-      batch->Delete(MetadataKey(step)).PermitUncheckedError();
-      batch->Delete(SummaryKey(step)).PermitUncheckedError();
-      batch->Delete(ReferencesKey(step)).PermitUncheckedError();
-      for (const auto& [name, tagged] : h.tags) {
-        if (tagged == step) batch->Delete(TagKey(name)).PermitUncheckedError();
-      }
-    }
     ASSIGN_OR_RETURN(auto refs, ReadReferenceRecords());
     ASSIGN_OR_RETURN(auto committed, ReadCommitted());
     SharedChunkView view;
@@ -493,11 +496,11 @@ class RocksDBStoreWriter final : public StoreWriter {
       std::vector<SaveRef> saves = ReferencedSaves(*committing);
       if (!saves.empty()) view.kept_refs[committing->step] = std::move(saves);
     }
-    view.kept_save_id = [&](int64_t step) -> std::optional<uint64_t> {
-      if (committing != nullptr && step == committing->step) return committing->save_id;
-      auto c = committed.find(step);
-      if (c == committed.end() || deleted.count(step) > 0) return std::nullopt;
-      return c->second;
+    view.kept_owns = [&](const SaveRef& save) {
+      if (committing != nullptr && save.step == committing->step) return committing->save_id == save.save_id;
+      auto c = committed.find(save.step);
+      if (c == committed.end() || deleted.count(save.step) > 0) return false;
+      return c->second == save.save_id || c->second == kUnreadable;
     };
     view.metadata_of = [&](int64_t step) -> StatusOr<StepMetadata> {
       if (committing != nullptr && step == committing->step) return *committing;
@@ -506,7 +509,16 @@ class RocksDBStoreWriter final : public StoreWriter {
                                 "reading the metadata of step " + std::to_string(step)));
       return DecodeMetadataValue(v);
     };
-    std::vector<KeyRange> drop = DataRangesToDrop(deleted, view);
+    // The data first: when it cannot be dropped safely, nothing is deleted.
+    ASSIGN_OR_RETURN(std::vector<KeyRange> drop, DataRangesToDrop(deleted, view));
+    for (int64_t step : steps) {
+      batch->Delete(MetadataKey(step)).PermitUncheckedError();
+      batch->Delete(SummaryKey(step)).PermitUncheckedError();
+      batch->Delete(ReferencesKey(step)).PermitUncheckedError();
+      for (const auto& [name, tagged] : h.tags) {
+        if (tagged == step) batch->Delete(TagKey(name)).PermitUncheckedError();
+      }
+    }
     for (const KeyRange& r : drop) {
       batch->DeleteRange(db_->DefaultColumnFamily(), r.first, r.second).PermitUncheckedError();
     }
@@ -550,15 +562,6 @@ class RocksDBStoreWriter final : public StoreWriter {
     return out;
   }
 
-  // The save id of committed `step`, nullopt when it is not committed.
-  StatusOr<std::optional<uint64_t>> CommittedSaveId(int64_t step) {
-    std::string v;
-    rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), MetadataKey(step), &v);
-    if (s.IsNotFound()) return std::optional<uint64_t>();
-    RETURN_IF_ERROR(FromRocks(s, "reading the metadata of step " + std::to_string(step)));
-    ASSIGN_OR_RETURN(StepMetadata md, DecodeMetadataValue(v));
-    return std::optional<uint64_t>(md.save_id);
-  }
 
   // One DeleteFilesInRanges call for all of `ranges` (one MANIFEST edit; a
   // call per step made pruning 1,000 steps take seconds).
@@ -818,8 +821,13 @@ class RocksDBStoreWriter final : public StoreWriter {
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<int64_t> pruned_by_last_commit_;
   std::set<uint64_t> in_flight_;  // save ids prepared here and not yet finished or aborted
-  // Save id -> the step FindReusable offered chunks of (checked by Finish).
-  std::map<uint64_t, SaveRef> reuse_base_;
+  // Save id -> the step FindReusable offered chunks of, and the saves its
+  // chunks are in (checked by Finish).
+  struct ReuseBase {
+    SaveRef step;
+    std::set<SaveRef> saves;
+  };
+  std::map<uint64_t, ReuseBase> reuse_base_;
 };
 
 }  // namespace

@@ -50,7 +50,15 @@ void AddReferencedRanges(const StepMetadata& m, const std::set<int64_t>& steps, 
   }
 }
 
-std::vector<KeyRange> DataRangesToDrop(const std::set<int64_t>& deleted, const SharedChunkView& view) {
+StatusOr<std::vector<KeyRange>> DataRangesToDrop(const std::set<int64_t>& deleted, const SharedChunkView& view) {
+  for (const auto& [k, refs] : view.kept_refs) {
+    if (!refs) {
+      return Status::DataLoss("the chunk references of step " + std::to_string(k) +
+                              " are unreadable (its references record and its metadata are damaged): nothing "
+                              "can be deleted safely while it stays; delete step " +
+                              std::to_string(k) + " first");
+    }
+  }
   std::vector<KeyRange> drop;
   std::set<int64_t> touched = deleted;  // steps whose data keys may be dropped
   for (int64_t s : deleted) drop.emplace_back(DataSaveBegin(s, 0), DataSaveEnd(s, UINT64_MAX));
@@ -61,8 +69,7 @@ std::vector<KeyRange> DataRangesToDrop(const std::set<int64_t>& deleted, const S
     if (!refs) continue;  // unknown: whatever it referred to stays (the safe side)
     for (const SaveRef& t : *refs) {
       if (deleted.count(t.step) > 0) continue;
-      const std::optional<uint64_t> owner = view.kept_save_id(t.step);
-      if (owner && *owner == t.save_id) continue;  // a step that stays owns it
+      if (view.kept_owns(t)) continue;  // a step that stays owns it
       drop.emplace_back(DataSaveBegin(t.step, t.save_id), DataSaveEnd(t.step, t.save_id));
       touched.insert(t.step);
     }
@@ -70,7 +77,6 @@ std::vector<KeyRange> DataRangesToDrop(const std::set<int64_t>& deleted, const S
   // What the steps that stay refer to within those saves is kept.
   std::vector<KeyRange> keep;
   for (const auto& [k, refs] : view.kept_refs) {
-    if (!refs) return {};  // unknown references: drop no data at all
     std::set<int64_t> steps;
     for (const SaveRef& t : *refs) {
       if (touched.count(t.step) > 0) steps.insert(t.step);

@@ -35,17 +35,21 @@ struct SharedChunkView {
   std::map<int64_t, std::optional<std::vector<SaveRef>>> kept_refs;
   // The saves each deleted step refers to (nullopt: unknown).
   std::map<int64_t, std::optional<std::vector<SaveRef>>> deleted_refs;
-  // The save id of a step that stays committed, nullopt for any other step.
-  std::function<std::optional<uint64_t>(int64_t step)> kept_save_id;
+  // Whether a step that stays committed owns save `save_id` of step `step`
+  // (it is that step's save; a step whose save id cannot be read owns every
+  // save of its number).
+  std::function<bool(const SaveRef& save)> kept_owns;
   // The metadata of a step that stays (to find its exact chunk references).
   std::function<StatusOr<StepMetadata>(int64_t step)> metadata_of;
 };
 
 // The key ranges that deleting `deleted` drops, sorted and disjoint, with
-// the chunks that kept steps refer to cut out. When a kept step's
-// references cannot be known (damaged records), the data of every save it
-// might refer to is kept whole.
-std::vector<KeyRange> DataRangesToDrop(const std::set<int64_t>& deleted, const SharedChunkView& view);
+// the chunks that kept steps refer to cut out. When a kept step's metadata is
+// unreadable, the whole saves its references record names are kept. DataLoss
+// naming the step when a kept step's references cannot be known at all (its
+// references record and its metadata both damaged): deleting anything then
+// could drop what it uses, and keeping the data would leak it.
+StatusOr<std::vector<KeyRange>> DataRangesToDrop(const std::set<int64_t>& deleted, const SharedChunkView& view);
 
 // The data keys of the chunks `m`'s references point to, within the saves
 // of `steps`, as ranges (unsorted).

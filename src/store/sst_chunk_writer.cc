@@ -60,7 +60,7 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
       return false;
     }
     const uint64_t begin = uint64_t{c} * w.chunk_bytes;
-    return std::min(w.chunk_bytes, it->nbytes - begin) == std::min(w.chunk_bytes, r->piece.nbytes - begin);
+    return std::min(w.chunk_bytes, it->nbytes - begin) == r->piece.chunk_raw_bytes(c);
   };
 
   std::unique_ptr<rocksdb::SstFileWriter> sst;

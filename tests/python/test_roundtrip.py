@@ -224,3 +224,26 @@ def test_async_save_keeps_the_values_at_call_time(store):
     with pytest.raises(ckptdb.AlreadyExistsError):
         bad.result()
     ckptdb.Store(store).close()
+
+
+def test_unchanged_tensors_are_stored_once_unless_deduplication_is_off(tmp_path):
+    frozen = sample(torch.bfloat16, (512, 1024), seed=1)  # 1 MiB
+    def step(s):
+        return {"frozen": frozen, "lr": torch.tensor(float(s))}
+    shared = ckptdb.Store(tmp_path / "shared")
+    for s in (1, 2):
+        ckptdb.save(step(s), shared, s)
+    added = {i.step: i.stored_bytes for i in shared.steps()}
+    assert added[1] > frozen.nbytes and added[2] < 1024, added
+    t = {"frozen": torch.zeros_like(frozen), "lr": torch.tensor(0.0)}
+    assert ckptdb.load(t, shared, 2) == 2 and same_bits(t["frozen"], frozen) and float(t["lr"]) == 2.0
+    shared.delete(1)
+    t["frozen"].zero_()
+    ckptdb.load(t, shared, 2)
+    assert same_bits(t["frozen"], frozen)
+    shared.close()
+    apart = ckptdb.Store(tmp_path / "apart", deduplicate=False)
+    for s in (1, 2):
+        ckptdb.save(step(s), apart, s)
+    assert all(i.stored_bytes > frozen.nbytes for i in apart.steps())
+    apart.close()

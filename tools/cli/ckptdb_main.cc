@@ -236,8 +236,8 @@ const char kGcHelp[] =
     "\n"
     "Chunks that a kept step shares with a removed one (unchanged since) stay;\n"
     "the rest of the removed steps' data goes, and a file's space comes back\n"
-    "once none of its chunks is used (the bytes printed are what the removed\n"
-    "steps added to the store, an upper bound on what is freed).\n"
+    "once none of its chunks is used. The bytes printed are what the removed\n"
+    "steps added to the store when they were saved, not what is freed now.\n"
     "\n" WRITE_TEXT
     "\n"
     "options:\n"

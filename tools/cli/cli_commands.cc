@@ -5,7 +5,6 @@
 #include <cstdlib>
 #include <map>
 #include <set>
-#include <tuple>
 #include <sstream>
 
 #include "ckptdb/checkpoint.h"
@@ -206,44 +205,38 @@ Status Info(StoreReader& reader, bool json, std::ostream& out) {
   auto stats = reader.GetStoreStats();
   if (!stats.ok()) return stats.status();
   uint64_t logical = 0, stored = 0;
-  std::map<int64_t, uint64_t> save_of;  // committed step -> save id
   for (const StepInfo& s : *steps) {
     logical += s.logical_bytes;
     stored += s.stored_bytes;
   }
   // The raw bytes of the distinct chunks the steps use: their own chunks,
-  // and once each, the chunks they share of steps deleted since.
-  uint64_t own_raw = 0, distinct = 0;
-  {
-    std::vector<StepMetadata> mds;
-    for (const StepInfo& s : *steps) {
-      if (s.damaged) continue;
-      auto md = reader.ReadMetadata(s.step);
-      if (!md.ok()) continue;
-      save_of[s.step] = md->save_id;
-      mds.push_back(std::move(md).value());
-    }
-    std::set<std::tuple<int64_t, uint64_t, uint32_t, uint32_t, uint32_t>> leftovers;
-    for (const StepMetadata& m : mds) {
-      for (const EntryMetadata& e : m.entries) {
-        for (const StoredPiece& p : e.pieces) {
-          auto raw = [&](uint32_t c) { return std::min<uint64_t>(p.chunk_bytes, p.nbytes - uint64_t{c} * p.chunk_bytes); };
-          uint64_t shared = 0;
-          for (const ChunkReference& r : p.references) {
-            for (uint32_t i = 0; i < r.count; ++i) shared += raw(r.first + i);
-            auto owner = save_of.find(r.step);
-            if (owner != save_of.end() && owner->second == r.save_id) continue;  // a listed step's own chunk
-            for (uint32_t i = 0; i < r.count; ++i) {
-              if (leftovers.emplace(r.step, r.save_id, r.key.rank, r.key.item, r.chunk + i).second) {
-                distinct += raw(r.first + i);
-              }
-            }
+  // and once each, the chunks they share (counted apart, and at the end only
+  // where no listed step owns them: chunks of steps deleted since). One step's
+  // metadata at a time.
+  uint64_t own_raw = 0;
+  std::map<ChunkLocation, uint64_t> shared;  // chunk -> its raw bytes
+  std::set<std::pair<int64_t, uint64_t>> owners;  // (step, save id) of the listed steps
+  for (const StepInfo& s : *steps) {
+    if (s.damaged) continue;
+    auto md = reader.ReadMetadata(s.step);
+    if (!md.ok()) continue;
+    owners.emplace(md->step, md->save_id);
+    for (const EntryMetadata& e : md->entries) {
+      for (const StoredPiece& p : e.pieces) {
+        uint64_t shared_raw = 0;
+        for (const ChunkReference& r : p.references) {
+          for (uint32_t i = 0; i < r.count; ++i) {
+            shared_raw += p.chunk_raw_bytes(r.first + i);
+            shared.emplace(ChunkLocation{r.step, r.save_id, r.key, r.chunk + i}, p.chunk_raw_bytes(r.first + i));
           }
-          own_raw += p.nbytes - shared;
         }
+        own_raw += p.nbytes - shared_raw;
       }
     }
-    distinct += own_raw;
+  }
+  uint64_t distinct = own_raw;
+  for (const auto& [at, raw] : shared) {
+    if (owners.count({at.step, at.save_id}) == 0) distinct += raw;
   }
   auto format_ratio = [](uint64_t a, uint64_t b) {
     char buf[32] = "-";

@@ -3,7 +3,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
-#include <tuple>
+#include <set>
 
 #include "cli_commands.h"
 #include "cli_output.h"
@@ -56,17 +56,28 @@ class Progress {
   std::chrono::steady_clock::time_point last_;
 };
 
-// Where a chunk is stored: (step, save id, rank, item, chunk).
-using ChunkId = std::tuple<int64_t, uint64_t, uint32_t, uint32_t, uint32_t>;
+// What this run found of the chunks that several of its steps share
+// (deduplication): each is read and verified once, and its outcome counted
+// for every step using it. Only shared chunks are kept (memory grows with
+// the chunks steps share, not with the chunks read).
+struct Verdicts {
+  std::set<ChunkLocation> shared;  // every chunk some step refers to
+  std::map<ChunkLocation, Status> found;
+};
 
-// What this run found of every chunk it read: a chunk that several steps
-// share (deduplication) is read and verified once, and its outcome counted
-// for every step using it.
-using Verdicts = std::map<ChunkId, Status>;
-
-ChunkId IdOf(const StepMetadata& md, const StoredPiece& p, uint32_t c) {
-  const ChunkLocation at = p.LocateChunk(md.step, md.save_id, c);
-  return ChunkId{at.step, at.save_id, at.key.rank, at.key.item, at.chunk};
+// Adds to `shared` every chunk the steps' references name.
+void FindSharedChunks(StoreReader& reader, const std::vector<int64_t>& steps, std::set<ChunkLocation>* shared) {
+  for (int64_t step : steps) {
+    auto md = reader.ReadMetadata(step);
+    if (!md.ok()) continue;  // reported by VerifyStep
+    for (const EntryMetadata& e : md->entries) {
+      for (const StoredPiece& p : e.pieces) {
+        for (const ChunkReference& r : p.references) {
+          for (uint32_t i = 0; i < r.count; ++i) shared->insert(ChunkLocation{r.step, r.save_id, r.key, r.chunk + i});
+        }
+      }
+    }
+  }
 }
 
 void VerifyStep(StoreReader& reader, int64_t step, Progress& progress, Verdicts& verdicts, StepReport* r) {
@@ -103,9 +114,14 @@ void VerifyStep(StoreReader& reader, int64_t step, Progress& progress, Verdicts&
         progress.Advance(rs->stored_bytes_read, step);
         return Status::OK();
       };
+      auto at = [&](uint32_t c) { return p.LocateChunk(md->step, md->save_id, c); };
+      auto seen_before = [&](uint32_t c) { return verdicts.found.count(at(c)) > 0; };
+      auto record = [&](uint32_t c, const Status& st) {
+        if (verdicts.shared.count(at(c)) > 0) verdicts.found.emplace(at(c), st);
+      };
       for (uint32_t c = 0; c < p.num_chunks && bad.ok();) {
-        auto seen = verdicts.find(IdOf(*md, p, c));
-        if (seen != verdicts.end()) {  // shared with a step verified before
+        auto seen = verdicts.found.find(at(c));
+        if (seen != verdicts.found.end()) {  // shared with a step verified before
           r->chunks++;
           r->shared_chunks++;
           if (!seen->second.ok()) {
@@ -116,15 +132,15 @@ void VerifyStep(StoreReader& reader, int64_t step, Progress& progress, Verdicts&
           continue;
         }
         uint32_t last = c + 1;  // the window: chunks not seen yet
-        while (last < p.num_chunks && last - c < per_window && verdicts.count(IdOf(*md, p, last)) == 0) ++last;
+        while (last < p.num_chunks && last - c < per_window && !seen_before(last)) ++last;
         Status st = read(c, last);
         if (st.ok()) {
-          for (uint32_t k = c; k < last; ++k) verdicts.emplace(IdOf(*md, p, k), Status::OK());
+          for (uint32_t k = c; k < last; ++k) record(k, Status::OK());
         } else {
           // Chunk by chunk, so that each shared chunk's verdict is its own.
           for (uint32_t k = c; k < last; ++k) {
             Status one = read(k, k + 1);
-            verdicts.emplace(IdOf(*md, p, k), one);
+            record(k, one);
             if (!one.ok() && bad.ok()) bad = one;
           }
         }
@@ -157,6 +173,7 @@ Status Verify(StoreReader& reader, const VerifyOptions& options, std::ostream& o
   {
     Progress progress(options.progress, progress_out, total);
     Verdicts verdicts;
+    FindSharedChunks(reader, steps, &verdicts.shared);
     for (size_t i = 0; i < steps.size(); ++i) VerifyStep(reader, steps[i], progress, verdicts, &reports[i]);
   }
   std::vector<RecordDamage> records;
