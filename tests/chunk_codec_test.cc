@@ -124,6 +124,42 @@ TEST(ChunkCodec, BytePlanesRoundTripAndShrinkTrainedWeights) {
   EXPECT_EQ(v[2], 0);
 }
 
+// kAuto on floating point: each plane coded or stored on its own (filter 2).
+TEST(ChunkCodec, AutoCodesOnlyThePlanesThatShrink) {
+  std::string raw = TrainedBF16(1 << 20), v;
+  EncodeChunk(raw.data(), raw.size(), Compression::kAuto, 1, &v, 2);
+  EXPECT_EQ(v[1], static_cast<char>(ChunkCodec::kZstd));
+  EXPECT_EQ(v[2], static_cast<char>(ChunkFilter::kPlanesApart));
+  EXPECT_EQ(v[3], 2);
+  // The low (mantissa) plane is stored as it is, the high one coded.
+  const size_t count = raw.size() / 2;
+  EXPECT_EQ(v[kChunkHeaderSize], 0) << "plane 0 stored";
+  EXPECT_EQ(v[kChunkHeaderSize + 5 + count], 1) << "plane 1 coded";
+  EXPECT_LT(v.size(), raw.size() * 70 / 100) << "bf16 sigma=0.02 should stay below 0.70";
+  EXPECT_EQ(Decode(v, raw.size()), raw);
+  // Widths 4 and 8: a constant high half codes, random low bytes are stored.
+  for (size_t width : {4u, 8u}) {
+    std::string r = Random(1 << 18, 11);
+    for (size_t i = 0; i < r.size(); i += width) std::memset(&r[i + width / 2], 0x3f, width / 2);
+    EncodeChunk(r.data(), r.size(), Compression::kAuto, 1, &v, width);
+    EXPECT_EQ(v[2], static_cast<char>(ChunkFilter::kPlanesApart)) << width;
+    EXPECT_LT(v.size(), r.size() * 6 / 10) << width;
+    EXPECT_EQ(Decode(v, r.size()), r) << width;
+  }
+  // Damage in any part of a filter-2 value is DataLoss, never wrong bytes.
+  EncodeChunk(raw.data(), raw.size(), Compression::kAuto, 1, &v, 2);
+  std::string out(raw.size(), '\0');
+  for (size_t at : {kChunkHeaderSize, kChunkHeaderSize + 1, kChunkHeaderSize + 100, kChunkHeaderSize + 5 + count,
+                    kChunkHeaderSize + 5 + count + 2, v.size() - 1}) {
+    std::string bad = v;
+    bad[at] ^= 0x41;
+    Status st = DecodeChunk(bad, raw.size(), out.data());
+    EXPECT_EQ(st.code(), StatusCode::kDataLoss) << "byte " << at << ": " << st;
+  }
+  EXPECT_EQ(DecodeChunk(v.substr(0, v.size() - 3), raw.size(), out.data()).code(), StatusCode::kDataLoss);
+  EXPECT_EQ(DecodeChunk(v + "x", raw.size(), out.data()).code(), StatusCode::kDataLoss);
+}
+
 TEST(ChunkCodec, DecodeViewVerifiesRawChunksInPlace) {
   std::string raw = Random(10000, 5), v, scratch;
   EncodeChunk(raw.data(), raw.size(), Compression::kNone, 1, &v);

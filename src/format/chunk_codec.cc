@@ -1,10 +1,15 @@
 #include "format/chunk_codec.h"
 
+#define ZSTD_STATIC_LINKING_ONLY  // ZSTD_c_literalCompressionMode (checked at run time)
 #include <zstd.h>
 
 #include <algorithm>
 #include <cstring>
 #include <memory>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -61,10 +66,10 @@ Status ParseHeader(std::string_view value, Header* h) {
     return Status::DataLoss("chunk has unknown codec " + std::to_string(codec));
   }
   const uint8_t filter = static_cast<uint8_t>(p[2]), param = static_cast<uint8_t>(p[3]);
-  if (filter > static_cast<uint8_t>(ChunkFilter::kBytePlanes) || (filter == 0 && param != 0)) {
+  if (filter > static_cast<uint8_t>(ChunkFilter::kPlanesApart) || (filter == 0 && param != 0)) {
     return Status::DataLoss("chunk has unknown filter " + std::to_string(filter));
   }
-  if (filter == static_cast<uint8_t>(ChunkFilter::kBytePlanes) && param != 2 && param != 4 && param != 8) {
+  if (filter != 0 && param != 2 && param != 4 && param != 8) {
     return Status::DataLoss("chunk has byte planes of invalid width " + std::to_string(param));
   }
   h->codec = static_cast<ChunkCodec>(codec);
@@ -75,9 +80,63 @@ Status ParseHeader(std::string_view value, Header* h) {
   return Status::OK();
 }
 
+// Two-byte elements into their low and high bytes, and back.
+void Split2(const unsigned char* src, size_t count, unsigned char* lo, unsigned char* hi) {
+  size_t i = 0;
+#if defined(__SSE2__)
+  // 16 elements at a time: the low bytes masked, the high ones shifted down,
+  // each packed to 16 bytes.
+  const __m128i mask = _mm_set1_epi16(0xff);
+  for (; i + 16 <= count; i += 16) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * i));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * i + 16));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(lo + i), _mm_packus_epi16(_mm_and_si128(a, mask), _mm_and_si128(b, mask)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(hi + i), _mm_packus_epi16(_mm_srli_epi16(a, 8), _mm_srli_epi16(b, 8)));
+  }
+#endif
+  for (; i < count; ++i) {
+    lo[i] = src[2 * i];
+    hi[i] = src[2 * i + 1];
+  }
+}
+
+void Join2(const unsigned char* lo, const unsigned char* hi, size_t count, unsigned char* dst) {
+  size_t i = 0;
+#if defined(__SSE2__)
+  for (; i + 16 <= count; i += 16) {
+    const __m128i l = _mm_loadu_si128(reinterpret_cast<const __m128i*>(lo + i));
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(hi + i));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2 * i), _mm_unpacklo_epi8(l, h));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2 * i + 16), _mm_unpackhi_epi8(l, h));
+  }
+#endif
+  for (; i < count; ++i) {
+    dst[2 * i] = lo[i];
+    dst[2 * i + 1] = hi[i];
+  }
+}
+
+std::string& PlanesTemp() {
+  static thread_local std::string s;
+  return s;
+}
+
 // Byte j of element i goes to plane j: out[j * count + i] = in[i * width + j].
+// Width 4 is width 2 applied twice: the even bytes of every element (0, 2)
+// and its odd bytes (1, 3), each then split into their two planes.
 void SplitPlanes(const char* in, size_t n, size_t width, char* out) {
   const size_t count = n / width;
+  const auto* src = reinterpret_cast<const unsigned char*>(in);
+  auto* dst = reinterpret_cast<unsigned char*>(out);
+  if (width == 2) return Split2(src, count, dst, dst + count);
+  if (width == 4) {
+    std::string& t = PlanesTemp();
+    t.resize(n);
+    auto* even = reinterpret_cast<unsigned char*>(t.data());
+    Split2(src, n / 2, even, even + n / 2);
+    Split2(even, count, dst, dst + 2 * count);                 // planes 0 and 2
+    return Split2(even + n / 2, count, dst + count, dst + 3 * count);  // planes 1 and 3
+  }
   for (size_t i = 0; i < count; ++i) {
     for (size_t j = 0; j < width; ++j) out[j * count + i] = in[i * width + j];
   }
@@ -85,6 +144,17 @@ void SplitPlanes(const char* in, size_t n, size_t width, char* out) {
 
 void JoinPlanes(const char* in, size_t n, size_t width, char* out) {
   const size_t count = n / width;
+  const auto* src = reinterpret_cast<const unsigned char*>(in);
+  auto* dst = reinterpret_cast<unsigned char*>(out);
+  if (width == 2) return Join2(src, src + count, count, dst);
+  if (width == 4) {
+    std::string& t = PlanesTemp();
+    t.resize(n);
+    auto* even = reinterpret_cast<unsigned char*>(t.data());
+    Join2(src, src + 2 * count, count, even);                 // bytes 0 and 2
+    Join2(src + count, src + 3 * count, count, even + n / 2);  // bytes 1 and 3
+    return Join2(even, even + n / 2, n / 2, dst);
+  }
   for (size_t j = 0; j < width; ++j) {
     const char* plane = in + j * count;
     for (size_t i = 0; i < count; ++i) out[i * width + j] = plane[i];
@@ -104,6 +174,104 @@ ZSTD_DCtx* DCtx() {
 std::string& Scratch() {
   static thread_local std::string s;
   return s;
+}
+std::string& PlaneScratch() {
+  static thread_local std::string s;
+  return s;
+}
+
+// The context that codes one byte plane under kAuto (filter 2): zstd at the
+// store's level with its match finder sped up (targetLength: the exponent
+// planes of trained weights hold few distinct values and few repeats, so
+// nearly all their gain is in the Huffman coding of literals, which is kept
+// on). Without the experimental literal switch (another libzstd), plain
+// zstd at that level.
+ZSTD_CCtx* PlaneCCtx(int level) {
+  struct Ctx {
+    std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx*)> ctx{ZSTD_createCCtx(), ZSTD_freeCCtx};
+    int level = -1000;
+  };
+  static thread_local Ctx c;
+  if (c.level != level) {
+    ZSTD_CCtx_reset(c.ctx.get(), ZSTD_reset_session_and_parameters);
+    ZSTD_CCtx_setParameter(c.ctx.get(), ZSTD_c_compressionLevel, level);
+    if (!ZSTD_isError(ZSTD_CCtx_setParameter(c.ctx.get(), ZSTD_c_literalCompressionMode, ZSTD_ps_enable))) {
+      ZSTD_CCtx_setParameter(c.ctx.get(), ZSTD_c_targetLength, 128);
+    }
+    c.level = level;
+  }
+  return c.ctx.get();
+}
+
+// Bytes of each plane's sample that decides whether the plane is coded.
+constexpr size_t kPlaneSample = 16 << 10;
+
+// Filter 2: each plane of `planes` (width w, n bytes in all) coded on its
+// own, after the header: per plane a mode byte (0 stored, 1 zstd), its
+// stored length (u32 LE) and its bytes. False when no plane shrinks (the
+// chunk is then better stored raw).
+bool EncodePlanesApart(const char* planes, size_t n, size_t w, int level, std::string* out) {
+  const size_t count = n / w;
+  ZSTD_CCtx* cctx = PlaneCCtx(level);
+  out->resize(kChunkHeaderSize);
+  bool any = false;
+  for (size_t j = 0; j < w; ++j) {
+    const char* plane = planes + j * count;
+    bool code = true;
+    std::string& tmp = PlaneScratch();
+    if (count > 2 * kPlaneSample) {
+      const size_t off = (count - kPlaneSample) / 2;  // the middle of the plane
+      tmp.resize(ZSTD_compressBound(kPlaneSample));
+      const size_t z = ZSTD_compress2(cctx, tmp.data(), tmp.size(), plane + off, kPlaneSample);
+      code = !ZSTD_isError(z) && z < kPlaneSample * 9 / 10;
+    }
+    size_t z = 0;
+    if (code) {
+      tmp.resize(ZSTD_compressBound(count));
+      z = ZSTD_compress2(cctx, tmp.data(), tmp.size(), plane, count);
+      code = !ZSTD_isError(z) && z < count * 95 / 100;
+    }
+    const size_t at = out->size();
+    out->resize(at + 5 + (code ? z : count));
+    (*out)[at] = static_cast<char>(code ? 1 : 0);
+    PutLE32(&(*out)[at + 1], static_cast<uint32_t>(code ? z : count));
+    std::memcpy(&(*out)[at + 5], code ? tmp.data() : plane, code ? z : count);
+    any = any || code;
+  }
+  return any;
+}
+
+// Decodes filter 2's payload into `planes` (n bytes, width w).
+Status DecodePlanesApart(std::string_view payload, size_t n, size_t w, char* planes) {
+  const size_t count = n / w;
+  size_t at = 0;
+  for (size_t j = 0; j < w; ++j) {
+    if (payload.size() - at < 5) return Status::DataLoss("chunk's plane " + std::to_string(j) + " is truncated");
+    const uint8_t mode = static_cast<uint8_t>(payload[at]);
+    const uint32_t len = GetLE32(payload.data() + at + 1);
+    at += 5;
+    if (mode > 1 || payload.size() - at < len) {
+      return Status::DataLoss("chunk's plane " + std::to_string(j) + " has mode " + std::to_string(mode) +
+                              " and " + std::to_string(len) + " bytes, beyond its value");
+    }
+    char* dst = planes + j * count;
+    if (mode == 0) {
+      if (len != count) {
+        return Status::DataLoss("chunk's stored plane " + std::to_string(j) + " has " + std::to_string(len) +
+                                " bytes, not " + std::to_string(count));
+      }
+      std::memcpy(dst, payload.data() + at, len);
+    } else {
+      const size_t z = ZSTD_decompressDCtx(DCtx(), dst, count, payload.data() + at, len);
+      if (ZSTD_isError(z) || z != count) {
+        return Status::DataLoss("chunk's plane " + std::to_string(j) + " does not decode to " +
+                                std::to_string(count) + " bytes");
+      }
+    }
+    at += len;
+  }
+  if (at != payload.size()) return Status::DataLoss("chunk has bytes after its last plane");
+  return Status::OK();
 }
 
 // Copies n bytes and returns the XXH3-64 of them, a cache-sized block at a
@@ -141,6 +309,33 @@ Status ValidateCompression(Compression c, const std::string& name) {
                                  " is not a Compression (kNone = 0, kZstd = 1, kAuto = 2)");
 }
 
+namespace {
+
+// The chunk (or its planes, `filter`) as one zstd frame, into *out after the
+// header. False when kAuto finds it not worth it (a sample does not shrink,
+// or the frame is not smaller).
+bool EncodeWhole(const char* src, size_t n, Compression compression, int zstd_level, ChunkFilter filter,
+                 size_t plane_width, std::string* out) {
+  if (compression == Compression::kAuto && n > 2 * kAutoSample) {
+    // The sample takes an equal slice of every plane.
+    const size_t w = filter == ChunkFilter::kNone ? 1 : plane_width;
+    const size_t slice = kAutoSample / w, plane = n / w;
+    std::string sample(slice * w, '\0');
+    for (size_t j = 0; j < w; ++j) std::memcpy(&sample[j * slice], src + j * plane, slice);
+    std::string probe(ZSTD_compressBound(sample.size()), '\0');
+    size_t z = ZSTD_compressCCtx(CCtx(), probe.data(), probe.size(), sample.data(), sample.size(), zstd_level);
+    if (ZSTD_isError(z) || z >= sample.size() * 98 / 100) return false;
+  }
+  size_t bound = ZSTD_compressBound(n);
+  out->resize(kChunkHeaderSize + bound);
+  size_t z = ZSTD_compressCCtx(CCtx(), &(*out)[kChunkHeaderSize], bound, src, n, zstd_level);
+  if (ZSTD_isError(z) || (compression == Compression::kAuto && z >= n)) return false;
+  out->resize(kChunkHeaderSize + z);
+  return true;
+}
+
+}  // namespace
+
 void EncodeChunk(const void* raw, size_t n, Compression compression, int zstd_level, std::string* out,
                  size_t plane_width) {
   if (compression != Compression::kNone && n > 0) {
@@ -154,31 +349,22 @@ void EncodeChunk(const void* raw, size_t n, Compression compression, int zstd_le
       src = planes.data();
       filter = ChunkFilter::kBytePlanes;
     }
-    bool worth = true;
-    if (compression == Compression::kAuto && n > 2 * kAutoSample) {
-      // The sample takes an equal slice of every plane (the exponent plane
-      // compresses, the mantissa planes mostly do not).
-      const size_t w = filter == ChunkFilter::kNone ? 1 : plane_width;
-      const size_t slice = kAutoSample / w, plane = n / w;
-      std::string sample(slice * w, '\0');
-      for (size_t j = 0; j < w; ++j) std::memcpy(&sample[j * slice], src + j * plane, slice);
-      std::string probe(ZSTD_compressBound(sample.size()), '\0');
-      size_t z = ZSTD_compressCCtx(CCtx(), probe.data(), probe.size(), sample.data(), sample.size(), zstd_level);
-      worth = !ZSTD_isError(z) && z < sample.size() * 98 / 100;
-    }
-    if (worth) {
-      size_t bound = ZSTD_compressBound(n);
-      out->resize(kChunkHeaderSize + bound);
-      size_t z = ZSTD_compressCCtx(CCtx(), &(*out)[kChunkHeaderSize], bound, src, n, zstd_level);
-      bool use = !ZSTD_isError(z) && (compression == Compression::kZstd || z < n);
-      if (use) {
-        out->resize(kChunkHeaderSize + z);
-        WriteHeader(&(*out)[0], ChunkCodec::kZstd, static_cast<uint32_t>(n), sum, filter,
-                    filter == ChunkFilter::kNone ? 0 : static_cast<uint8_t>(plane_width));
+    // kAuto codes each plane of a floating-point chunk on its own (filter
+    // 2): only the planes that shrink cost compression time, at the speed of
+    // zstd's entropy coder. Everything else is one zstd frame.
+    if (compression == Compression::kAuto && filter == ChunkFilter::kBytePlanes) {
+      if (EncodePlanesApart(src, n, plane_width, zstd_level, out)) {
+        WriteHeader(&(*out)[0], ChunkCodec::kZstd, static_cast<uint32_t>(n), sum, ChunkFilter::kPlanesApart,
+                    static_cast<uint8_t>(plane_width));
         return;
       }
+    } else if (EncodeWhole(src, n, compression, zstd_level, filter, plane_width, out)) {
+      WriteHeader(&(*out)[0], ChunkCodec::kZstd, static_cast<uint32_t>(n), sum, filter,
+                  filter == ChunkFilter::kNone ? 0 : static_cast<uint8_t>(plane_width));
+      return;
     }
   }
+  // Raw: nothing to compress, or compressing did not pay.
   out->resize(kChunkHeaderSize + n);
   const uint64_t copied_sum = CopyAndChecksum(&(*out)[kChunkHeaderSize], static_cast<const char*>(raw), n);
   WriteHeader(&(*out)[0], ChunkCodec::kRaw, static_cast<uint32_t>(n), copied_sum);
@@ -204,6 +390,16 @@ Status DecodeChunk(std::string_view value, uint64_t expected_raw, void* dest) {
       return Status::DataLoss("chunk checksum mismatch");
     }
     return Status::OK();
+  } else if (h.filter == ChunkFilter::kPlanesApart) {
+    if (h.raw_len % h.filter_param != 0) {
+      return Status::DataLoss("chunk of " + std::to_string(h.raw_len) + " bytes does not split into planes of " +
+                              std::to_string(h.filter_param));
+    }
+    std::string& planes = Scratch();
+    planes.resize(h.raw_len);
+    st = DecodePlanesApart(payload, h.raw_len, h.filter_param, planes.data());
+    if (!st.ok()) return st;
+    JoinPlanes(planes.data(), h.raw_len, h.filter_param, static_cast<char*>(dest));
   } else {
     const bool planes = h.filter == ChunkFilter::kBytePlanes;
     if (planes && h.raw_len % h.filter_param != 0) {

@@ -35,7 +35,10 @@ enum class ChunkCodec : uint8_t { kRaw = 0, kZstd = 1 };
 
 uint64_t Checksum(const void* data, size_t n);
 
-enum class ChunkFilter : uint8_t { kNone = 0, kBytePlanes = 1 };
+// kBytePlanes: the planes compressed together, as one zstd frame.
+// kPlanesApart: each plane coded (zstd) or stored on its own (kAuto on
+// floating-point chunks; proto/FORMAT.md §3).
+enum class ChunkFilter : uint8_t { kNone = 0, kBytePlanes = 1, kPlanesApart = 2 };
 
 // InvalidArgument naming `name` and the value unless `c` is one of
 // Compression's values ("StoreOptions.compression 7 is not ...").

@@ -239,6 +239,11 @@ void RawRead(const std::string& path, StateDict& sd) {
 // --invalidate-page-cache ask for.
 StoreOptions BaseStoreOptions(const Args& a) {
   StoreOptions so;
+  // Each repetition saves the same bytes as a new step: with deduplication
+  // those saves would write nothing. Every save here writes every byte, as
+  // a step of full training does (--scenario finetune measures
+  // deduplication, and its cost when every byte changes).
+  so.deduplicate = false;
   so.compression = a.compression;
   if (a.chunk_bytes) so.chunk_bytes = a.chunk_bytes;
   so.sst_invalidate_page_cache = a.invalidate_page_cache;

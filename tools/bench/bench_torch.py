@@ -190,8 +190,10 @@ def run_rank(rank, args, port, result_path):
             """ckptdb from Python on the same DTensors: ckptdb.save/load and
             async_save, and DCP through ckptdb's StorageWriter/Reader. One
             store for every trial (steps 10 * trial + k), kept open as a
-            training job keeps it, like the C++ benchmark's."""
-            store = os.path.join(args.dir, "py.ckptdb")
+            training job keeps it, like the C++ benchmark's. Deduplication
+            is off: every trial saves the same bytes again, and each save must
+            write all of them, as DCP's does."""
+            store = ckptdb.Store(os.path.join(args.dir, "py.ckptdb"), deduplicate=False)
             step = 10 * trial
             engine.clear()
             timed("py_save", lambda: ckptdb.save(state, store, step + 1))
