@@ -1,6 +1,7 @@
 // The gloo-over-TCP Communicator. Only small control messages travel here.
-// Variable-size messages go as a fixed-size length exchange followed by the
-// payload; every call is bounded by the configured timeout, and gloo's
+// Variable-size messages go as a fixed-size round holding each length and up
+// to 1 KiB of the message, and a second round only for what is longer; every
+// call is bounded by the configured timeout, and gloo's
 // exceptions become Status at this edge.
 #include <gloo/allgather.h>
 #include <gloo/allgatherv.h>
@@ -13,6 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -62,24 +64,23 @@ class GlooCommunicator final : public Communicator {
   Status Broadcast(std::string* data, int root) override {
     if (root < 0 || root >= ctx_->size) return Status::InvalidArgument("broadcast root " + std::to_string(root));
     return Timed("broadcast", data->size(), [&] {
-      uint64_t n = data->size();
-      {
-        gloo::BroadcastOptions o(ctx_);
-        o.setOutput(&n, 1);
-        o.setRoot(root);
-        o.setTag(NextTag());
-        o.setTimeout(timeout_);
-        gloo::broadcast(o);
+      // One round carries the length and up to kInline bytes: a control
+      // message that fits needs no second round (every round is a network
+      // latency per hop, which is what a save costs with many ranks).
+      std::string head(8 + kInline, '\0');
+      if (ctx_->rank == root) {
+        PutU64(&head[0], data->size());
+        std::memcpy(&head[8], data->data(), std::min<size_t>(data->size(), kInline));
       }
-      // One pad byte: gloo buffers are never empty.
-      std::string buf = ctx_->rank == root ? *data + '\0' : std::string(n + 1, '\0');
-      gloo::BroadcastOptions o(ctx_);
-      o.setOutput(buf.data(), buf.size());
-      o.setRoot(root);
-      o.setTag(NextTag());
-      o.setTimeout(timeout_);
-      gloo::broadcast(o);
-      buf.pop_back();
+      BroadcastBytes(&head[0], head.size(), root);
+      const uint64_t n = GetU64(head.data());
+      if (ctx_->rank == root) {
+        if (n > kInline) BroadcastBytes(&(*data)[kInline], n - kInline, root);
+        return;
+      }
+      std::string buf(n, '\0');
+      std::memcpy(buf.data(), &head[8], std::min<uint64_t>(n, kInline));
+      if (n > kInline) BroadcastBytes(&buf[kInline], n - kInline, root);
       *data = std::move(buf);
     });
   }
@@ -108,22 +109,58 @@ class GlooCommunicator final : public Communicator {
   }
 
  private:
+  // Bytes of a message that travel in a collective's first round, with its
+  // length; only longer messages need a second round for the rest.
+  static constexpr size_t kInline = 1016;
+
+  static void PutU64(char* p, uint64_t v) { std::memcpy(p, &v, 8); }
+  static uint64_t GetU64(const char* p) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    return v;
+  }
+
+  void BroadcastBytes(char* p, size_t n, int root) {
+    gloo::BroadcastOptions o(ctx_);
+    o.setOutput(p, n);
+    o.setRoot(root);
+    o.setTag(NextTag());
+    o.setTimeout(timeout_);
+    gloo::broadcast(o);
+  }
+
   void AllGatherImpl(const std::string& mine, std::vector<std::string>* out) {
     const int n = ctx_->size;
-    std::vector<uint64_t> sizes(n);
-    uint64_t my = mine.size() + 1;
+    // Round 1: every rank's length and first kInline bytes, in fixed slots.
+    constexpr size_t kSlot = 8 + kInline;
+    std::string slot(kSlot, '\0');
+    PutU64(&slot[0], mine.size());
+    std::memcpy(&slot[8], mine.data(), std::min(mine.size(), kInline));
+    std::string slots(kSlot * n, '\0');
     {
       gloo::AllgatherOptions o(ctx_);
-      o.setInput(&my, 1);
-      o.setOutput(sizes.data(), sizes.size());
+      o.setInput(slot.data(), slot.size());
+      o.setOutput(slots.data(), slots.size());
       o.setTag(NextTag());
       o.setTimeout(timeout_);
       gloo::allgather(o);
     }
-    std::string in = mine + '\0';
-    uint64_t total = 0;
+    out->assign(n, std::string());
+    bool longer = false;
+    std::vector<size_t> rest(n);
+    for (int r = 0; r < n; ++r) {
+      const uint64_t len = GetU64(&slots[kSlot * r]);
+      (*out)[r].assign(&slots[kSlot * r + 8], std::min<uint64_t>(len, kInline));
+      rest[r] = len > kInline ? len - kInline : 0;
+      longer = longer || rest[r] > 0;
+    }
+    if (!longer) return;
+    // Round 2 (only when some message is longer): the rest of each, with a
+    // pad byte so that no rank's buffer is empty.
+    std::string in = (mine.size() > kInline ? mine.substr(kInline) : std::string()) + '\0';
     std::vector<size_t> counts(n);
-    for (int r = 0; r < n; ++r) total += counts[r] = sizes[r];
+    uint64_t total = 0;
+    for (int r = 0; r < n; ++r) total += counts[r] = rest[r] + 1;
     std::string all(total, '\0');
     gloo::AllgathervOptions o(ctx_);
     o.setInput(in.data(), in.size());
@@ -131,10 +168,9 @@ class GlooCommunicator final : public Communicator {
     o.setTag(NextTag());
     o.setTimeout(timeout_);
     gloo::allgatherv(o);
-    out->assign(n, std::string());
     uint64_t off = 0;
     for (int r = 0; r < n; ++r) {
-      (*out)[r] = all.substr(off, counts[r] - 1);
+      (*out)[r].append(all, off, counts[r] - 1);
       off += counts[r];
     }
   }
