@@ -479,6 +479,7 @@ TEST_F(CliTest, TagRmAndGcChangeTheStore) {
   EXPECT_EQ(gc.code, 0) << gc.out;
   EXPECT_EQ(gc.out,
             "{\"dry_run\": false, \"failed_saves\": 0, \"staging_dirs\": 0, \"unaccounted_saves\": 0, "
+            "\"deleted_saves_reclaimed\": 0, "
             "\"removed_steps\": [12, 30], "
             "\"removed_stored_bytes\": 131, \"kept_steps\": [4, 20, 40, 50]}\n");
   EXPECT_EQ(StepsInStore(), (std::vector<int64_t>{4, 20, 40, 50}));

@@ -12,6 +12,7 @@
 
 #include "ckptdb/ckptdb.h"
 #include <rocksdb/db.h>
+#include <rocksdb/write_batch.h>
 
 #include "format/chunk_codec.h"
 #include "format/keys.h"
@@ -507,6 +508,58 @@ TEST_F(DedupDamageTest, UnreadableReferencesOfAKeptStepStopDeletesButNotCommits)
   ASSERT_OK((*w2)->DeleteStep(3));
   ASSERT_OK((*w2)->DeleteStep(2));
   ExpectLoads(4, {{"frozen", frozen_}});
+}
+
+}  // namespace
+}  // namespace ckptdb
+
+namespace ckptdb {
+namespace {
+
+// A crash right after a delete's batch, before its files were dropped: the
+// data is deleted but still on disk. The next sweep (every writer open, and
+// `ckptdb gc`) gives the space back.
+TEST_F(DedupTest, TheFilesOfADeleteInterruptedByACrashAreGivenBack) {
+  StateDict sd;
+  ASSERT_OK(sd.Add("w", PatternTensor(DType::kF32, {256, 1024}, 80)));  // 1 MiB
+  SaveStep(sd, 1);
+  StateDict other;
+  ASSERT_OK(other.Add("w", PatternTensor(DType::kF32, {16, 1024}, 81)));
+  SaveStep(other, 2);
+  {
+    // What the delete's batch writes, and nothing after it.
+    rocksdb::DB* db = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), store_ + "/db", &db).ok());
+    rocksdb::WriteBatch b;
+    ASSERT_TRUE(b.Delete(MetadataKey(1)).ok());
+    ASSERT_TRUE(b.Delete(SummaryKey(1)).ok());
+    ASSERT_TRUE(b.DeleteRange(db->DefaultColumnFamily(), DataSaveBegin(1, 0), DataSaveEnd(1, UINT64_MAX)).ok());
+    rocksdb::WriteOptions wo;
+    wo.sync = true;
+    ASSERT_TRUE(db->Write(wo, &b).ok());
+    ASSERT_TRUE(db->Flush(rocksdb::FlushOptions()).ok());
+    delete db;
+  }
+  auto sst_bytes = [&] {
+    auto r = OpenStoreReader(store_);
+    auto st = (*r)->GetStoreStats();
+    return st.ok() ? st->sst_bytes : 0;
+  };
+  EXPECT_GT(sst_bytes(), 1u << 20) << "the deleted step's file is still there";
+  StoreOptions o = Options();
+  o.sweep_on_open = false;
+  auto w = OpenStoreWriter(store_, o);
+  ASSERT_TRUE(w.ok());
+  auto found = (*w)->FindLeftovers();
+  ASSERT_TRUE(found.ok());
+  EXPECT_EQ(found->deleted_saves_reclaimed, 1u);
+  auto swept = (*w)->Sweep();
+  ASSERT_TRUE(swept.ok());
+  EXPECT_EQ(swept->deleted_saves_reclaimed, 1u);
+  EXPECT_EQ(swept->unaccounted_saves, 0u);
+  w->reset();
+  EXPECT_LT(sst_bytes(), 512u << 10);
+  ExpectLoads(2, {{"w", std::get<Tensor>(*other.Find("w"))}});
 }
 
 }  // namespace

@@ -158,6 +158,10 @@ struct SweepStats {
   // metadata was lost (or a failed save of a format-1 store, which had no
   // pending records). Counted per (step, save id).
   uint64_t unaccounted_saves = 0;
+  // Save attempts whose data was deleted (every key range-deleted) but whose
+  // files were still on disk, as a crash between a delete and the reclaiming
+  // of its space leaves them: their files are dropped.
+  uint64_t deleted_saves_reclaimed = 0;
 };
 
 // Thread safety: the methods of one StoreWriter may be called from several

@@ -684,6 +684,9 @@ class RocksDBStoreWriter final : public StoreWriter {
     // it may belong to a step whose commit record was lost (a damaged log),
     // and only a pending record proves that a save was never committed.
     std::set<std::pair<int64_t, uint64_t>> orphans;
+    // Files whose every key was deleted but which are still on disk (a crash
+    // between a delete and the reclaiming of its files).
+    std::vector<KeyRange> dead;
     bool complete = true;  // every file's attempts were listed
     for (const auto& [step, id] : SavesWithData(&complete)) {
       auto c = committed.find(step);
@@ -694,10 +697,15 @@ class RocksDBStoreWriter final : public StoreWriter {
         orphans.emplace(step, id);
       } else if (HasLiveData(step, id)) {
         stats.unaccounted_saves++;
+      } else {
+        dead.emplace_back(DataSaveBegin(step, id), DataSaveEnd(step, id));
       }
     }
+    stats.deleted_saves_reclaimed = dead.size();
     if (!dry_run) {
       for (const auto& [step, id] : orphans) RETURN_IF_ERROR(DropSaveData(step, id));
+      // No key of theirs is visible: dropping their files loses nothing.
+      RETURN_IF_ERROR(ReclaimRanges(dead));
       // Pending records of saves that left no data (or were committed).
       // (Kept while some file could not be listed: its data may be theirs.)
       rocksdb::WriteBatch batch;

@@ -245,7 +245,8 @@ const char kGcHelp[] =
     "  --keep-every M  keep steps whose number is a multiple of M (M >= 1)\n"
     "  --dry-run       say what would be removed; change nothing\n"
     "  --json          {\"dry_run\", \"failed_saves\", \"staging_dirs\",\n"
-    "                  \"unaccounted_saves\", \"removed_steps\",\n"
+    "                  \"unaccounted_saves\", \"deleted_saves_reclaimed\",\n"
+    "                  \"removed_steps\",\n"
     "                  \"removed_stored_bytes\", \"kept_steps\"}\n"
     "  --help          this text\n" EXIT_CODES;
 

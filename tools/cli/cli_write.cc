@@ -114,6 +114,7 @@ Status CollectGarbage(const std::string& store, const GcOptions& options, std::o
     out << "{\"dry_run\": " << (options.dry_run ? "true" : "false")
         << ", \"failed_saves\": " << swept->orphan_saves << ", \"staging_dirs\": " << swept->staging_dirs
         << ", \"unaccounted_saves\": " << swept->unaccounted_saves
+        << ", \"deleted_saves_reclaimed\": " << swept->deleted_saves_reclaimed
         << ", \"removed_steps\": " << JsonIntList(*pruned) << ", \"removed_stored_bytes\": " << freed
         << ", \"kept_steps\": " << JsonIntList(kept) << "}\n";
     return Status::OK();
@@ -121,6 +122,10 @@ Status CollectGarbage(const std::string& store, const GcOptions& options, std::o
   const char* verb = options.dry_run ? "would " : "";
   out << (options.dry_run ? "would sweep " : "swept ") << swept->orphan_saves << " failed save(s) and "
       << swept->staging_dirs << " staging dir(s)\n";
+  if (swept->deleted_saves_reclaimed > 0) {
+    out << (options.dry_run ? "would give back " : "gave back ") << "the files of "
+        << swept->deleted_saves_reclaimed << " deleted save(s) still on disk\n";
+  }
   if (swept->unaccounted_saves > 0) {
     out << "kept " << swept->unaccounted_saves
         << " save(s) whose data has neither a commit nor a pending record (a commit whose log was lost, or a "
