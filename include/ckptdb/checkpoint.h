@@ -6,10 +6,13 @@
 //      state dict fails on every rank ("failed to plan the save", or
 //      "invalid state dict" when the ranks' plans disagree) before storage is
 //      touched.
-//   2. The coordinator calls writer.Prepare and broadcasts the outcome; on
-//      failure every rank returns "failed to prepare storage".
+//   2. The coordinator calls writer.Prepare and writer.FindReusable and
+//      broadcasts the outcome with the stored pieces the new ones may share
+//      chunks with (deduplication); on failure every rank returns "failed to
+//      prepare storage".
 //   3. Every rank writes the pieces it owns (replicated tensors and bytes:
-//      the coordinator; shards: the rank that holds them). CUDA tensors are
+//      the coordinator; shards: the rank that holds them), except chunks
+//      equal to their candidate's, which it refers to. CUDA tensors are
 //      copied off the device chunk by chunk, into pinned buffers (staging.h),
 //      by the workers that checksum and compress them, while earlier chunks
 //      are appended to the SST file. Statuses are gathered to the
