@@ -87,30 +87,48 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
   const int coordinator = options.coordinator_rank;
   const bool is_coordinator = rank == coordinator;
 
-  // 1. Plan; every rank merges the same metadata or fails alike. CUDA
-  // tensors stay where they are: the store's workers copy them off the
-  // device chunk by chunk while it writes, once the work queued on their
-  // devices has finished (a device this process cannot use is this rank's
-  // planning error, so every rank learns of it).
+  // 1. Plan; the coordinator merges every rank's plan into the step's
+  // metadata (only it needs the whole of it: parsing every plan on every
+  // rank made a save's CPU grow with the square of the world size), and its
+  // verdict reaches every rank with the prepare report, so that every rank
+  // fails alike. CUDA tensors stay where they are: the store's workers copy
+  // them off the device chunk by chunk while it writes, once the work queued
+  // on their devices has finished (a device this process cannot use is this
+  // rank's planning error, so every rank learns of it).
   StatusOr<LocalPlan> plan = Status::Internal("not planned");
   if (Status devices = CheckAndSynchronizeDevices(state_dict); devices.ok()) {
     plan = PlanLocal(state_dict, rank, coordinator);
   } else {
     plan = devices;
   }
-  std::vector<std::string> plans;
-  RETURN_IF_ERROR(comm->AllGather(EncodeLocalPlan(plan), &plans).WithContext("save: exchanging plans"));
-  StatusOr<StepMetadata> merged = MergePlans(plans, coordinator);
-  if (!merged.ok()) return merged.status();
-  StepMetadata metadata = std::move(merged).value();
-  metadata.step = options.step;
+  StepMetadata metadata;  // on the coordinator
+  Status planned;
+  {
+    // (An all-gather, not a gather: a rank that died is then an error on
+    // every rank at once, not a timeout of the next broadcast.)
+    std::vector<std::string> plans;
+    RETURN_IF_ERROR(comm->AllGather(EncodeLocalPlan(plan), &plans).WithContext("save: exchanging plans"));
+    if (is_coordinator) {
+      StatusOr<StepMetadata> merged = MergePlans(plans, coordinator);
+      if (merged.ok()) {
+        metadata = std::move(merged).value();
+        metadata.step = options.step;
+      } else {
+        planned = merged.status();
+      }
+    }
+  }
 
-  // 2. The coordinator prepares storage.
+  // 2. The coordinator prepares storage (when the plans merged).
   std::string report;
   if (is_coordinator) {
     proto::PrepareReport r;
-    StatusOr<uint64_t> id = GuardedCall("prepare", [&] { return writer.Prepare(options.step); });
-    if (id.ok()) {
+    if (!planned.ok()) {
+      StatusToProto(planned, r.mutable_plan_status());
+    } else if (StatusOr<uint64_t> id = GuardedCall("prepare", [&] { return writer.Prepare(options.step); });
+               !id.ok()) {
+      StatusToProto(id.status(), r.mutable_status());
+    } else {
       r.set_save_id(*id);
       // What of the store the ranks' pieces may share (deduplication).
       SaveContext prepared_ctx{options.step, *id, rank, comm->world_size(), coordinator};
@@ -122,14 +140,13 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
         writer.Abort(prepared_ctx);
         StatusToProto(reusable.status(), r.mutable_status());
       }
-    } else {
-      StatusToProto(id.status(), r.mutable_status());
     }
     report = r.SerializeAsString();
   }
   RETURN_IF_ERROR(comm->Broadcast(&report, coordinator).WithContext("save: broadcasting prepare"));
   proto::PrepareReport prepared;
   if (!prepared.ParseFromString(report)) return Status::Internal("save: the prepare report does not parse");
+  if (prepared.has_plan_status() && prepared.plan_status().code() != 0) return StatusFromProto(prepared.plan_status());
   if (prepared.has_status() && prepared.status().code() != 0) {
     return Status::CheckpointError("failed to prepare storage", {{coordinator, StatusFromProto(prepared.status())}});
   }

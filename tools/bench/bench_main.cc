@@ -58,8 +58,11 @@ T Must(StatusOr<T> v, const std::string& what) {
   return std::move(v).value();
 }
 
+constexpr int64_t kTensorBytes = 64ll << 20;
+
 struct Args {
   uint64_t size = 1ull << 30;
+  int64_t tensor_bytes = kTensorBytes;  // --tensor-bytes: the most bytes of one entry
   int world = 2;
   std::vector<std::string> data = {"fp32"};
   Compression compression = Compression::kNone;
@@ -126,7 +129,6 @@ DType DataDType(const std::string& kind) {
   return DType::kF32;
 }
 
-constexpr int64_t kTensorBytes = 64ll << 20;
 
 // Rank `rank`'s part of n rows (or columns) cut over `world` ranks: its first
 // one and how many.
@@ -139,14 +141,15 @@ void Split(int64_t n, int rank, int world, int64_t* begin, int64_t* size) {
 // This rank's state dict: tensors of 64 MiB (the last smaller), row-sharded
 // over `world` ranks; `zeros` gives an empty target. With `columns`, the
 // same tensors sharded by columns.
-StateDict MakeState(const std::string& kind, uint64_t total, int rank, int world, bool zeros, bool columns) {
+StateDict MakeState(const std::string& kind, uint64_t total, int rank, int world, bool zeros, bool columns,
+                    int64_t tensor_bytes = kTensorBytes) {
   StateDict sd;
   const DType dt = DataDType(kind);
   const int64_t es = static_cast<int64_t>(DTypeSize(dt));
   const int64_t cols = 1024;
   int64_t left = static_cast<int64_t>(total);
   for (int i = 0; left > 0; ++i) {
-    int64_t bytes = std::min(left, kTensorBytes);
+    int64_t bytes = std::min(left, tensor_bytes);
     int64_t rows = std::max<int64_t>(1, bytes / (cols * es));
     left -= rows * cols * es;
     int64_t b, sz;
@@ -269,9 +272,9 @@ int Worker(const Args& a) {
 
   auto writer = Must(OpenStoreWriter(store, BaseStoreOptions(a)), "opening the store");
   for (const std::string& kind : a.data) {
-    StateDict state = MakeState(kind, a.size, rank, world, false, false);
-    StateDict target = MakeState(kind, a.size, rank, world, true, false);
-    StateDict columns = MakeState(kind, a.size, rank, world, true, true);
+    StateDict state = MakeState(kind, a.size, rank, world, false, false, a.tensor_bytes);
+    StateDict target = MakeState(kind, a.size, rank, world, true, false, a.tensor_bytes);
+    StateDict columns = MakeState(kind, a.size, rank, world, true, true, a.tensor_bytes);
     auto& r = results[kind];
     // One saver per data kind: its staging memory is allocated by the first
     // save and reused by the next, as in training.
@@ -303,7 +306,7 @@ int Worker(const Args& a) {
       {
         // Into freshly allocated tensors (their pages fault in on first
         // write), as a restarting job loads.
-        StateDict fresh = MakeState(kind, a.size, rank, world, true, false);
+        StateDict fresh = MakeState(kind, a.size, rank, world, true, false, a.tensor_bytes);
         r["load fresh"].seconds.push_back(Timed(*comm, [&] {
           auto reader = Must(OpenStoreReader(store, ro), "reader");
           Check(Load(fresh, *reader, lo), "load into fresh tensors");
@@ -312,7 +315,7 @@ int Worker(const Args& a) {
       if (a.cold && DropCaches(*comm)) {
         // From the disk, into fresh tensors: a job restarting on a fresh
         // machine.
-        StateDict fresh = MakeState(kind, a.size, rank, world, true, false);
+        StateDict fresh = MakeState(kind, a.size, rank, world, true, false, a.tensor_bytes);
         r["load cold"].seconds.push_back(Timed(*comm, [&] {
           auto reader = Must(OpenStoreReader(store, ro), "reader");
           Check(Load(fresh, *reader, lo), "cold load");
@@ -788,7 +791,8 @@ int main(int argc, char** argv) {
     if (s == "-h" || s == "--help") {
       std::cout << "usage: ckptdb-bench [--size 1GiB] [--world 2] [--data fp32|bf16|adam|bytes|all]\n"
                    "                    [--compression none|zstd|auto] [--repeat 3] [--dir DIR] [--json]\n"
-                   "                    [--chunk-bytes 4MiB] [--invalidate-page-cache] [--no-mmap] [--warm-only]\n\n"
+                   "                    [--chunk-bytes 4MiB] [--invalidate-page-cache] [--no-mmap] [--warm-only]\n"
+                   "                    [--tensor-bytes 64MiB]\n\n"
                    "Saves and loads a state dict of --size logical bytes over --world ranks (started\n"
                    "for real through ckptdb-launch) and prints each phase's median job time and\n"
                    "throughput, as ratios to a raw write+fsync and a raw read of the same bytes\n"
@@ -801,7 +805,8 @@ int main(int argc, char** argv) {
                    "as a job restarting on a fresh machine meets it. --dir (default: a temporary directory, removed at the end) holds the\n"
                    "store and the raw files. --chunk-bytes and --invalidate-page-cache set the\n"
                    "StoreOptions of the same names, --no-mmap ReaderOptions.mmap_reads = false, to\n"
-                   "compare.\n\n"
+                   "compare. --tensor-bytes caps each entry (default 64 MiB): small entries make\n"
+                   "many of them, to measure the control plane (plans, metadata) with many ranks.\n\n"
                    "usage: ckptdb-bench --scenario finetune [--size 1GiB] [--world 2] [--repeat 3]\n"
                    "                    [--compression none|zstd|auto] [--chunk-bytes 4MiB] [--dir DIR] [--json]\n\n"
                    "Deduplication across steps (StoreOptions::deduplicate), on against off. The state\n"
@@ -848,6 +853,9 @@ int main(int argc, char** argv) {
       else if (a.compression_name == "zstd") a.compression = Compression::kZstd;
       else if (a.compression_name == "auto") a.compression = Compression::kAuto;
       else Die("unknown --compression '" + a.compression_name + "'");
+    } else if (s == "--tensor-bytes") {
+      a.tensor_bytes = static_cast<int64_t>(ParseSize(next()));
+      if (a.tensor_bytes < 4096) Die("--tensor-bytes must be at least 4KiB");
     } else if (s == "--chunk-bytes") {
       a.chunk_bytes = ParseSize(next());
     } else if (s == "--invalidate-page-cache") {
