@@ -2,10 +2,11 @@
 //
 // Save (see README.md, "How it works", and proto/FORMAT.md):
 //   1. Every rank plans its local entries (a CUDA device this process cannot
-//      use is its planning error); the plans are all-gathered and every rank builds the same step metadata. An invalid
-//      state dict fails on every rank ("failed to plan the save", or
-//      "invalid state dict" when the ranks' plans disagree) before storage is
-//      touched.
+//      use is its planning error); the plans are all-gathered and the
+//      coordinator merges them into the step's metadata. An invalid state
+//      dict fails on every rank alike ("failed to plan the save", or
+//      "invalid state dict" when the ranks' plans disagree: the coordinator's
+//      verdict travels with the prepare report) before storage is touched.
 //   2. The coordinator calls writer.Prepare and writer.FindReusable and
 //      broadcasts the outcome with the stored pieces the new ones may share
 //      chunks with (deduplication); on failure every rank returns "failed to
