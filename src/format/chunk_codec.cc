@@ -142,23 +142,30 @@ void SplitPlanes(const char* in, size_t n, size_t width, char* out) {
   }
 }
 
-void JoinPlanes(const char* in, size_t n, size_t width, char* out) {
-  const size_t count = n / width;
-  const auto* src = reinterpret_cast<const unsigned char*>(in);
+// The inverse of SplitPlanes, from planes wherever they lie: plane j at
+// planes[j], `count` bytes each (width at most 8).
+void JoinPlaneViews(const char* const* planes, size_t count, size_t width, char* out) {
+  const auto* const* p = reinterpret_cast<const unsigned char* const*>(planes);
   auto* dst = reinterpret_cast<unsigned char*>(out);
-  if (width == 2) return Join2(src, src + count, count, dst);
+  if (width == 2) return Join2(p[0], p[1], count, dst);
   if (width == 4) {
     std::string& t = PlanesTemp();
-    t.resize(n);
+    t.resize(4 * count);
     auto* even = reinterpret_cast<unsigned char*>(t.data());
-    Join2(src, src + 2 * count, count, even);                 // bytes 0 and 2
-    Join2(src + count, src + 3 * count, count, even + n / 2);  // bytes 1 and 3
-    return Join2(even, even + n / 2, n / 2, dst);
+    Join2(p[0], p[2], count, even);              // bytes 0 and 2
+    Join2(p[1], p[3], count, even + 2 * count);  // bytes 1 and 3
+    return Join2(even, even + 2 * count, 2 * count, dst);
   }
   for (size_t j = 0; j < width; ++j) {
-    const char* plane = in + j * count;
-    for (size_t i = 0; i < count; ++i) out[i * width + j] = plane[i];
+    for (size_t i = 0; i < count; ++i) out[i * width + j] = planes[j][i];
   }
+}
+
+void JoinPlanes(const char* in, size_t n, size_t width, char* out) {
+  const size_t count = n / width;
+  const char* planes[8];
+  for (size_t j = 0; j < width; ++j) planes[j] = in + j * count;
+  JoinPlaneViews(planes, count, width, out);
 }
 
 // Per-thread zstd contexts and scratch: chunks are encoded and decoded on
@@ -218,31 +225,35 @@ bool EncodePlanesApart(const char* planes, size_t n, size_t w, int level, std::s
   for (size_t j = 0; j < w; ++j) {
     const char* plane = planes + j * count;
     bool code = true;
-    std::string& tmp = PlaneScratch();
     if (count > 2 * kPlaneSample) {
+      std::string& probe = PlaneScratch();
       const size_t off = (count - kPlaneSample) / 2;  // the middle of the plane
-      tmp.resize(ZSTD_compressBound(kPlaneSample));
-      const size_t z = ZSTD_compress2(cctx, tmp.data(), tmp.size(), plane + off, kPlaneSample);
+      probe.resize(ZSTD_compressBound(kPlaneSample));
+      const size_t z = ZSTD_compress2(cctx, probe.data(), probe.size(), plane + off, kPlaneSample);
       code = !ZSTD_isError(z) && z < kPlaneSample * 9 / 10;
     }
+    // The plane's frame goes straight into the value, after its mode and
+    // length; a plane that does not shrink is copied there instead.
+    const size_t at = out->size();
     size_t z = 0;
     if (code) {
-      tmp.resize(ZSTD_compressBound(count));
-      z = ZSTD_compress2(cctx, tmp.data(), tmp.size(), plane, count);
+      out->resize(at + 5 + ZSTD_compressBound(count));
+      z = ZSTD_compress2(cctx, &(*out)[at + 5], out->size() - at - 5, plane, count);
       code = !ZSTD_isError(z) && z < count * 95 / 100;
     }
-    const size_t at = out->size();
-    out->resize(at + 5 + (code ? z : count));
+    const size_t len = code ? z : count;
+    out->resize(at + 5 + len);
     (*out)[at] = static_cast<char>(code ? 1 : 0);
-    PutLE32(&(*out)[at + 1], static_cast<uint32_t>(code ? z : count));
-    std::memcpy(&(*out)[at + 5], code ? tmp.data() : plane, code ? z : count);
+    PutLE32(&(*out)[at + 1], static_cast<uint32_t>(len));
+    if (!code) std::memcpy(&(*out)[at + 5], plane, count);
     any = any || code;
   }
   return any;
 }
 
-// Decodes filter 2's payload into `planes` (n bytes, width w).
-Status DecodePlanesApart(std::string_view payload, size_t n, size_t w, char* planes) {
+// Decodes filter 2's payload: planes[j] points at plane j, inside `payload`
+// when it is stored as it is (no copy), else into `scratch` (n bytes).
+Status DecodePlanesApart(std::string_view payload, size_t n, size_t w, char* scratch, const char** planes) {
   const size_t count = n / w;
   size_t at = 0;
   for (size_t j = 0; j < w; ++j) {
@@ -254,14 +265,15 @@ Status DecodePlanesApart(std::string_view payload, size_t n, size_t w, char* pla
       return Status::DataLoss("chunk's plane " + std::to_string(j) + " has mode " + std::to_string(mode) +
                               " and " + std::to_string(len) + " bytes, beyond its value");
     }
-    char* dst = planes + j * count;
+    char* dst = scratch + j * count;
     if (mode == 0) {
       if (len != count) {
         return Status::DataLoss("chunk's stored plane " + std::to_string(j) + " has " + std::to_string(len) +
                                 " bytes, not " + std::to_string(count));
       }
-      std::memcpy(dst, payload.data() + at, len);
+      planes[j] = payload.data() + at;
     } else {
+      planes[j] = dst;
       const size_t z = ZSTD_decompressDCtx(DCtx(), dst, count, payload.data() + at, len);
       if (ZSTD_isError(z) || z != count) {
         return Status::DataLoss("chunk's plane " + std::to_string(j) + " does not decode to " +
@@ -395,11 +407,12 @@ Status DecodeChunk(std::string_view value, uint64_t expected_raw, void* dest) {
       return Status::DataLoss("chunk of " + std::to_string(h.raw_len) + " bytes does not split into planes of " +
                               std::to_string(h.filter_param));
     }
-    std::string& planes = Scratch();
-    planes.resize(h.raw_len);
-    st = DecodePlanesApart(payload, h.raw_len, h.filter_param, planes.data());
+    std::string& scratch = Scratch();
+    scratch.resize(h.raw_len);
+    const char* planes[8];
+    st = DecodePlanesApart(payload, h.raw_len, h.filter_param, scratch.data(), planes);
     if (!st.ok()) return st;
-    JoinPlanes(planes.data(), h.raw_len, h.filter_param, static_cast<char*>(dest));
+    JoinPlaneViews(planes, h.raw_len / h.filter_param, h.filter_param, static_cast<char*>(dest));
   } else {
     const bool planes = h.filter == ChunkFilter::kBytePlanes;
     if (planes && h.raw_len % h.filter_param != 0) {

@@ -316,9 +316,8 @@ class RocksDBStoreWriter final : public StoreWriter {
                               " shares chunks, but this save was offered none");
     }
     const ReuseBase& base = b->second;
-    ASSIGN_OR_RETURN(auto committed, ReadCommitted());
-    auto c = committed.find(base.step.step);
-    if (c == committed.end() || c->second != base.step.save_id) {
+    ASSIGN_OR_RETURN(std::optional<uint64_t> id, CommittedSaveId(base.step.step));
+    if (!id || *id != base.step.save_id) {
       return Status::FailedPrecondition("step " + std::to_string(base.step.step) + ", whose chunks step " +
                                         std::to_string(ctx.step) +
                                         " shares, was deleted while the save ran; save the step again");
@@ -562,7 +561,6 @@ class RocksDBStoreWriter final : public StoreWriter {
     return out;
   }
 
-
   // One DeleteFilesInRanges call for all of `ranges` (one MANIFEST edit; a
   // call per step made pruning 1,000 steps take seconds).
   Status ReclaimRanges(const std::vector<std::pair<std::string, std::string>>& ranges) {
@@ -748,21 +746,37 @@ class RocksDBStoreWriter final : public StoreWriter {
       if (!ParseMetadataKey(it->key().ToStringView(), &step)) break;
       int64_t sstep = -1;
       while (sit->Valid() && ParseSummaryKey(sit->key().ToStringView(), &sstep) && sstep < step) sit->Next();
-      if (sit->Valid() && sstep == step) {
-        auto sum = DecodeSummaryValue(sit->value().ToStringView());
-        if (sum.ok()) {
-          committed[step] = sum->save_id;
-          continue;
-        }
-      }
-      auto md = DecodeMetadataValue(it->value().ToStringView());
-      // A step whose metadata is unreadable keeps all its data: never delete
-      // what might be committed.
-      committed[step] = md.ok() ? md->save_id : kUnreadable;
+      const bool has_summary = sit->Valid() && sstep == step;
+      committed[step] = SaveIdOf(has_summary ? sit->value().ToStringView() : std::string_view(),
+                                 it->value().ToStringView());
     }
     RETURN_IF_ERROR(FromRocks(it->status(), "listing steps"));
     RETURN_IF_ERROR(FromRocks(sit->status(), "listing step summaries"));
     return committed;
+  }
+
+  // The save id of a committed step, from its summary record when that reads
+  // (cheap), else from its metadata; kUnreadable when neither does (a step
+  // whose metadata is unreadable keeps all its data: never delete what might
+  // be committed).
+  static uint64_t SaveIdOf(std::string_view summary, std::string_view metadata) {
+    if (!summary.empty()) {
+      auto sum = DecodeSummaryValue(summary);
+      if (sum.ok()) return sum->save_id;
+    }
+    auto md = DecodeMetadataValue(metadata);
+    return md.ok() ? md->save_id : kUnreadable;
+  }
+
+  // ReadCommitted's answer for one step: nullopt when it is not committed.
+  StatusOr<std::optional<uint64_t>> CommittedSaveId(int64_t step) {
+    std::string metadata, summary;
+    rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), MetadataKey(step), &metadata);
+    if (s.IsNotFound()) return std::optional<uint64_t>();
+    RETURN_IF_ERROR(FromRocks(s, "reading the metadata of step " + std::to_string(step)));
+    s = db_->Get(rocksdb::ReadOptions(), SummaryKey(step), &summary);
+    if (!s.ok() && !s.IsNotFound()) RETURN_IF_ERROR(FromRocks(s, "reading the summary of step " + std::to_string(step)));
+    return std::optional<uint64_t>(SaveIdOf(s.ok() ? summary : std::string(), metadata));
   }
 
   // (step, save id) of every save attempt whose keys some live file holds.

@@ -50,18 +50,16 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
 
   // Chunks that need not be written: their bytes are stored already.
   std::vector<uint8_t> shared(jobs.size(), 0);
-  // Chunk c of `it` may be shared with the same chunk of its candidate: the
-  // candidate was encoded alike, recorded hashes, and its chunk c has the
-  // same raw length.
-  auto shareable = [&](const WriteItem* it, const WrittenItem& w, uint32_t c) {
-    const ReuseCandidate* r = it->reuse;
-    if (r == nullptr || !o.content_hashes || r->piece.encoding != w.encoding || r->piece.chunk_bytes != w.chunk_bytes ||
-        c >= r->piece.num_chunks || r->piece.chunk_hashes.size() != size_t{r->piece.num_chunks} * kChunkHashBytes) {
-      return false;
-    }
-    const uint64_t begin = uint64_t{c} * w.chunk_bytes;
-    return std::min(w.chunk_bytes, it->nbytes - begin) == r->piece.chunk_raw_bytes(c);
-  };
+  // Items whose candidate can share chunks at all: encoded alike, cut alike,
+  // with recorded hashes.
+  std::vector<uint8_t> usable(sorted.size(), 0);
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    const ReuseCandidate* r = sorted[i]->reuse;
+    const WrittenItem& w = result.items[i];
+    usable[i] = r != nullptr && o.content_hashes && r->piece.encoding == w.encoding &&
+                r->piece.chunk_bytes == w.chunk_bytes &&
+                r->piece.chunk_hashes.size() == size_t{r->piece.num_chunks} * kChunkHashBytes;
+  }
 
   std::unique_ptr<rocksdb::SstFileWriter> sst;
   uint64_t file_bytes = 0;
@@ -83,7 +81,9 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
     char* hash = o.content_hashes ? result.items[jobs[j].item].chunk_hashes.data() +
                                         size_t{jobs[j].chunk} * kChunkHashBytes
                                   : nullptr;
-    const bool may_share = shareable(it, result.items[jobs[j].item], jobs[j].chunk);
+    // Chunk c may be shared with its candidate's chunk c of the same length.
+    const bool may_share = usable[jobs[j].item] && jobs[j].chunk < it->reuse->piece.num_chunks &&
+                           it->reuse->piece.chunk_raw_bytes(jobs[j].chunk) == len;
     auto encode = [&](const char* bytes) {
       if (hash != nullptr) ChunkContentHash(bytes, len, hash);
       if (may_share && std::memcmp(hash, it->reuse->piece.chunk_hashes.data() + size_t{jobs[j].chunk} * kChunkHashBytes,

@@ -164,6 +164,15 @@ StateDict MakeState(const std::string& kind, uint64_t total, int rank, int world
   return sd;
 }
 
+// Dies with `what` naming the first entry whose local shard differs.
+void ExpectSameShards(const StateDict& saved, const StateDict& loaded, const std::string& what) {
+  for (const auto& [fqn, e] : saved.entries()) {
+    const Tensor& want = std::get<ShardedTensor>(e).local_shards()[0].tensor;
+    const Tensor& got = std::get<ShardedTensor>(*loaded.Find(fqn)).local_shards()[0].tensor;
+    if (!want.BitwiseEquals(got)) Die(what + " in " + fqn);
+  }
+}
+
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
@@ -330,13 +339,7 @@ int Worker(const Args& a) {
         auto md = Must(reader->ReadMetadata(step), "metadata");
         r["save"].stored = md.stored_bytes();
         // Correctness: the loaded state is the saved one.
-        if (rank == 0) {
-          for (const auto& [fqn, e] : state.entries()) {
-            const Tensor& want = std::get<ShardedTensor>(e).local_shards()[0].tensor;
-            const Tensor& got = std::get<ShardedTensor>(*target.Find(fqn)).local_shards()[0].tensor;
-            if (!want.BitwiseEquals(got)) Die("loaded data differs from saved data in " + fqn);
-          }
-        }
+        if (rank == 0) ExpectSameShards(state, target, "loaded data differs from saved data");
       }
       ++step;
       // Async: how long the caller is blocked.
@@ -591,11 +594,7 @@ std::vector<DedupStep> RunDedupCase(Communicator& comm, const Args& a, const std
     lo.communicator = &comm;
     auto reader = Must(OpenStoreReader(dirs[0]), "reader");
     Check(Load(target, *reader, lo), "load (" + name + ")");
-    for (const auto& [fqn, e] : state.entries()) {
-      const Tensor& want = std::get<ShardedTensor>(e).local_shards()[0].tensor;
-      const Tensor& got = std::get<ShardedTensor>(*target.Find(fqn)).local_shards()[0].tensor;
-      if (!want.BitwiseEquals(got)) Die("step loaded from the deduplicating store differs from the saved one in " + fqn);
-    }
+    ExpectSameShards(state, target, "step loaded from the deduplicating store differs from the saved one");
   }
   writers[0].reset();
   writers[1].reset();
