@@ -150,7 +150,13 @@ def test_ctrl_c_during_a_save_raises_keyboard_interrupt_and_commits_nothing(tmp_
     p = subprocess.Popen([sys.executable, str(path), store], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          text=True, cwd=tmp_path, env=_child_env())
     assert p.stdout.readline().strip() == "saving"
-    time.sleep(1.0)  # well inside the 2 GiB save
+    # Inside the engine's save: its staging directory exists once storage is
+    # prepared (a fixed sleep missed it on a loaded machine, interrupting the
+    # Python side before the store existed); the 2 GiB take seconds after.
+    deadline = time.monotonic() + 60
+    while not os.path.isdir(os.path.join(store, "staging")) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.2)
     p.send_signal(signal.SIGINT)
     sent = time.monotonic()
     out, _ = p.communicate(timeout=60)
