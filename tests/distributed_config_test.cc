@@ -128,6 +128,11 @@ TEST(Distributed, SaveAndLoadRejectAMissingCommunicator) {
     StatusOr<WriteResult> Write(const SaveContext&, const std::vector<WriteItem>&) override { return Status::Internal("touched"); }
     Status Finish(const SaveContext&, const StepMetadata&, const std::vector<WriteResult>&) override { return Status::Internal("touched"); }
     void Abort(const SaveContext&) override {}
+    FileDelivery delivery() const override { return FileDelivery::kShared; }
+    StatusOr<std::string> ReceivedFilePath(const SaveContext&, int, const std::string&) override {
+      return Status::Internal("touched");
+    }
+    void DiscardLocalFiles(const SaveContext&) override {}
   } w;
   Status st = Save(sd, w, o);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);

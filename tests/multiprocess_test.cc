@@ -95,7 +95,7 @@ class MultiProcessTest : public ::testing::Test {
       auto md = (*r)->ReadMetadata(s.step);
       ASSERT_TRUE(md.ok());
       for (const EntryMetadata& e : md->entries) {
-        for (const StoredPiece& p : e.pieces) expect_keys += p.num_chunks;
+        for (const StoredPiece& p : e.pieces) expect_keys += p.num_chunks - p.referenced_chunks();  // (shared chunks are stored once)
       }
     }
     EXPECT_EQ(testing::CountDataKeys(store_), expect_keys);
@@ -210,6 +210,37 @@ TEST_F(MultiProcessTest, RankKilledMidWriteTurnsIntoErrorsOnEverySurvivor) {
   // process start-up), not after the test's 120 s limit.
   EXPECT_LT(seconds, 3.0 * timeout_ms / 1000) << "survivors took " << seconds << " s";
   ExpectStoreHoldsOnly(0);
+}
+
+// A store on the coordinator's host only: the other ranks send their files
+// over gloo's point-to-point pairs, and loading ranks fetch their chunks
+// from the coordinator; a rank that dies while sending fails the save on
+// every survivor, and nothing is committed.
+TEST_F(MultiProcessTest, StoreOnTheCoordinatorsHostOnly) {
+  JobResult saved = Save(4, 7, {"--coordinator-only"});
+  for (const RankResult& r : saved.ranks) ASSERT_EQ(r.code, "OK") << r.text;
+  ExpectStoreHoldsOnly(1);
+  JobResult on3 = LoadStep(3, 7, {"--coordinator-only", "--layout", "cols"});
+  ASSERT_EQ(on3.ranks.size(), 3u);
+  for (const RankResult& r : on3.ranks) EXPECT_EQ(r.code, "OK") << r.text;
+  JobResult saved2 = Save(3, 8, {"--coordinator-only", "--coordinator", "2", "--layout", "cols"});
+  for (const RankResult& r : saved2.ranks) ASSERT_EQ(r.code, "OK") << r.text;
+  JobResult on5 = LoadStep(5, 8, {"--coordinator-only", "--coordinator", "3"});
+  for (const RankResult& r : on5.ranks) EXPECT_EQ(r.code, "OK") << r.text;
+
+  const int timeout_ms = 5000;
+  auto t0 = Clock::now();
+  JobResult died = RunJob(4, Args("save", 9, {"--coordinator-only", "--kill-in-send", "2"}), FileRendezvous(),
+                          dir_.path(), -1, timeout_ms);
+  double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  ASSERT_EQ(died.ranks.size(), 4u);
+  EXPECT_EQ(died.ranks[2].exit_code, 128 + SIGKILL);
+  for (int r : {0, 1, 3}) {
+    EXPECT_EQ(died.ranks[r].exit_code, 3) << "rank " << r;
+    EXPECT_NE(died.ranks[r].code, "OK") << died.ranks[r].text;
+  }
+  EXPECT_LT(seconds, 3.0 * timeout_ms / 1000) << "survivors took " << seconds << " s";
+  ExpectStoreHoldsOnly(2);
 }
 
 TEST_F(MultiProcessTest, RankThatNeverArrivesIsARendezvousTimeout) {

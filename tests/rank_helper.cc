@@ -3,7 +3,7 @@
 //   ckptdb_rank_helper save|load STORE STEP OUT_DIR [--coordinator C]
 //       [--layout rows|cols] [--fail OP@RANK]... [--kill-in-write RANK]...
 //       [--stall-in-write RANK]...
-//       [--bad-target RANK] [--tag T]
+//       [--bad-target RANK] [--tag T] [--coordinator-only] [--kill-in-send RANK]...
 //
 // Joins the job from the environment (DistributedConfig::FromEnvironment),
 // saves or loads a state dict of fixed global contents split over however
@@ -22,6 +22,10 @@
 // file instead of OUT_DIR/rank-R.txt; CKPTDB_TEST_DIE_CONNECTING=1 makes the
 // process exit (code 9) at its first TCP connect(2) or accept(2) to a peer:
 // a rank that dies after the rendezvous, while the ranks connect.
+// --coordinator-only: the store is on the coordinator's host only
+// (StoreAccess::kCoordinatorOnly; loads through OpenRemoteStoreReader).
+// --kill-in-send R: rank R dies (SIGKILL) in the middle of sending its files
+// to the coordinator (at its second point-to-point message).
 // OP is one of prepare, prepare_storage, write, async_write, write_bytes,
 // finish, read_metadata, read.
 #include <dlfcn.h>
@@ -126,6 +130,34 @@ bool SameContents(const StateDict& a, const StateDict& b) {
   return true;
 }
 
+// Forwards to another communicator; dies at its second point-to-point send
+// when `die_in_send`.
+class DyingCommunicator final : public Communicator {
+ public:
+  DyingCommunicator(Communicator* inner, bool die_in_send) : inner_(inner), die_(die_in_send) {}
+  int rank() const override { return inner_->rank(); }
+  int world_size() const override { return inner_->world_size(); }
+  Status Broadcast(std::string* data, int root) override { return inner_->Broadcast(data, root); }
+  Status Gather(const std::string& mine, int root, std::vector<std::string>* out) override {
+    return inner_->Gather(mine, root, out);
+  }
+  Status AllGather(const std::string& mine, std::vector<std::string>* out) override {
+    return inner_->AllGather(mine, out);
+  }
+  Status Barrier() override { return inner_->Barrier(); }
+  Status Send(int peer, const void* data, size_t n) override {
+    if (die_ && ++sends_ == 2) kill(getpid(), SIGKILL);
+    return inner_->Send(peer, data, n);
+  }
+  Status Recv(int peer, void* data, size_t n) override { return inner_->Recv(peer, data, n); }
+  CollectiveStats stats() const override { return inner_->stats(); }
+
+ private:
+  Communicator* inner_;
+  bool die_;
+  int sends_ = 0;
+};
+
 Status Injected(const std::string& op, int rank) {
   return Status::IOError("injected " + op + " failure on rank " + std::to_string(rank));
 }
@@ -142,6 +174,8 @@ int main(int argc, char** argv) {
   int coordinator = 0, bad_target = -1;
   std::set<int> kill_ranks;   // --kill-in-write, repeatable (a whole host)
   std::set<int> stall_ranks;  // --stall-in-write: sleep 3 s after writing
+  std::set<int> kill_send_ranks;  // --kill-in-send
+  bool coordinator_only = false;
   bool by_columns = false;
   std::map<std::string, std::set<int>> fail;
   for (int i = 5; i < argc; ++i) {
@@ -161,6 +195,10 @@ int main(int argc, char** argv) {
       bad_target = std::atoi(argv[++i]);
     } else if (a == "--kill-in-write" && i + 1 < argc) {
       kill_ranks.insert(std::atoi(argv[++i]));
+    } else if (a == "--coordinator-only") {
+      coordinator_only = true;
+    } else if (a == "--kill-in-send" && i + 1 < argc) {
+      kill_send_ranks.insert(std::atoi(argv[++i]));
     } else if (a == "--stall-in-write" && i + 1 < argc) {
       stall_ranks.insert(std::atoi(argv[++i]));
     } else {
@@ -186,8 +224,11 @@ int main(int argc, char** argv) {
     } else {
       auto fails = [&](const char* op) { return fail.count(op) && fail[op].count(rank); };
       const int world = config->world_size;
+      DyingCommunicator dying(comm->get(), kill_send_ranks.count(rank) > 0);
       if (mode == "save") {
-        auto writer = OpenStoreWriter(store);
+        StoreOptions so;
+        if (coordinator_only) so.access = StoreAccess::kCoordinatorOnly;
+        auto writer = OpenStoreWriter(store, so);
         if (!writer.ok()) {
           st = writer.status();
         } else {
@@ -218,11 +259,17 @@ int main(int argc, char** argv) {
           SaveOptions o;
           o.step = step;
           o.coordinator_rank = coordinator;
-          o.communicator = comm->get();
+          o.communicator = &dying;
           st = Save(MakeStateDict(rank, world, false, by_columns), w, o);
         }
       } else {
-        auto reader = OpenStoreReader(store);
+        auto open_reader = [&]() -> StatusOr<std::unique_ptr<StorageReader>> {
+          if (coordinator_only) return OpenRemoteStoreReader(store, comm->get(), coordinator);
+          auto r = OpenStoreReader(store);
+          if (!r.ok()) return r.status();
+          return std::unique_ptr<StorageReader>(std::move(r).value());
+        };
+        StatusOr<std::unique_ptr<StorageReader>> reader = open_reader();
         if (!reader.ok()) {
           st = reader.status();
         } else {

@@ -1,5 +1,7 @@
 #include "thread_communicator.h"
 
+#include <chrono>
+#include <cstring>
 #include <thread>
 
 namespace ckptdb::testing {
@@ -20,6 +22,21 @@ std::vector<std::string> ThreadHub::Exchange(int rank, const std::string& mine) 
     cv_.notify_all();
   }
   return all;
+}
+
+void ThreadHub::Put(int from, int to, std::string message) {
+  std::lock_guard<std::mutex> lock(mu_);
+  mail_[{from, to}].push_back(std::move(message));
+  cv_.notify_all();
+}
+
+bool ThreadHub::Take(int from, int to, std::string* message) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto& box = mail_[{from, to}];
+  if (!cv_.wait_for(lock, std::chrono::seconds(60), [&] { return !box.empty(); })) return false;
+  *message = std::move(box.front());
+  box.pop_front();
+  return true;
 }
 
 namespace {
@@ -45,6 +62,23 @@ class ThreadCommunicator final : public Communicator {
   }
   Status Barrier() override {
     hub_->Exchange(rank_, "");
+    return Status::OK();
+  }
+  Status Send(int peer, const void* data, size_t n) override {
+    if (n > 0) hub_->Put(rank_, peer, std::string(static_cast<const char*>(data), n));
+    return Status::OK();
+  }
+  Status Recv(int peer, void* data, size_t n) override {
+    if (n == 0) return Status::OK();
+    std::string m;
+    if (!hub_->Take(peer, rank_, &m)) {
+      return Status::DeadlineExceeded("receive from rank " + std::to_string(peer) + " timed out");
+    }
+    if (m.size() != n) {
+      return Status::Internal("rank " + std::to_string(peer) + " sent " + std::to_string(m.size()) +
+                              " bytes where " + std::to_string(n) + " were expected");
+    }
+    std::memcpy(data, m.data(), n);
     return Status::OK();
   }
 

@@ -4,6 +4,8 @@
 #define CKPTDB_TESTS_THREAD_COMMUNICATOR_H_
 
 #include <condition_variable>
+#include <deque>
+#include <map>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -20,6 +22,10 @@ class ThreadHub {
   int world() const { return world_; }
   // Deposits `mine` and returns every rank's deposit of this round.
   std::vector<std::string> Exchange(int rank, const std::string& mine);
+  // Point to point: queues a message from `from` to `to`; Take waits (up to
+  // 60 s) for the oldest one.
+  void Put(int from, int to, std::string message);
+  bool Take(int from, int to, std::string* message);
 
  private:
   const int world_;
@@ -29,6 +35,7 @@ class ThreadHub {
   int arrived_ = 0;
   int departed_ = 0;
   uint64_t round_ = 0;
+  std::map<std::pair<int, int>, std::deque<std::string>> mail_;
 };
 
 std::unique_ptr<Communicator> NewThreadCommunicator(std::shared_ptr<ThreadHub> hub, int rank);

@@ -1,7 +1,10 @@
 // Communicator: the few collectives the save and load protocols need.
 //
-// Only small control messages travel through it (statuses, plans, metadata),
-// never tensor bytes. Every call is bounded by the implementation's timeout:
+// The collectives carry only small control messages (statuses, plans,
+// metadata). Bulk bytes travel point to point (Send, Recv) only when the
+// store is on the coordinator's host alone (StoreAccess::kCoordinatorOnly):
+// the other ranks' files to the coordinator on save, and the chunks a rank
+// loads from it. Every call is bounded by the implementation's timeout:
 // a peer that dies or hangs becomes a DeadlineExceeded or Unavailable status,
 // never a hang. All ranks must make the same sequence of calls.
 //
@@ -9,6 +12,7 @@
 #ifndef CKPTDB_COMMUNICATOR_H_
 #define CKPTDB_COMMUNICATOR_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -40,6 +44,17 @@ class Communicator {
   // On every rank, *out holds every rank's `mine`, indexed by rank.
   virtual Status AllGather(const std::string& mine, std::vector<std::string>* out) = 0;
   virtual Status Barrier() = 0;
+
+  // Point to point: sends the n bytes at `data` to `peer`, which receives
+  // them with a Recv of exactly n bytes from this rank. Messages from one
+  // rank to another arrive in the order they were sent. Returns once the
+  // bytes may be reused (they may still be in flight). Unlike the
+  // collectives, Send and Recv may be called from several threads at once,
+  // each for its own peer and direction, while no collective runs. The
+  // default refuses (FailedPrecondition): such a communicator serves only stores
+  // every rank sees.
+  virtual Status Send(int peer, const void* data, size_t n);
+  virtual Status Recv(int peer, void* data, size_t n);
 
   // Accumulated since the communicator was made.
   virtual CollectiveStats stats() const { return {}; }

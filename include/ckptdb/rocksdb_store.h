@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "ckptdb/communicator.h"
 #include "ckptdb/status.h"
 #include "ckptdb/storage.h"
 
@@ -31,6 +32,22 @@ enum class Compression : int {
   kNone = 0,  // chunks stored raw
   kZstd = 1,  // every chunk zstd-compressed
   kAuto = 2,  // zstd, but a chunk that does not shrink is stored raw
+};
+
+// Where the store is, as the ranks of a job see it.
+enum class StoreAccess : int {
+  // On a file system every rank sees (the default): each rank writes its
+  // SST files into the store's staging area, which the coordinator ingests;
+  // each loading rank reads the store itself. A rank that cannot see the
+  // coordinator's staging directory fails the save, naming its host.
+  kShared = 0,
+  // On the coordinator's host only (no shared file system): every other rank
+  // writes its SST files into StoreOptions::local_staging_dir and, once every
+  // rank wrote, sends them to the coordinator over the job's communicator
+  // (checksummed, in blocks of 8 MiB, all ranks at once); the coordinator
+  // stores them in its staging area and commits as usual, all or nothing.
+  // The other ranks never touch the store's path. Loads: OpenRemoteStoreReader.
+  kCoordinatorOnly = 1,
 };
 
 // Which committed steps to keep when history is pruned (StoreOptions.retention
@@ -103,6 +120,17 @@ struct StoreOptions {
   // committed is never among the dropped ones, even when it is older than
   // the steps the policy keeps. keep_last and keep_every must be >= 0.
   RetentionPolicy retention;
+  // Where the store is (StoreAccess); every rank of a save must give the
+  // same value (a save whose ranks disagree fails on every rank, naming
+  // them).
+  StoreAccess access = StoreAccess::kShared;
+  // With kCoordinatorOnly, on every rank but the coordinator: the directory
+  // under which the rank keeps its SST files until they are sent (a
+  // directory per save, removed once sent, also when the save fails).
+  // Empty: the system's temporary directory ($TMPDIR, else /tmp). Needs room
+  // for the rank's share of one step; the files are not synced, so they
+  // mostly stay in the page cache.
+  std::string local_staging_dir;
 };
 
 // A committed step, as listed.
@@ -279,6 +307,23 @@ struct ReaderOptions {
 // NotFound when nothing is at `path`; FailedPrecondition when it is a file or
 // not a ckptdb store.
 StatusOr<std::unique_ptr<StoreReader>> OpenStoreReader(const std::string& path, const ReaderOptions& options = {});
+
+// A reader for Load on every rank of a job whose store is on the
+// coordinator's host only (StoreAccess::kCoordinatorOnly). The coordinator
+// opens the store at `path` (on its first ReadMetadata, so that an error
+// there reaches every rank) and reads it as OpenStoreReader's reader does;
+// every other rank gets the step's metadata from the coordinator, then the
+// stored values of exactly the chunks it needs, one at a time (bounded
+// memory), each verified on arrival by its own checksum, and never touches
+// `path`. The calls are collective: every rank of `comm` calls ReadMetadata
+// and then Read, in the same order and for the same step, as Load does; a
+// rank that asks for another step than the coordinator fails with
+// InvalidArgument. Not for LoadWhole on one rank alone. `comm` (not owned)
+// must outlive the reader and support point-to-point messages (gloo's does).
+// InvalidArgument when comm is null or coordinator_rank not one of its ranks.
+StatusOr<std::unique_ptr<StorageReader>> OpenRemoteStoreReader(const std::string& path, Communicator* comm,
+                                                               int coordinator_rank = 0,
+                                                               const ReaderOptions& options = {});
 
 }  // namespace ckptdb
 

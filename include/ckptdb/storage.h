@@ -7,7 +7,11 @@
 //   coordinator: Prepare(step)                 -> save id, broadcast to all
 //   coordinator: FindReusable(plan)            -> candidates, broadcast too
 //   every rank:  PrepareStorage(ctx, items)    (only when Prepare succeeded)
-//   every rank:  Write(ctx, items)             -> WriteResult, gathered
+//   every rank:  Write(ctx, items)             -> WriteResult, all-gathered
+//   with FileDelivery::kSent, when every rank wrote: every rank but the
+//                coordinator sends its files to it (Save does, point to
+//                point), which stores them at ReceivedFilePath; then every
+//                rank but the coordinator calls DiscardLocalFiles
 //   coordinator: Finish(ctx, metadata, results) when every rank succeeded,
 //                Abort(ctx) otherwise, or when Finish failed.
 // Load: every rank calls ReadMetadata(step) and then Read(...).
@@ -89,9 +93,25 @@ struct WriteResult {
   std::vector<WrittenItem> items;
 };
 
+// How the files of the other ranks' WriteResults reach the coordinator.
+enum class FileDelivery : int {
+  // Where they were written: the coordinator sees every rank's files (a
+  // shared file system).
+  kShared = 0,
+  // Sent: after every rank's Write succeeded, each rank sends its files to
+  // the coordinator over the communicator (checksummed, in bounded blocks),
+  // and the coordinator's Finish gets the paths it stored them at.
+  kSent = 1,
+};
+
 class StorageWriter {
  public:
   virtual ~StorageWriter() = default;
+
+  // How this writer's files reach the coordinator. Every rank's writer must
+  // say the same (a save whose ranks disagree fails on every rank, naming
+  // them). A writer that wraps another forwards this and the two calls below.
+  virtual FileDelivery delivery() const = 0;
 
   // Coordinator only, before anything else: opens (or creates) the store,
   // refuses a step that is already committed (AlreadyExists), makes the
@@ -114,6 +134,14 @@ class StorageWriter {
   // Every rank: writes every item's bytes durably into staging. Nothing is
   // visible to readers yet.
   virtual StatusOr<WriteResult> Write(const SaveContext& ctx, const std::vector<WriteItem>& items) = 0;
+
+  // Coordinator only, with kSent: where to store file `name` (a plain file
+  // name) that `rank` sends for this save; the path must not exist yet.
+  virtual StatusOr<std::string> ReceivedFilePath(const SaveContext& ctx, int rank, const std::string& name) = 0;
+
+  // Every rank but the coordinator, with kSent, once its files were sent or
+  // the save failed: removes this rank's local copies of the save's files.
+  virtual void DiscardLocalFiles(const SaveContext& ctx) = 0;
 
   // Coordinator only, when every rank's Write succeeded. Makes the step
   // visible atomically (refusing it when a step whose chunks it shares was

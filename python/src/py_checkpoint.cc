@@ -35,6 +35,11 @@ class InterruptibleWriter final : public StorageWriter {
   StatusOr<std::vector<ReuseCandidate>> FindReusable(const SaveContext& ctx, const StepMetadata& planned) override {
     return inner_.FindReusable(ctx, planned);
   }
+  FileDelivery delivery() const override { return inner_.delivery(); }
+  StatusOr<std::string> ReceivedFilePath(const SaveContext& ctx, int rank, const std::string& name) override {
+    return inner_.ReceivedFilePath(ctx, rank, name);
+  }
+  void DiscardLocalFiles(const SaveContext& ctx) override { inner_.DiscardLocalFiles(ctx); }
   Status PrepareStorage(const SaveContext& ctx, const std::vector<WriteItem>& items) override {
     return inner_.PrepareStorage(ctx, items);
   }

@@ -289,11 +289,14 @@ Status Load(StateDict& target, StorageReader& reader, const LoadOptions& options
   LoadPlan plan;
   StatusOr<StepMetadata> md = Status::OK();
   Status planned = ValidateStep(options.step);
-  if (planned.ok()) planned = CheckDistinctKeys(options.keys, "LoadOptions::keys");
+  // (Read first whatever the keys: a reader on a store that only the
+  // coordinator's host has gets the metadata from it, which every rank must
+  // then ask for.)
   if (planned.ok()) {
     md = GuardedCall("read_metadata", [&] { return reader.ReadMetadata(options.step); });
     planned = md.status();
   }
+  if (planned.ok()) planned = CheckDistinctKeys(options.keys, "LoadOptions::keys");
   // CUDA targets: the application's kernels are done with them first.
   if (planned.ok()) planned = GuardedCall("checking devices", [&] { return CheckAndSynchronizeDevices(target, options.keys); });
   if (planned.ok()) planned = GuardedCall("planning the load", [&] { return PlanLoad(target, *md, options, &plan); });

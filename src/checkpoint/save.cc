@@ -1,6 +1,8 @@
 // The save protocol (include/ckptdb/checkpoint.h has the contract).
 #include <chrono>
 #include <exception>
+#include <map>
+#include <thread>
 #include <unordered_map>
 
 #include "ckptdb.pb.h"
@@ -9,6 +11,7 @@
 #include "util/guarded_call.h"
 #include "checkpoint/planner.h"
 #include "comm/resolve_communicator.h"
+#include "comm/transfer.h"
 #include "util/status_macros.h"
 #include "format/metadata_codec.h"
 #include "format/status_codec.h"
@@ -191,38 +194,91 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
     }
     if (!st.ok()) StatusToProto(st, wr.mutable_status());
   }
+  wr.set_delivery(static_cast<int32_t>(writer.delivery()));
+  // (All-gathered: with files to send, every rank must know whether every
+  // rank wrote; without, it costs what a gather costs over gloo.)
   std::vector<std::string> reports;
-  Status gathered = comm->Gather(wr.SerializeAsString(), coordinator, &reports);
+  Status gathered = comm->AllGather(wr.SerializeAsString(), &reports);
   if (!gathered.ok()) {
     if (is_coordinator) writer.Abort(ctx);
+    if (!is_coordinator && writer.delivery() == FileDelivery::kSent) writer.DiscardLocalFiles(ctx);
     return gathered.WithContext("save: gathering write results");
   }
+
+  // Every rank reads the same reports, so every rank comes to the same view
+  // of who failed and whether files are to be sent.
+  std::map<int, Status> failures;
+  std::vector<WriteResult> results(reports.size());
+  std::map<int, std::vector<int>> by_delivery;  // delivery -> ranks
+  for (size_t r = 0; r < reports.size(); ++r) {
+    proto::WriteReport p;
+    if (!p.ParseFromString(reports[r])) {
+      failures[static_cast<int>(r)] = Status::Internal("write report does not parse");
+      continue;
+    }
+    by_delivery[p.delivery()].push_back(static_cast<int>(r));
+    if (p.has_status() && p.status().code() != 0) {
+      failures[static_cast<int>(r)] = StatusFromProto(p.status());
+      continue;
+    }
+    results[r].rank = static_cast<int>(r);
+    results[r].files.assign(p.files().begin(), p.files().end());
+    for (const proto::WrittenItem& w : p.items()) {
+      results[r].items.push_back(WrittenItem{StorageKey{w.key().rank(), w.key().item()}, w.chunk_bytes(),
+                                             w.num_chunks(), w.stored_bytes(), w.chunk_hashes(),
+                                             ReferencesFromProto(w.references()), w.encoding()});
+    }
+  }
+  Status mixed;
+  if (by_delivery.size() > 1) {
+    auto names = [](const std::vector<int>& ranks) {
+      std::string s;
+      for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
+      return s;
+    };
+    mixed = Status::InvalidArgument(
+        "the ranks disagree on where the store is: rank(s) " + names(by_delivery[0]) +
+        " write into a store every rank sees, rank(s) " + names(by_delivery[1]) +
+        " send their files to the coordinator (give every rank the same StoreOptions::access)");
+  }
+  const bool send_files = mixed.ok() && failures.empty() && writer.delivery() == FileDelivery::kSent;
+  if (send_files) {
+    // 3b. Every rank's files travel to the coordinator, all ranks at once.
+    if (is_coordinator) {
+      std::vector<Status> received(results.size());
+      std::vector<std::thread> threads;
+      for (size_t r = 0; r < results.size(); ++r) {
+        if (static_cast<int>(r) == coordinator || results[r].files.empty()) continue;
+        threads.emplace_back([&, r] {
+          std::vector<std::string> paths;
+          received[r] = ReceiveFiles(
+              *comm, static_cast<int>(r),
+              [&](const std::string& name) { return writer.ReceivedFilePath(ctx, static_cast<int>(r), name); },
+              &paths);
+          results[r].files = std::move(paths);
+        });
+      }
+      for (std::thread& t : threads) t.join();
+      for (size_t r = 0; r < received.size(); ++r) {
+        if (!received[r].ok()) {
+          failures[static_cast<int>(r)] = received[r].WithContext("sending its files to the coordinator");
+        }
+      }
+    } else if (!results[rank].files.empty()) {
+      // (A failure here is reported by the coordinator, which sees it too.)
+      (void)SendFiles(*comm, coordinator, results[rank].files);
+    }
+  }
+  if (!is_coordinator && writer.delivery() == FileDelivery::kSent) writer.DiscardLocalFiles(ctx);
 
   // 4. The coordinator finishes, or discards.
   std::string outcome;
   if (is_coordinator) {
-    std::map<int, Status> failures;
-    std::vector<WriteResult> results(reports.size());
-    for (size_t r = 0; r < reports.size(); ++r) {
-      proto::WriteReport p;
-      if (!p.ParseFromString(reports[r])) {
-        failures[static_cast<int>(r)] = Status::Internal("write report does not parse");
-        continue;
-      }
-      if (p.has_status() && p.status().code() != 0) {
-        failures[static_cast<int>(r)] = StatusFromProto(p.status());
-        continue;
-      }
-      results[r].rank = static_cast<int>(r);
-      results[r].files.assign(p.files().begin(), p.files().end());
-      for (const proto::WrittenItem& w : p.items()) {
-        results[r].items.push_back(WrittenItem{StorageKey{w.key().rank(), w.key().item()}, w.chunk_bytes(),
-                                               w.num_chunks(), w.stored_bytes(), w.chunk_hashes(),
-                                               ReferencesFromProto(w.references()), w.encoding()});
-      }
-    }
     Status result;
-    if (!failures.empty()) {
+    if (!mixed.ok()) {
+      writer.Abort(ctx);
+      result = mixed;
+    } else if (!failures.empty()) {
       writer.Abort(ctx);
       result = Status::CheckpointError("Failed to write data", std::move(failures));
     } else {

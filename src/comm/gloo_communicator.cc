@@ -10,6 +10,8 @@
 #include <gloo/context.h>
 #include <gloo/transport/context.h>
 #include <gloo/transport/tcp/device.h>
+#include <gloo/transport/unbound_buffer.h>
+#include <gloo/types.h>
 #include <netdb.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -21,6 +23,7 @@
 #include <cstring>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "ckptdb/distributed.h"
 #include "comm/rendezvous.h"
@@ -55,11 +58,39 @@ class GlooCommunicator final : public Communicator {
  public:
   GlooCommunicator(std::shared_ptr<gloo::transport::Device> device, std::shared_ptr<gloo::Context> ctx,
                    std::chrono::milliseconds timeout)
-      : device_(std::move(device)), ctx_(std::move(ctx)), timeout_(timeout) {}
+      : device_(std::move(device)), ctx_(std::move(ctx)), timeout_(timeout),
+        send_seq_(ctx_->size, 0), recv_seq_(ctx_->size, 0) {}
 
   int rank() const override { return ctx_->rank; }
   int world_size() const override { return ctx_->size; }
-  CollectiveStats stats() const override { return stats_; }
+  CollectiveStats stats() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stats_;
+  }
+
+  // Point to point through gloo's unbound buffers: the slot of a message is
+  // its sequence number in its direction between the two ranks (under a
+  // prefix no collective uses), so that sender and receiver agree on it
+  // without a word.
+  Status Send(int peer, const void* data, size_t n) override {
+    RETURN_IF_ERROR(CheckPeer(peer));
+    if (n == 0) return Status::OK();
+    return Timed(("send to rank " + std::to_string(peer)).c_str(), n, [&] {
+      auto buf = ctx_->createUnboundBuffer(const_cast<void*>(data), n);
+      buf->send(peer, gloo::Slot::build(kPointToPointPrefix, send_seq_[peer]++));
+      buf->waitSend(timeout_);
+    });
+  }
+
+  Status Recv(int peer, void* data, size_t n) override {
+    RETURN_IF_ERROR(CheckPeer(peer));
+    if (n == 0) return Status::OK();
+    return Timed(("receive from rank " + std::to_string(peer)).c_str(), 0, [&] {
+      auto buf = ctx_->createUnboundBuffer(data, n);
+      buf->recv(peer, gloo::Slot::build(kPointToPointPrefix, recv_seq_[peer]++));
+      buf->waitRecv(timeout_);
+    });
+  }
 
   Status Broadcast(std::string* data, int root) override {
     if (root < 0 || root >= ctx_->size) return Status::InvalidArgument("broadcast root " + std::to_string(root));
@@ -112,6 +143,16 @@ class GlooCommunicator final : public Communicator {
   // Bytes of a message that travel in a collective's first round, with its
   // length; only longer messages need a second round for the rest.
   static constexpr size_t kInline = 1016;
+  // The slot prefix of point-to-point messages (gloo's collectives use 1-8).
+  static constexpr uint8_t kPointToPointPrefix = 0x40;
+
+  Status CheckPeer(int peer) const {
+    if (peer < 0 || peer >= ctx_->size || peer == ctx_->rank) {
+      return Status::InvalidArgument("rank " + std::to_string(peer) + " is not a peer of rank " +
+                                     std::to_string(ctx_->rank) + " (world size " + std::to_string(ctx_->size) + ")");
+    }
+    return Status::OK();
+  }
 
   static void PutU64(char* p, uint64_t v) { std::memcpy(p, &v, 8); }
   static uint64_t GetU64(const char* p) {
@@ -177,15 +218,21 @@ class GlooCommunicator final : public Communicator {
 
   template <typename F>
   Status Timed(const char* what, size_t bytes, F&& f) {
-    if (!failed_.ok()) return failed_.WithContext(std::string(what) + ": the communicator failed earlier");
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!failed_.ok()) return failed_.WithContext(std::string(what) + ": the communicator failed earlier");
+    }
     auto t0 = Clock::now();
     Status st;
     try {
       f();
     } catch (const std::exception& e) {
       st = FromException(e, std::string(what) + " on rank " + std::to_string(ctx_->rank));
-      failed_ = st;  // gloo pairs are unusable after an error
     }
+    std::lock_guard<std::mutex> lock(mu_);
+    // gloo pairs are unusable after an error (and a buffer whose receive
+    // timed out may still be written into): nothing more goes through them.
+    if (!st.ok() && failed_.ok()) failed_ = st;
     stats_.calls++;
     stats_.bytes_sent += bytes;
     stats_.seconds += std::chrono::duration<double>(Clock::now() - t0).count();
@@ -198,6 +245,10 @@ class GlooCommunicator final : public Communicator {
   std::shared_ptr<gloo::Context> ctx_;
   std::chrono::milliseconds timeout_;
   uint32_t tag_ = 1;
+  // Point-to-point sequence numbers per peer: each touched only by the one
+  // thread sending to (receiving from) that peer.
+  std::vector<uint32_t> send_seq_, recv_seq_;
+  mutable std::mutex mu_;  // guards failed_ and stats_ (Send and Recv may run on several threads)
   Status failed_;
   CollectiveStats stats_;
 };

@@ -31,6 +31,16 @@ class LocalCommunicator final : public Communicator {
 
 }  // namespace
 
+Status Communicator::Send(int peer, const void*, size_t) {
+  return Status::FailedPrecondition("this communicator cannot send point to point (to rank " + std::to_string(peer) +
+                               "): it serves only stores that every rank sees");
+}
+
+Status Communicator::Recv(int peer, void*, size_t) {
+  return Status::FailedPrecondition("this communicator cannot receive point to point (from rank " +
+                               std::to_string(peer) + "): it serves only stores that every rank sees");
+}
+
 std::unique_ptr<Communicator> NewLocalCommunicator() { return std::make_unique<LocalCommunicator>(); }
 
 }  // namespace ckptdb

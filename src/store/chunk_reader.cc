@@ -14,17 +14,17 @@
 
 namespace ckptdb {
 
-StatusOr<ReadStats> ReadChunks(rocksdb::DB* db, const StepMetadata& md, const std::vector<ReadItem>& items,
-                               int threads) {
-  // One job per chunk, with every item that wants part of it: several
-  // target shards on one rank that overlap one chunk read (and verify) it
-  // once.
-  struct Job {
-    const StoredPiece* piece;
-    uint32_t chunk;
-    std::vector<const ReadItem*> items;
-  };
-  std::vector<Job> jobs;
+namespace {
+
+// One job per chunk, with every item that wants part of it: several target
+// shards on one rank that overlap one chunk read (and verify) it once.
+struct Job {
+  const StoredPiece* piece;
+  uint32_t chunk;
+  std::vector<const ReadItem*> items;
+};
+
+Status PlanJobs(const std::vector<ReadItem>& items, std::vector<Job>* jobs) {
   std::map<std::tuple<uint32_t, uint32_t, uint32_t>, size_t> job_of;  // (rank, item, chunk) -> job
   for (const ReadItem& item : items) {
     const StoredPiece& p = item.piece;
@@ -37,19 +37,53 @@ StatusOr<ReadStats> ReadChunks(rocksdb::DB* db, const StepMetadata& md, const st
     const uint32_t first = static_cast<uint32_t>(item.offset / p.chunk_bytes);
     const uint32_t last = static_cast<uint32_t>((item.offset + item.length - 1) / p.chunk_bytes);
     for (uint32_t c = first; c <= last; ++c) {
-      auto [it, fresh] = job_of.emplace(std::make_tuple(p.key.rank, p.key.item, c), jobs.size());
-      if (fresh) jobs.push_back(Job{&p, c, {}});
-      jobs[it->second].items.push_back(&item);
+      auto [it, fresh] = job_of.emplace(std::make_tuple(p.key.rank, p.key.item, c), jobs->size());
+      if (fresh) jobs->push_back(Job{&p, c, {}});
+      (*jobs)[it->second].items.push_back(&item);
     }
   }
+  return Status::OK();
+}
 
-  std::atomic<uint64_t> stored{0}, raw{0};
+DataKey KeyOf(const StepMetadata& md, const StoredPiece& p, uint32_t c) {
+  const ChunkLocation at = p.LocateChunk(md.step, md.save_id, c);
+  return DataKey{at.step, at.save_id, at.key.rank, at.key.item, at.chunk};
+}
+
+}  // namespace
+
+StatusOr<std::vector<DataKey>> ChunksToRead(const StepMetadata& md, const std::vector<ReadItem>& items) {
+  std::vector<Job> jobs;
+  RETURN_IF_ERROR(PlanJobs(items, &jobs));
+  std::vector<DataKey> keys;
+  keys.reserve(jobs.size());
+  for (const Job& j : jobs) keys.push_back(KeyOf(md, *j.piece, j.chunk));
+  return keys;
+}
+
+StatusOr<ReadStats> ReadChunks(rocksdb::DB* db, const StepMetadata& md, const std::vector<ReadItem>& items,
+                               int threads) {
   rocksdb::ReadOptions ro;
   ro.fill_cache = false;        // chunks are read once; keep the cache for index blocks
   // RocksDB's block checksums too, although every chunk carries its own:
   // a damaged block must not reach RocksDB's parser (Debian's build asserts
   // on a damaged key and aborts the process); it becomes DataLoss instead.
   ro.verify_checksums = true;
+  return ReadChunksFrom(
+      [&](const DataKey& key, rocksdb::PinnableSlice* value) -> Status {
+        rocksdb::Status s = db->Get(ro, db->DefaultColumnFamily(), EncodeDataKey(key), value);
+        if (s.IsNotFound()) return Status::NotFound("missing");
+        return FromRocks(s, "reading the chunk");
+      },
+      md, items, threads);
+}
+
+StatusOr<ReadStats> ReadChunksFrom(const ChunkValueGetter& get_value, const StepMetadata& md,
+                                   const std::vector<ReadItem>& items, int threads) {
+  std::vector<Job> jobs;
+  RETURN_IF_ERROR(PlanJobs(items, &jobs));
+
+  std::atomic<uint64_t> stored{0}, raw{0};
   auto where = [&](const ReadItem& item, uint32_t c) {
     const StoredPiece& p = item.piece;
     const ChunkLocation at = p.LocateChunk(md.step, md.save_id, c);
@@ -65,12 +99,9 @@ StatusOr<ReadStats> ReadChunks(rocksdb::DB* db, const StepMetadata& md, const st
   // Fetches chunk c of the item's piece into `value`, from wherever it is
   // stored (its own key, or the chunk it shares).
   auto get = [&](const ReadItem& item, uint32_t c, rocksdb::PinnableSlice* value) -> Status {
-    const StoredPiece& p = item.piece;
-    const ChunkLocation at = p.LocateChunk(md.step, md.save_id, c);
-    rocksdb::Status s = db->Get(ro, db->DefaultColumnFamily(),
-                                EncodeDataKey(DataKey{at.step, at.save_id, at.key.rank, at.key.item, at.chunk}), value);
-    if (s.IsNotFound()) return Status::DataLoss(where(item, c) + " is missing from the store");
-    return FromRocks(s, "reading " + where(item, c));
+    Status s = get_value(KeyOf(md, item.piece, c), value);
+    if (s.code() == StatusCode::kNotFound) return Status::DataLoss(where(item, c) + " is missing from the store");
+    return s.WithContext(where(item, c));
   };
   // Hands one item its part of a verified chunk.
   auto deliver = [&](const ReadItem& item, uint32_t c, std::string_view chunk, uint64_t cbegin) -> Status {

@@ -6,7 +6,10 @@
 
 #include <rocksdb/db.h>
 
+#include <functional>
 #include <vector>
+
+#include "format/keys.h"
 
 #include "ckptdb/metadata.h"
 #include "ckptdb/storage.h"
@@ -20,6 +23,20 @@ namespace ckptdb {
 // different items must not overlap.
 StatusOr<ReadStats> ReadChunks(rocksdb::DB* db, const StepMetadata& md, const std::vector<ReadItem>& items,
                                int threads);
+
+// Fetches the stored value of one chunk into *value; NotFound when the store
+// lacks it (the read then fails with DataLoss naming the chunk).
+using ChunkValueGetter = std::function<Status(const DataKey& key, rocksdb::PinnableSlice* value)>;
+
+// ReadChunks with the values fetched by `get`: with one thread, in exactly
+// the order of ChunksToRead (plus, for pieces whose chunks split elements
+// delivered to a sink, the chunk after one whose last element it cuts).
+StatusOr<ReadStats> ReadChunksFrom(const ChunkValueGetter& get, const StepMetadata& md,
+                                   const std::vector<ReadItem>& items, int threads);
+
+// The stored chunks `items` need, each once, in the order ReadChunksFrom
+// fetches them: what a rank without the store asks the coordinator for.
+StatusOr<std::vector<DataKey>> ChunksToRead(const StepMetadata& md, const std::vector<ReadItem>& items);
 
 }  // namespace ckptdb
 

@@ -21,6 +21,7 @@
 #include "store/chunk_reader.h"
 #include "util/ordered_parallel.h"
 #include "store/store_dir.h"
+#include "store/rocksdb_store_internal.h"
 
 namespace fs = std::filesystem;
 
@@ -31,7 +32,7 @@ namespace {
 // How many times Refresh tries to open a consistent view.
 constexpr int kOpenAttempts = 25;
 
-class RocksDBStoreReader final : public StoreReader {
+class RocksDBStoreReader final : public StoreReader, public ChunkValueSource {
  public:
   RocksDBStoreReader(std::string path, ReaderOptions options) : path_(std::move(path)), options_(options) {}
   ~RocksDBStoreReader() override {
@@ -149,6 +150,15 @@ class RocksDBStoreReader final : public StoreReader {
  public:
   StatusOr<ReadStats> Read(const StepMetadata& md, const std::vector<ReadItem>& items) override {
     return ReadChunks(db_.get(), md, items, options_.threads > 0 ? options_.threads : DefaultParallelism());
+  }
+
+  Status GetChunkValue(const DataKey& key, rocksdb::PinnableSlice* value) override {
+    rocksdb::ReadOptions ro;
+    ro.fill_cache = false;
+    ro.verify_checksums = true;
+    rocksdb::Status s = db_->Get(ro, db_->DefaultColumnFamily(), EncodeDataKey(key), value);
+    if (s.IsNotFound()) return Status::NotFound("missing");
+    return FromRocks(s, "reading a chunk");
   }
 
 

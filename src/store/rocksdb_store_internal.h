@@ -6,11 +6,13 @@
 #define CKPTDB_SRC_ROCKSDB_STORE_INTERNAL_H_
 
 #include <rocksdb/env.h>
+#include <rocksdb/slice.h>
 
 #include <memory>
 #include <string>
 
 #include "ckptdb/rocksdb_store.h"
+#include "format/keys.h"
 
 namespace ckptdb {
 
@@ -32,6 +34,15 @@ struct StoreWriterSeams {
 };
 StatusOr<std::unique_ptr<StoreWriter>> OpenStoreWriterWithSeams(const std::string& path, const StoreOptions& options,
                                                                 const StoreWriterSeams& seams);
+
+// What a store reader gives the remote reader (OpenRemoteStoreReader) to
+// serve other ranks: one chunk's stored value, as ReadChunks fetches it
+// (NotFound when absent). Thread-safe (one call per serving thread).
+class ChunkValueSource {
+ public:
+  virtual ~ChunkValueSource() = default;
+  virtual Status GetChunkValue(const DataKey& key, rocksdb::PinnableSlice* value) = 0;
+};
 
 }  // namespace ckptdb
 

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -218,9 +219,35 @@ class RocksDBStoreWriter final : public StoreWriter {
         return Status::InvalidArgument("entry '" + it.fqn + "' has no data");
       }
     }
+    if (SendsFiles(ctx)) {
+      // This rank's files stay on its own host until they are sent.
+      const std::string dir = LocalStagingDir(ctx);
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+      fs::create_directories(dir, ec);
+      if (ec) return FsError("cannot create the local staging directory", dir, ec);
+      return Status::OK();
+    }
     // The coordinator made the directory and marked it: a rank that does not
     // see it is on a host where the store is not the coordinator's.
     return WaitForStagingMark(path_, ctx.save_id, kStagingVisibleWithin);
+  }
+
+  FileDelivery delivery() const override {
+    return options_.access == StoreAccess::kCoordinatorOnly ? FileDelivery::kSent : FileDelivery::kShared;
+  }
+
+  StatusOr<std::string> ReceivedFilePath(const SaveContext& ctx, int rank, const std::string& name) override {
+    if (delivery() != FileDelivery::kSent) {
+      return Status::FailedPrecondition("store '" + path_ + "' is shared: no files are sent to the coordinator");
+    }
+    return (fs::path(StagingDir(path_, ctx.save_id)) / ("from-rank-" + std::to_string(rank) + "-" + name)).string();
+  }
+
+  void DiscardLocalFiles(const SaveContext& ctx) override {
+    if (!SendsFiles(ctx)) return;
+    std::error_code ec;
+    fs::remove_all(LocalStagingDir(ctx), ec);
   }
 
   StatusOr<WriteResult> Write(const SaveContext& ctx, const std::vector<WriteItem>& items) override {
@@ -233,7 +260,8 @@ class RocksDBStoreWriter final : public StoreWriter {
     o.threads = options_.threads > 0 ? options_.threads : DefaultParallelism();
     o.split_elements = split_elements_;
     o.content_hashes = options_.content_hashes;
-    return WriteItemsToSst(StagingDir(path_, ctx.save_id), ctx, items, Options(), o);
+    return WriteItemsToSst(SendsFiles(ctx) ? LocalStagingDir(ctx) : StagingDir(path_, ctx.save_id), ctx, items,
+                           Options(), o);
   }
 
 
@@ -642,6 +670,20 @@ class RocksDBStoreWriter final : public StoreWriter {
     RETURN_IF_ERROR(FromRocks(batch.Delete(PendingKey(step, save_id)), "dropping save data"));
     RETURN_IF_ERROR(WriteSynced(&batch, "dropping the data of a failed save of step " + std::to_string(step)));
     return ReclaimRanges({{begin, end}});
+  }
+
+  // Whether this rank keeps its files locally and sends them.
+  bool SendsFiles(const SaveContext& ctx) const {
+    return options_.access == StoreAccess::kCoordinatorOnly && ctx.rank != ctx.coordinator_rank;
+  }
+
+  std::string LocalStagingDir(const SaveContext& ctx) const {
+    std::error_code ec;
+    fs::path root = options_.local_staging_dir.empty() ? fs::temp_directory_path(ec) : fs::path(options_.local_staging_dir);
+    if (root.empty()) root = "/tmp";
+    char id[17];
+    std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(ctx.save_id));
+    return (root / ("ckptdb-staging-" + std::string(id) + "-rank-" + std::to_string(ctx.rank))).string();
   }
 
   void RemoveStaging(uint64_t save_id) {

@@ -1,0 +1,272 @@
+// A store on the coordinator's host only (StoreAccess::kCoordinatorOnly,
+// OpenRemoteStoreReader), with ranks as threads: each non-coordinator rank is
+// given a store path that does not exist and its own local staging
+// directory, so that anything it wrote or read there would show. (Real
+// processes on separate hosts: tests/hosts_test.sh.)
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+
+#include "ckptdb/ckptdb.h"
+#include "comm/transfer.h"
+#include "test_util.h"
+#include "thread_communicator.h"
+
+namespace ckptdb {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A global [rows, 64] f32 tensor (two 4 KiB chunks per rank at most) split
+// by rows over `world` ranks, a replicated tensor and a bytes entry.
+constexpr int64_t kRows = 96;
+
+Tensor Global() { return testing::PatternTensor(DType::kF32, {kRows, 64}, 7); }
+
+StateDict RankState(int rank, int world, bool zeros, bool by_columns = false) {
+  const Tensor g = Global();
+  StateDict sd;
+  if (!by_columns) {
+    const int64_t rows = kRows / world;
+    Tensor part = Tensor::Copy(DType::kF32, {rows, 64}, static_cast<const char*>(g.data()) + rank * rows * 64 * 4,
+                               static_cast<uint64_t>(rows) * 64 * 4)
+                      .value();
+    if (zeros) part = testing::ZerosLike(part);
+    (void)sd.Add("w", ShardedTensor::Create(DType::kF32, {kRows, 64}, {Shard{{rank * rows, 0}, part}}).value());
+  } else {
+    const int64_t cols = 64 / world;
+    Tensor part = Tensor::Zeros(DType::kF32, {kRows, cols}).value();
+    if (!zeros) {
+      for (int64_t r = 0; r < kRows; ++r) {
+        std::memcpy(static_cast<char*>(part.data()) + r * cols * 4,
+                    static_cast<const char*>(g.data()) + (r * 64 + rank * cols) * 4, cols * 4);
+      }
+    }
+    (void)sd.Add("w", ShardedTensor::Create(DType::kF32, {kRows, 64}, {Shard{{0, rank * cols}, part}}).value());
+  }
+  Tensor rep = testing::PatternTensor(DType::kI32, {300}, 3);
+  (void)sd.Add("rep", zeros ? testing::ZerosLike(rep) : rep);
+  (void)sd.AddBytes("blob", zeros ? "" : "saved by the coordinator");
+  return sd;
+}
+
+bool SameState(const StateDict& a, const StateDict& b) {
+  for (const auto& [fqn, e] : a.entries()) {
+    const Entry* o = b.Find(fqn);
+    if (o == nullptr) return false;
+    if (const Tensor* t = std::get_if<Tensor>(&e)) {
+      if (!std::get<Tensor>(*o).BitwiseEquals(*t)) return false;
+    } else if (const ShardedTensor* st = std::get_if<ShardedTensor>(&e)) {
+      if (!std::get<ShardedTensor>(*o).local_shards().at(0).tensor.BitwiseEquals(st->local_shards().at(0).tensor)) {
+        return false;
+      }
+    } else if (std::get<Bytes>(e).data != std::get<Bytes>(*o).data) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Forwards to another communicator, flipping one byte of the first
+// point-to-point message of at least 1 KiB that `rank` sends.
+class FlippingCommunicator final : public Communicator {
+ public:
+  explicit FlippingCommunicator(Communicator& inner) : inner_(inner) {}
+  int rank() const override { return inner_.rank(); }
+  int world_size() const override { return inner_.world_size(); }
+  Status Broadcast(std::string* data, int root) override { return inner_.Broadcast(data, root); }
+  Status Gather(const std::string& mine, int root, std::vector<std::string>* out) override {
+    return inner_.Gather(mine, root, out);
+  }
+  Status AllGather(const std::string& mine, std::vector<std::string>* out) override {
+    return inner_.AllGather(mine, out);
+  }
+  Status Barrier() override { return inner_.Barrier(); }
+  Status Send(int peer, const void* data, size_t n) override {
+    if (flipped_ || n < 1024) return inner_.Send(peer, data, n);
+    flipped_ = true;
+    std::string copy(static_cast<const char*>(data), n);
+    copy[n / 2] ^= 0x10;
+    return inner_.Send(peer, copy.data(), n);
+  }
+  Status Recv(int peer, void* data, size_t n) override { return inner_.Recv(peer, data, n); }
+
+ private:
+  Communicator& inner_;
+  bool flipped_ = false;
+};
+
+class RemoteStoreTest : public ::testing::Test {
+ protected:
+  // The store path rank `rank` is given: the real one on the coordinator
+  // (rank 0), one that does not exist elsewhere.
+  std::string PathOf(int rank) const {
+    return rank == 0 || rank == sees_store_ ? store_ : dir_.Sub("absent-" + std::to_string(rank));
+  }
+  std::string LocalStaging(int rank) const { return dir_.Sub("local-" + std::to_string(rank)); }
+
+  StoreOptions Options(int rank) const {
+    StoreOptions o;
+    o.access = StoreAccess::kCoordinatorOnly;
+    o.local_staging_dir = LocalStaging(rank);
+    o.chunk_bytes = 4096;
+    o.threads = 1;
+    return o;
+  }
+
+  // Saves step `step` on `world` ranks; `wrap` may stand in for a rank's
+  // communicator. Returns every rank's status.
+  std::vector<Status> SaveOn(int world, int64_t step, bool flip_on_rank1 = false,
+                             const std::function<void(int, StoreOptions*)>& adjust = {}) {
+    std::vector<Status> st(world);
+    std::mutex mu;
+    testing::RunRanksAsThreads(world, [&](int rank, Communicator& comm) {
+      StoreOptions so = Options(rank);
+      if (adjust) adjust(rank, &so);
+      auto w = OpenStoreWriter(PathOf(rank), so);
+      FlippingCommunicator flipping(comm);
+      SaveOptions o;
+      o.step = step;
+      o.communicator = flip_on_rank1 && rank == 1 ? static_cast<Communicator*>(&flipping) : &comm;
+      Status s = w.ok() ? Save(RankState(rank, world, false), **w, o) : w.status();
+      std::lock_guard<std::mutex> lock(mu);
+      st[rank] = s;
+    });
+    return st;
+  }
+
+  // Loads `step` on `world` ranks through OpenRemoteStoreReader, checking
+  // every byte; returns every rank's status and chunks read.
+  std::vector<Status> LoadOn(int world, int64_t step, bool by_columns, std::vector<uint64_t>* chunks = nullptr) {
+    std::vector<Status> st(world);
+    if (chunks) chunks->assign(world, 0);
+    std::mutex mu;
+    testing::RunRanksAsThreads(world, [&](int rank, Communicator& comm) {
+      auto r = OpenRemoteStoreReader(PathOf(rank), &comm, 0);
+      StateDict target = RankState(rank, world, true, by_columns);
+      LoadOptions o;
+      o.step = step;
+      o.communicator = &comm;
+      LoadStats stats;
+      Status s = r.ok() ? Load(target, **r, o, &stats) : r.status();
+      if (s.ok() && !SameState(RankState(rank, world, false, by_columns), target)) {
+        s = Status::Internal("rank " + std::to_string(rank) + " loaded other values than were saved");
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      st[rank] = s;
+      if (chunks) (*chunks)[rank] = stats.chunks_read;
+    });
+    return st;
+  }
+
+  size_t Steps() {
+    auto r = OpenStoreReader(store_);
+    if (!r.ok()) return 0;
+    return (*r)->ListSteps().value().size();
+  }
+
+  testing::TempDir dir_;
+  std::string store_ = dir_.Sub("store");
+  int sees_store_ = -1;  // a rank other than 0 given the store's real path
+};
+
+TEST_F(RemoteStoreTest, SaveSendsFilesToTheCoordinatorAndLoadFetchesChunksFromIt) {
+  for (const Status& s : SaveOn(3, 1)) ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(Steps(), 1u);
+  for (int r = 1; r < 3; ++r) {
+    EXPECT_FALSE(fs::exists(PathOf(r))) << "rank " << r << " touched the store's path on its host";
+    EXPECT_TRUE(!fs::exists(LocalStaging(r)) || fs::is_empty(LocalStaging(r))) << "rank " << r << " left files";
+  }
+  EXPECT_TRUE(fs::is_empty(store_ + "/staging"));
+  // Every byte is where a shared store would have it.
+  auto reader = OpenStoreReader(store_);
+  ASSERT_TRUE(reader.ok());
+  auto whole = LoadWhole(**reader, 1, {"w"});
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_TRUE(std::get<Tensor>(*whole->Find("w")).BitwiseEquals(Global()));
+  // Loads on other world sizes and shardings, each rank fetching only its
+  // chunks: by rows on 2 ranks, each [48, 64] half is 12,288 bytes of
+  // 4,096-byte chunks (3 each, as saved by 3 ranks of 32 rows = 2 chunks
+  // each: rows 0-47 touch rank 0's 2 and rank 1's first).
+  std::vector<uint64_t> chunks;
+  for (const Status& s : LoadOn(2, 1, false, &chunks)) EXPECT_TRUE(s.ok()) << s;
+  // "w" (3 and 3 chunks), "rep" (1 chunk of 1,200 bytes), "blob" (1).
+  EXPECT_EQ(chunks, (std::vector<uint64_t>{5, 5}));
+  for (const Status& s : LoadOn(4, 1, true)) EXPECT_TRUE(s.ok()) << s;
+  for (int r = 1; r < 4; ++r) EXPECT_FALSE(fs::exists(PathOf(r)));
+}
+
+TEST_F(RemoteStoreTest, AFileDamagedOnTheWayFailsTheSaveOnEveryRankAndCommitsNothing) {
+  std::vector<Status> st = SaveOn(3, 1, /*flip_on_rank1=*/true);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(st[r].code(), StatusCode::kDataLoss) << "rank " << r << ": " << st[r];
+    EXPECT_EQ(st[r], st[0]);
+    EXPECT_NE(st[r].ToString().find("arrived damaged"), std::string::npos) << st[r];
+  }
+  ASSERT_EQ(st[0].rank_failures().size(), 1u);
+  EXPECT_EQ(st[0].rank_failures().begin()->first, 1);
+  EXPECT_EQ(Steps(), 0u);
+  EXPECT_TRUE(!fs::exists(store_ + "/staging") || fs::is_empty(store_ + "/staging"));
+  EXPECT_TRUE(!fs::exists(LocalStaging(1)) || fs::is_empty(LocalStaging(1)));
+  // The next save goes through.
+  for (const Status& s : SaveOn(3, 1)) EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(Steps(), 1u);
+}
+
+TEST_F(RemoteStoreTest, RanksThatDisagreeOnWhereTheStoreIsFailAlike) {
+  sees_store_ = 2;
+  std::vector<Status> st = SaveOn(3, 1, false, [&](int rank, StoreOptions* o) {
+    if (rank == 2) o->access = StoreAccess::kShared;
+  });
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(st[r].code(), StatusCode::kInvalidArgument) << "rank " << r << ": " << st[r];
+    EXPECT_EQ(st[r], st[0]);
+  }
+  EXPECT_NE(st[0].message().find("rank(s) 2 write into a store every rank sees, rank(s) 0, 1 send"),
+            std::string::npos)
+      << st[0];
+  EXPECT_EQ(Steps(), 0u);
+}
+
+TEST_F(RemoteStoreTest, LoadErrorsOnTheCoordinatorsHostReachEveryRank) {
+  // No store yet: every rank fails alike, naming the coordinator's error.
+  std::vector<Status> st = LoadOn(3, 1, false);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_TRUE(st[r].IsCheckpointError()) << st[r];
+    EXPECT_EQ(st[r], st[0]);
+    EXPECT_NE(st[r].ToString().find("no store at"), std::string::npos) << st[r];
+  }
+  for (const Status& s : SaveOn(3, 1)) ASSERT_TRUE(s.ok()) << s;
+  // A step that is not there.
+  st = LoadOn(2, 9, false);
+  for (const Status& s : st) EXPECT_NE(s.ToString().find("step 9 not found"), std::string::npos) << s;
+  // A damaged chunk that every rank reads (the bytes entry): DataLoss on
+  // the coordinator, read locally, and on the other rank, served by it.
+  ASSERT_TRUE(testing::FlipByteOf(store_ + "/db", ".sst", "saved by the coordinator"));
+  st = LoadOn(2, 1, false);
+  for (const Status& s : st) {
+    ASSERT_TRUE(s.IsCheckpointError()) << s;
+    ASSERT_EQ(s.rank_failures().size(), 2u) << s;
+    for (const auto& [r, f] : s.rank_failures()) EXPECT_EQ(f.code(), StatusCode::kDataLoss) << r << ": " << f;
+  }
+}
+
+TEST_F(RemoteStoreTest, FramesRefuseAStreamOutOfStep) {
+  testing::RunRanksAsThreads(2, [&](int rank, Communicator& comm) {
+    if (rank == 0) {
+      const char junk[16] = "not a frame....";
+      ASSERT_TRUE(comm.Send(1, junk, sizeof junk).ok());
+    } else {
+      FrameKind kind;
+      std::string payload;
+      Status st = RecvFrame(comm, 0, &kind, &payload);
+      EXPECT_EQ(st.code(), StatusCode::kDataLoss) << st;
+    }
+  });
+}
+
+}  // namespace
+}  // namespace ckptdb
