@@ -12,7 +12,14 @@
 #      writing: no connection is closed, nothing answers): the same;
 #   6. each host has only its own disk (a mount namespace per rank): the
 #      ranks that do not see the coordinator's store fail clearly, on every
-#      rank, and nothing is committed.
+#      rank, and nothing is committed;
+#   7. the same disks with the store on the coordinator's host only
+#      (StoreAccess::kCoordinatorOnly): a save on 3 hosts x 2 ranks sends
+#      every rank's files to host 0, and nothing lands on the other disks;
+#   8. a load of it on 2 hosts x 3 ranks as column shards, each rank
+#      fetching its chunks from host 0;
+#   9. a host dies while its ranks send their files: every survivor fails,
+#      nothing more is committed.
 # The test bed is always torn down. Skipped (exit 77) where network
 # namespaces cannot be made.
 #   tests/hosts_test.sh SOURCE_DIR RANK_HELPER CKPTDB_CLI
@@ -47,8 +54,9 @@ run_job() {
     local wrap=()
     if [ -n "${local_disks:-}" ]; then
       # This host's own disk at $work/local: the store is not shared.
-      mkdir -p "$work/disk-h$h" "$work/local"
-      wrap=(unshare -m sh -c 'mount --bind "$1" "$2" && shift 2 && exec "$@"' sh "$work/disk-h$h" "$work/local")
+      mkdir -p "$work/disk-h$h/tmp" "$work/local"
+      wrap=(unshare -m sh -c 'mount --bind "$1" "$2" && shift 2 && exec "$@"' sh "$work/disk-h$h" "$work/local"
+            env TMPDIR="$work/local/tmp")
     fi
     "$hosts" exec "$name" "$h" "${wrap[@]}" env CKPTDB_RANK="$r" CKPTDB_WORLD_SIZE="$world" \
       CKPTDB_RENDEZVOUS="$rdv" CKPTDB_JOB_ID="$job" CKPTDB_LAUNCH_ID="$job" \
@@ -129,3 +137,34 @@ done
 [ ! -e "$work/disk-h0/store/db" ] || [ -z "$("$cli" ls "$work/disk-h0/store" --json | grep '"step"')" ] \
   || fail "a step was committed on host 0's disk"
 echo "hosts_test: a store on each host's own disk: every rank failed clearly ($(sed -n 4p "$work/save5/rank-0.txt" | cut -c1-140)...), nothing committed: ok"
+
+# No shared file system, and the store on the coordinator's host only.
+local_disks=1 store_path="$work/local/store" run_job 6 2 "file://$work/rdv" "$work/save6" 20000 save 6 --coordinator-only
+expect_ok "$work/save6" 6
+steps="$("$cli" ls "$work/disk-h0/store" --json | grep -o '"step": [0-9]*' | tr -d '"step: ' | tr '\n' ' ')"
+[ "$steps" = "6 " ] || fail "steps on host 0's disk after the save: '$steps'"
+"$cli" verify "$work/disk-h0/store" >/dev/null || fail "verify of host 0's store"
+for h in 1 2; do
+  [ ! -e "$work/disk-h$h/store" ] || fail "host $h's disk has a store: $(ls -R "$work/disk-h$h/store" | head)"
+  [ -z "$(ls -A "$work/disk-h$h/tmp")" ] || fail "host $h kept staging files: $(ls -A "$work/disk-h$h/tmp")"
+done
+echo "hosts_test: no shared file system, store on host 0 only: save on 3 hosts x 2 ranks sent every file to host 0, nothing on the other disks: ok"
+
+local_disks=1 store_path="$work/local/store" run_job 6 3 "file://$work/rdv" "$work/load6" 20000 load 6 --coordinator-only --layout cols
+expect_ok "$work/load6" 6
+[ ! -e "$work/disk-h1/store" ] || fail "host 1's disk has a store after the load"
+echo "hosts_test: no shared file system: load on 2 hosts x 3 ranks as column shards, chunks fetched from host 0: ok"
+
+start=$(date +%s%N)
+local_disks=1 store_path="$work/local/store" run_job 6 2 "file://$work/rdv" "$work/save7" 3000 save 7 --coordinator-only \
+  --tag 7 --kill-in-send 4 --kill-in-send 5  # (other contents: deduplicated ranks would send nothing)
+took_ms=$(( ($(date +%s%N) - start) / 1000000 ))
+for r in 0 1 2 3; do
+  code="$(head -1 "$work/save7/rank-$r.txt" 2>/dev/null)"
+  [ -n "$code" ] && [ "$code" != OK ] || fail "survivor $r after host 2 died sending: '$code'"
+done
+[ "$took_ms" -lt 15000 ] || fail "the job took $took_ms ms (timeout 3 s)"
+[ "$(sed -n 2p "$work/save7/rank-0.txt")" = "4 5" ] || fail "the coordinator names ranks '$(sed -n 2p "$work/save7/rank-0.txt")'"
+steps="$("$cli" ls "$work/disk-h0/store" --json | grep -o '"step": [0-9]*' | tr -d '"step: ' | tr '\n' ' ')"
+[ "$steps" = "6 " ] || fail "steps on host 0's disk after host 2 died sending: '$steps'"
+echo "hosts_test: no shared file system: host 2 died while sending its files: survivors failed in ${took_ms} ms ($(sed -n 4p "$work/save7/rank-0.txt" | cut -c1-140)), nothing committed: ok"

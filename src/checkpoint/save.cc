@@ -294,7 +294,14 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
   }
 
   // 5. Every rank returns the same outcome.
-  RETURN_IF_ERROR(comm->Broadcast(&outcome, coordinator).WithContext("save: broadcasting the outcome"));
+  const std::string decided = outcome;
+  Status told = comm->Broadcast(&outcome, coordinator);
+  if (!told.ok()) {
+    // The coordinator knows why the save failed (a rank that died while
+    // sending its files, say) even when it cannot tell the others.
+    if (is_coordinator && !DecodeStatus(decided).ok()) return DecodeStatus(decided);
+    return told.WithContext("save: broadcasting the outcome");
+  }
   return DecodeStatus(outcome);
 }
 

@@ -59,7 +59,7 @@ class GlooCommunicator final : public Communicator {
   GlooCommunicator(std::shared_ptr<gloo::transport::Device> device, std::shared_ptr<gloo::Context> ctx,
                    std::chrono::milliseconds timeout)
       : device_(std::move(device)), ctx_(std::move(ctx)), timeout_(timeout),
-        send_seq_(ctx_->size, 0), recv_seq_(ctx_->size, 0) {}
+        send_seq_(ctx_->size, 0), recv_seq_(ctx_->size, 0), peer_failed_(ctx_->size) {}
 
   int rank() const override { return ctx_->rank; }
   int world_size() const override { return ctx_->size; }
@@ -75,7 +75,7 @@ class GlooCommunicator final : public Communicator {
   Status Send(int peer, const void* data, size_t n) override {
     RETURN_IF_ERROR(CheckPeer(peer));
     if (n == 0) return Status::OK();
-    return Timed(("send to rank " + std::to_string(peer)).c_str(), n, [&] {
+    return Timed(("send to rank " + std::to_string(peer)).c_str(), n, peer, [&] {
       auto buf = ctx_->createUnboundBuffer(const_cast<void*>(data), n);
       buf->send(peer, gloo::Slot::build(kPointToPointPrefix, send_seq_[peer]++));
       buf->waitSend(timeout_);
@@ -85,7 +85,7 @@ class GlooCommunicator final : public Communicator {
   Status Recv(int peer, void* data, size_t n) override {
     RETURN_IF_ERROR(CheckPeer(peer));
     if (n == 0) return Status::OK();
-    return Timed(("receive from rank " + std::to_string(peer)).c_str(), 0, [&] {
+    return Timed(("receive from rank " + std::to_string(peer)).c_str(), 0, peer, [&] {
       auto buf = ctx_->createUnboundBuffer(data, n);
       buf->recv(peer, gloo::Slot::build(kPointToPointPrefix, recv_seq_[peer]++));
       buf->waitRecv(timeout_);
@@ -216,11 +216,19 @@ class GlooCommunicator final : public Communicator {
     }
   }
 
+  // A collective (peer -1) runs only while nothing failed; a point-to-point
+  // message only while nothing failed between this rank and its peer (a
+  // stream from one rank that broke leaves the others' streams going).
   template <typename F>
   Status Timed(const char* what, size_t bytes, F&& f) {
+    return Timed(what, bytes, -1, std::forward<F>(f));
+  }
+  template <typename F>
+  Status Timed(const char* what, size_t bytes, int peer, F&& f) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (!failed_.ok()) return failed_.WithContext(std::string(what) + ": the communicator failed earlier");
+      const Status& before = peer < 0 ? failed_ : peer_failed_[peer];
+      if (!before.ok()) return before.WithContext(std::string(what) + ": the communicator failed earlier");
     }
     auto t0 = Clock::now();
     Status st;
@@ -233,6 +241,7 @@ class GlooCommunicator final : public Communicator {
     // gloo pairs are unusable after an error (and a buffer whose receive
     // timed out may still be written into): nothing more goes through them.
     if (!st.ok() && failed_.ok()) failed_ = st;
+    if (!st.ok() && peer >= 0 && peer_failed_[peer].ok()) peer_failed_[peer] = st;
     stats_.calls++;
     stats_.bytes_sent += bytes;
     stats_.seconds += std::chrono::duration<double>(Clock::now() - t0).count();
@@ -250,6 +259,7 @@ class GlooCommunicator final : public Communicator {
   std::vector<uint32_t> send_seq_, recv_seq_;
   mutable std::mutex mu_;  // guards failed_ and stats_ (Send and Recv may run on several threads)
   Status failed_;
+  std::vector<Status> peer_failed_;  // point-to-point failures, per peer
   CollectiveStats stats_;
 };
 
