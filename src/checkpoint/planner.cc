@@ -117,6 +117,17 @@ StatusOr<StepMetadata> MergePlans(const std::vector<std::string>& encoded_plans,
     }
   }
   if (!failures.empty()) return Status::CheckpointError("failed to plan the save", std::move(failures));
+  std::map<int, std::string> by_delivery;  // delivery -> its ranks
+  for (int r = 0; r < world; ++r) {
+    std::string& ranks = by_delivery[plans[r].delivery()];
+    ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  }
+  if (by_delivery.size() > 1) {
+    return Status::InvalidArgument(
+        "the ranks disagree on where the store is: rank(s) " + by_delivery[0] +
+        " write into a store every rank sees, rank(s) " + by_delivery[1] +
+        " send their files to the coordinator (give every rank the same StoreOptions::access)");
+  }
 
   StepMetadata m;
   m.format_version = kFormatVersion;

@@ -110,7 +110,13 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
     // (An all-gather, not a gather: a rank that died is then an error on
     // every rank at once, not a timeout of the next broadcast.)
     std::vector<std::string> plans;
-    RETURN_IF_ERROR(comm->AllGather(EncodeLocalPlan(plan), &plans).WithContext("save: exchanging plans"));
+    // With how this rank's files reach the coordinator (a field of its own,
+    // appended: serialized protobuf messages merge), which every rank must
+    // agree on before anything is written.
+    proto::LocalPlan delivery;
+    delivery.set_delivery(static_cast<int32_t>(writer.delivery()));
+    RETURN_IF_ERROR(comm->AllGather(EncodeLocalPlan(plan) + delivery.SerializeAsString(), &plans)
+                        .WithContext("save: exchanging plans"));
     if (is_coordinator) {
       StatusOr<StepMetadata> merged = MergePlans(plans, coordinator);
       if (merged.ok()) {
@@ -169,13 +175,32 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
     }
   }
 
-  // 3. Every rank writes its own pieces.
+  // 3. Every rank writes its own pieces. Files that go to the coordinator
+  // (FileDelivery::kSent) travel as soon as their rank has written them, all
+  // ranks at once, while the coordinator writes its own: a thread of the
+  // coordinator's receives each rank's (or the error that stopped it).
+  const bool sent = writer.delivery() == FileDelivery::kSent;
+  std::vector<WriteResult> results(comm->world_size());
+  std::vector<Status> received(comm->world_size());
+  std::vector<std::thread> receivers;
+  if (sent && is_coordinator) {
+    for (int r = 0; r < comm->world_size(); ++r) {
+      if (r == coordinator) continue;
+      receivers.emplace_back([&, r] {
+        received[r] = ReceiveFiles(
+            *comm, r, [&](const std::string& name) { return writer.ReceivedFilePath(ctx, r, name); },
+            &results[r].files);
+      });
+    }
+  }
   proto::WriteReport wr;
   {
     Status st = GuardedCall("prepare_storage", [&] { return writer.PrepareStorage(ctx, plan->items); });
+    std::vector<std::string> files;
     if (st.ok()) {
       StatusOr<WriteResult> written = GuardedCall("write", [&] { return writer.Write(ctx, plan->items); });
       if (written.ok()) {
+        files = written->files;
         for (const std::string& f : written->files) wr.add_files(f);
         for (const WrittenItem& w : written->items) {
           proto::WrittenItem* pw = wr.add_items();
@@ -193,92 +218,52 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
       }
     }
     if (!st.ok()) StatusToProto(st, wr.mutable_status());
+    if (sent && !is_coordinator) {
+      // (A failure to send is reported by the coordinator, which sees it.)
+      if (st.ok()) {
+        (void)SendFiles(*comm, coordinator, files);
+      } else {
+        SendErrorFrame(*comm, coordinator, st);
+      }
+      writer.DiscardLocalFiles(ctx);
+    }
   }
-  wr.set_delivery(static_cast<int32_t>(writer.delivery()));
-  // (All-gathered: with files to send, every rank must know whether every
-  // rank wrote; without, it costs what a gather costs over gloo.)
+  for (std::thread& t : receivers) t.join();
   std::vector<std::string> reports;
-  Status gathered = comm->AllGather(wr.SerializeAsString(), &reports);
+  Status gathered = comm->Gather(wr.SerializeAsString(), coordinator, &reports);
   if (!gathered.ok()) {
     if (is_coordinator) writer.Abort(ctx);
-    if (!is_coordinator && writer.delivery() == FileDelivery::kSent) writer.DiscardLocalFiles(ctx);
     return gathered.WithContext("save: gathering write results");
   }
-
-  // Every rank reads the same reports, so every rank comes to the same view
-  // of who failed and whether files are to be sent.
-  std::map<int, Status> failures;
-  std::vector<WriteResult> results(reports.size());
-  std::map<int, std::vector<int>> by_delivery;  // delivery -> ranks
-  for (size_t r = 0; r < reports.size(); ++r) {
-    proto::WriteReport p;
-    if (!p.ParseFromString(reports[r])) {
-      failures[static_cast<int>(r)] = Status::Internal("write report does not parse");
-      continue;
-    }
-    by_delivery[p.delivery()].push_back(static_cast<int>(r));
-    if (p.has_status() && p.status().code() != 0) {
-      failures[static_cast<int>(r)] = StatusFromProto(p.status());
-      continue;
-    }
-    results[r].rank = static_cast<int>(r);
-    results[r].files.assign(p.files().begin(), p.files().end());
-    for (const proto::WrittenItem& w : p.items()) {
-      results[r].items.push_back(WrittenItem{StorageKey{w.key().rank(), w.key().item()}, w.chunk_bytes(),
-                                             w.num_chunks(), w.stored_bytes(), w.chunk_hashes(),
-                                             ReferencesFromProto(w.references()), w.encoding()});
-    }
-  }
-  Status mixed;
-  if (by_delivery.size() > 1) {
-    auto names = [](const std::vector<int>& ranks) {
-      std::string s;
-      for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
-      return s;
-    };
-    mixed = Status::InvalidArgument(
-        "the ranks disagree on where the store is: rank(s) " + names(by_delivery[0]) +
-        " write into a store every rank sees, rank(s) " + names(by_delivery[1]) +
-        " send their files to the coordinator (give every rank the same StoreOptions::access)");
-  }
-  const bool send_files = mixed.ok() && failures.empty() && writer.delivery() == FileDelivery::kSent;
-  if (send_files) {
-    // 3b. Every rank's files travel to the coordinator, all ranks at once.
-    if (is_coordinator) {
-      std::vector<Status> received(results.size());
-      std::vector<std::thread> threads;
-      for (size_t r = 0; r < results.size(); ++r) {
-        if (static_cast<int>(r) == coordinator || results[r].files.empty()) continue;
-        threads.emplace_back([&, r] {
-          std::vector<std::string> paths;
-          received[r] = ReceiveFiles(
-              *comm, static_cast<int>(r),
-              [&](const std::string& name) { return writer.ReceivedFilePath(ctx, static_cast<int>(r), name); },
-              &paths);
-          results[r].files = std::move(paths);
-        });
-      }
-      for (std::thread& t : threads) t.join();
-      for (size_t r = 0; r < received.size(); ++r) {
-        if (!received[r].ok()) {
-          failures[static_cast<int>(r)] = received[r].WithContext("sending its files to the coordinator");
-        }
-      }
-    } else if (!results[rank].files.empty()) {
-      // (A failure here is reported by the coordinator, which sees it too.)
-      (void)SendFiles(*comm, coordinator, results[rank].files);
-    }
-  }
-  if (!is_coordinator && writer.delivery() == FileDelivery::kSent) writer.DiscardLocalFiles(ctx);
 
   // 4. The coordinator finishes, or discards.
   std::string outcome;
   if (is_coordinator) {
+    std::map<int, Status> failures;
+    for (size_t r = 0; r < reports.size(); ++r) {
+      proto::WriteReport p;
+      if (!p.ParseFromString(reports[r])) {
+        failures[static_cast<int>(r)] = Status::Internal("write report does not parse");
+        continue;
+      }
+      if (p.has_status() && p.status().code() != 0) {
+        failures[static_cast<int>(r)] = StatusFromProto(p.status());
+        continue;
+      }
+      if (!received[r].ok()) {
+        failures[static_cast<int>(r)] = received[r].WithContext("sending its files to the coordinator");
+        continue;
+      }
+      results[r].rank = static_cast<int>(r);
+      if (!sent || static_cast<int>(r) == coordinator) results[r].files.assign(p.files().begin(), p.files().end());
+      for (const proto::WrittenItem& w : p.items()) {
+        results[r].items.push_back(WrittenItem{StorageKey{w.key().rank(), w.key().item()}, w.chunk_bytes(),
+                                               w.num_chunks(), w.stored_bytes(), w.chunk_hashes(),
+                                               ReferencesFromProto(w.references()), w.encoding()});
+      }
+    }
     Status result;
-    if (!mixed.ok()) {
-      writer.Abort(ctx);
-      result = mixed;
-    } else if (!failures.empty()) {
+    if (!failures.empty()) {
       writer.Abort(ctx);
       result = Status::CheckpointError("Failed to write data", std::move(failures));
     } else {

@@ -32,6 +32,7 @@
 #include "util/ordered_parallel.h"
 #include "store/sst_chunk_writer.h"
 #include "store/store_dir.h"
+#include "store/unsynced_env.h"
 
 namespace fs = std::filesystem;
 
@@ -260,8 +261,18 @@ class RocksDBStoreWriter final : public StoreWriter {
     o.threads = options_.threads > 0 ? options_.threads : DefaultParallelism();
     o.split_elements = split_elements_;
     o.content_hashes = options_.content_hashes;
-    return WriteItemsToSst(SendsFiles(ctx) ? LocalStagingDir(ctx) : StagingDir(path_, ctx.save_id), ctx, items,
-                           Options(), o);
+    if (SendsFiles(ctx)) {
+      // Files that are sent and deleted need no sync (the coordinator syncs
+      // what it receives).
+      rocksdb::Options unsynced = Options();
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!unsynced_env_) unsynced_env_ = NewUnsyncedEnv(env_);
+        unsynced.env = unsynced_env_.get();
+      }
+      return WriteItemsToSst(LocalStagingDir(ctx), ctx, items, unsynced, o);
+    }
+    return WriteItemsToSst(StagingDir(path_, ctx.save_id), ctx, items, Options(), o);
   }
 
 
@@ -883,6 +894,7 @@ class RocksDBStoreWriter final : public StoreWriter {
   const bool flush_after_writes_;
   mutable std::mutex mu_;  // guards db_, the step check + commit, deletes and tags
   std::unique_ptr<rocksdb::DB> db_;
+  std::unique_ptr<rocksdb::Env> unsynced_env_;  // for a rank's files before they are sent
   std::vector<int64_t> pruned_by_last_commit_;
   std::set<uint64_t> in_flight_;  // save ids prepared here and not yet finished or aborted
   // Save id -> the step FindReusable offered chunks of, and the saves its

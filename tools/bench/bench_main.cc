@@ -5,6 +5,7 @@
 //                [--compression none|zstd|auto] [--repeat 3] [--dir DIR] [--json]
 //                [--chunk-bytes 4MiB] [--invalidate-page-cache]
 //   ckptdb-bench --scenario finetune [--size 1GiB] [--world 2] [--repeat 3] ...
+//   ckptdb-bench --scenario hosts [--size 1GiB] [--world 2] [--repeat 3] [--local-dir DIR] ...
 //
 // With --world N it starts N ranks for real (ckptdb-launch, next to this
 // binary) and rank 0 reports. Every rank holds size/N bytes: tensors of
@@ -20,7 +21,9 @@
 // Page caches are left as they are for every phase alike (warm reads).
 //
 // --scenario finetune measures deduplication across steps instead (see
-// FinetuneWorker below and --help).
+// FinetuneWorker below and --help); --scenario hosts a store every rank sees
+// against one on the coordinator's host only (HostsWorker; on several hosts
+// through tools/bench-hosts.sh).
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -75,6 +78,8 @@ struct Args {
   bool mmap_reads = true;           // ReaderOptions.mmap_reads
   bool cold = true;                 // also time loads from a dropped page cache
   bool finetune = false;            // --scenario finetune
+  bool hosts = false;               // --scenario hosts
+  std::string local_dir;            // --local-dir (--scenario hosts)
   bool data_given = false;          // --data was given
 };
 
@@ -773,6 +778,97 @@ int FinetuneWorker(const Args& a) {
   return 0;
 }
 
+// --scenario hosts -----------------------------------------------------------
+//
+// A store every rank sees (StoreAccess::kShared, under --dir) against one on
+// the coordinator's host only (kCoordinatorOnly, under --local-dir: on the
+// test bed of tools/bench-hosts.sh each host has its own directory there).
+// Each repetition saves and loads the same state in both, in alternating
+// order; the ratios are per repetition, shared time / coordinator-only time
+// (throughput of the coordinator-only store relative to the shared one).
+int HostsWorker(const Args& a) {
+  auto config = Must(DistributedConfig::FromEnvironment(), "environment");
+  auto comm = Must(ConnectGloo(config), "joining the job");
+  const int rank = comm->rank(), world = comm->world_size();
+  const std::string local_root = a.local_dir.empty() ? a.dir + "/local" : a.local_dir;
+  const std::string stores[2] = {a.dir + "/store-shared", local_root + "/store"};
+  StoreOptions so[2] = {BaseStoreOptions(a), BaseStoreOptions(a)};
+  so[1].access = StoreAccess::kCoordinatorOnly;
+  so[1].local_staging_dir = local_root + "/staging";
+  std::unique_ptr<StoreWriter> writers[2];
+  for (int m = 0; m < 2; ++m) writers[m] = Must(OpenStoreWriter(stores[m], so[m]), "opening " + stores[m]);
+  const std::string kind = a.data.at(0);
+  StateDict state = MakeState(kind, a.size, rank, world, false, false, a.tensor_bytes);
+  StateDict target = MakeState(kind, a.size, rank, world, true, false, a.tensor_bytes);
+  std::vector<double> save_s[2], load_s[2], save_ratio, load_ratio;
+  int64_t step = 0;
+  for (int rep = 0; rep < a.repeat; ++rep) {
+    double sv[2], ld[2];
+    for (int k = 0; k < 2; ++k) {
+      const int m = (rep % 2 == 0) ? k : 1 - k;
+      // No save pays for the write-back of the one before it.
+      ::sync();
+      Check(comm->Barrier(), "barrier");
+      SaveOptions o;
+      o.step = step;
+      o.communicator = comm.get();
+      sv[m] = Timed(*comm, [&] { Check(Save(state, *writers[m], o), "save"); });
+      LoadOptions lo;
+      lo.step = step;
+      lo.communicator = comm.get();
+      ld[m] = Timed(*comm, [&] {
+        if (m == 0) {
+          auto reader = Must(OpenStoreReader(stores[0]), "reader");
+          Check(Load(target, *reader, lo), "load");
+        } else {
+          auto reader = Must(OpenRemoteStoreReader(stores[1], comm.get(), 0), "remote reader");
+          Check(Load(target, *reader, lo), "load");
+        }
+      });
+      if (rep == 0) ExpectSameShards(state, target, "loaded data differs from saved data");
+      if (rank == 0) Check(writers[m]->DeleteStep(step), "delete");
+      Check(comm->Barrier(), "barrier");
+      ++step;
+    }
+    for (int m = 0; m < 2; ++m) {
+      save_s[m].push_back(sv[m]);
+      load_s[m].push_back(ld[m]);
+    }
+    save_ratio.push_back(sv[0] / sv[1]);
+    load_ratio.push_back(ld[0] / ld[1]);
+  }
+  if (rank != 0) return 0;
+  std::FILE* out = std::fopen((a.dir + "/report.txt").c_str(), "w");
+  if (out == nullptr) Die("cannot write the report");
+  const double logical = static_cast<double>(a.size);
+  auto range = [](const std::vector<double>& v) {
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "%.3f-%.3f", *std::min_element(v.begin(), v.end()),
+                  *std::max_element(v.begin(), v.end()));
+    return std::string(buf);
+  };
+  std::fprintf(out,
+               "ckptdb-bench --scenario hosts: %.2f GiB of %s over %d ranks, compression %s, median of %d runs "
+               "(job time: slowest rank)\n%-26s %9s %15s %9s\n",
+               logical / (1 << 30), kind.c_str(), world, a.compression_name.c_str(), a.repeat, "phase", "seconds",
+               "min-max", "GB/s");
+  const char* names[2] = {"shared", "coordinator-only"};
+  for (int m = 0; m < 2; ++m) {
+    std::fprintf(out, "save %-21s %9.3f %15s %9.3f\n", names[m], Median(save_s[m]), range(save_s[m]).c_str(),
+                 logical / Median(save_s[m]) / 1e9);
+  }
+  for (int m = 0; m < 2; ++m) {
+    std::fprintf(out, "load %-21s %9.3f %15s %9.3f\n", names[m], Median(load_s[m]), range(load_s[m]).c_str(),
+                 logical / Median(load_s[m]) / 1e9);
+  }
+  std::fprintf(out, "coordinator-only vs shared (throughput, per run): save %.2fx (%s, aim >= 0.7), load %.2fx (%s)\n",
+               Median(save_ratio), range(save_ratio).c_str(), Median(load_ratio), range(load_ratio).c_str());
+  std::fprintf(out, "result save_shared=%.4f save_local=%.4f load_shared=%.4f load_local=%.4f\n", Median(save_s[0]),
+               Median(save_s[1]), Median(load_s[0]), Median(load_s[1]));
+  std::fclose(out);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -828,13 +924,25 @@ int main(int argc, char** argv) {
                    "step (aim: <= 0.05 fine-tuning; the bytes that change are shown beside it: the\n"
                    "least a step can add). --repeat rounds (default 3), each in fresh stores under\n"
                    "--dir, removed when done; the last step of the first fine-tuning round is loaded\n"
-                   "back from the deduplicating store and checked bit for bit.\n";
+                   "back from the deduplicating store and checked bit for bit.\n\n"
+                   "usage: ckptdb-bench --scenario hosts [--size 1GiB] [--world 2] [--repeat 3] [--data fp32]\n"
+                   "                    [--local-dir DIR] [--dir DIR]\n\n"
+                   "A store every rank sees (StoreAccess::kShared, under --dir) against a store on the\n"
+                   "coordinator's host only (kCoordinatorOnly, under --local-dir, default DIR/local:\n"
+                   "the other ranks send their files to the coordinator, and loading ranks fetch\n"
+                   "their chunks from it). Each run saves and loads the same state in both stores, in\n"
+                   "alternating order, with the dirty pages written back before each save; printed:\n"
+                   "medians and min-max of each, and the per-run throughput ratio coordinator-only /\n"
+                   "shared (aim for saves: >= 0.7). On one host through ckptdb-launch as the other\n"
+                   "modes; across network-namespace hosts, each with its own --local-dir, through\n"
+                   "tools/bench-hosts.sh.\n";
       return 0;
     } else if (s == "--scenario") {
       const std::string sc = next();
       if (sc == "finetune") a.finetune = true;
+      else if (sc == "hosts") a.hosts = true;
       else if (sc == "default") a.finetune = false;
-      else Die("unknown --scenario '" + sc + "' (default, finetune)");
+      else Die("unknown --scenario '" + sc + "' (default, finetune, hosts)");
     } else if (s == "--size") {
       a.size = ParseSize(next());
     } else if (s == "--world") {
@@ -874,6 +982,8 @@ int main(int argc, char** argv) {
     } else if (s == "--json") {
       a.json = true;
       forward.push_back(s);
+    } else if (s == "--local-dir") {
+      a.local_dir = next();
     } else if (s == "--worker") {
       worker = true;
     } else {
@@ -881,7 +991,7 @@ int main(int argc, char** argv) {
     }
   }
   if (a.finetune && a.data_given) Die("--data does not apply to --scenario finetune (its state dict is fixed)");
-  if (worker) return a.finetune ? FinetuneWorker(a) : Worker(a);
+  if (worker) return a.finetune ? FinetuneWorker(a) : a.hosts ? HostsWorker(a) : Worker(a);
   if (a.world < 1 || a.world > 256) Die("--world must be in [1, 256]");
 
   // Start the ranks through ckptdb-launch, next to this binary.
