@@ -19,7 +19,9 @@
 #   8. a load of it on 2 hosts x 3 ranks as column shards, each rank
 #      fetching its chunks from host 0;
 #   9. a host dies while its ranks send their files: every survivor fails,
-#      nothing more is committed.
+#      nothing more is committed;
+#  10. async saves (AsyncSaver) on 3 hosts x 2 ranks, into the shared store
+#      and into the store on host 0 only, each loaded back on 2 hosts x 3.
 # The test bed is always torn down. Skipped (exit 77) where network
 # namespaces cannot be made.
 #   tests/hosts_test.sh SOURCE_DIR RANK_HELPER CKPTDB_CLI
@@ -168,3 +170,15 @@ done
 steps="$("$cli" ls "$work/disk-h0/store" --json | grep -o '"step": [0-9]*' | tr -d '"step: ' | tr '\n' ' ')"
 [ "$steps" = "6 " ] || fail "steps on host 0's disk after host 2 died sending: '$steps'"
 echo "hosts_test: no shared file system: host 2 died while sending its files: survivors failed in ${took_ms} ms ($(sed -n 4p "$work/save7/rank-0.txt" | cut -c1-140)), nothing committed: ok"
+
+run_job 6 2 "file://$work/rdv" "$work/save8" 10000 save 8 --async --tag 8
+expect_ok "$work/save8" 6
+run_job 6 3 "file://$work/rdv" "$work/load8" 10000 load 8 --tag 8 --layout cols
+expect_ok "$work/load8" 6
+local_disks=1 store_path="$work/local/store" run_job 6 2 "file://$work/rdv" "$work/save9" 20000 save 9 --coordinator-only \
+  --async --tag 9
+expect_ok "$work/save9" 6
+local_disks=1 store_path="$work/local/store" run_job 6 3 "file://$work/rdv" "$work/load9" 20000 load 9 --coordinator-only \
+  --tag 9
+expect_ok "$work/load9" 6
+echo "hosts_test: async saves on 3 hosts x 2 ranks, shared and on host 0 only, loaded on 2 hosts x 3: ok"

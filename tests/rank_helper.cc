@@ -4,6 +4,7 @@
 //       [--layout rows|cols] [--fail OP@RANK]... [--kill-in-write RANK]...
 //       [--stall-in-write RANK]...
 //       [--bad-target RANK] [--tag T] [--coordinator-only] [--kill-in-send RANK]...
+//       [--async]
 //
 // Joins the job from the environment (DistributedConfig::FromEnvironment),
 // saves or loads a state dict of fixed global contents split over however
@@ -24,6 +25,8 @@
 // a rank that dies after the rendezvous, while the ranks connect.
 // --coordinator-only: the store is on the coordinator's host only
 // (StoreAccess::kCoordinatorOnly; loads through OpenRemoteStoreReader).
+// --async: the save goes through an AsyncSaver (over a second connection
+// of the job, as its background thread needs) and is waited for.
 // --kill-in-send R: rank R dies (SIGKILL) in the middle of sending its files
 // to the coordinator (at its second point-to-point message).
 // OP is one of prepare, prepare_storage, write, async_write, write_bytes,
@@ -176,6 +179,7 @@ int main(int argc, char** argv) {
   std::set<int> stall_ranks;  // --stall-in-write: sleep 3 s after writing
   std::set<int> kill_send_ranks;  // --kill-in-send
   bool coordinator_only = false;
+  bool async_save = false;
   bool by_columns = false;
   std::map<std::string, std::set<int>> fail;
   for (int i = 5; i < argc; ++i) {
@@ -195,6 +199,8 @@ int main(int argc, char** argv) {
       bad_target = std::atoi(argv[++i]);
     } else if (a == "--kill-in-write" && i + 1 < argc) {
       kill_ranks.insert(std::atoi(argv[++i]));
+    } else if (a == "--async") {
+      async_save = true;
     } else if (a == "--coordinator-only") {
       coordinator_only = true;
     } else if (a == "--kill-in-send" && i + 1 < argc) {
@@ -260,7 +266,23 @@ int main(int argc, char** argv) {
           o.step = step;
           o.coordinator_rank = coordinator;
           o.communicator = &dying;
-          st = Save(MakeStateDict(rank, world, false, by_columns), w, o);
+          if (!async_save) {
+            st = Save(MakeStateDict(rank, world, false, by_columns), w, o);
+          } else {
+            DistributedConfig bg = *config;
+            bg.job_id += "-async";
+            auto background = ConnectGloo(bg);
+            if (!background.ok()) {
+              st = background.status();
+            } else {
+              AsyncSaveOptions ao;
+              ao.coordinator_rank = coordinator;
+              ao.communicator = background->get();
+              AsyncSaver saver(w, ao);
+              auto handle = saver.SaveAsync(MakeStateDict(rank, world, false, by_columns), step);
+              st = handle.ok() ? (*handle)->Wait() : handle.status();
+            }
+          }
         }
       } else {
         auto open_reader = [&]() -> StatusOr<std::unique_ptr<StorageReader>> {

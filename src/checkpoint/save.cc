@@ -232,7 +232,16 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
   std::vector<std::string> reports;
   Status gathered = comm->Gather(wr.SerializeAsString(), coordinator, &reports);
   if (!gathered.ok()) {
-    if (is_coordinator) writer.Abort(ctx);
+    if (is_coordinator) {
+      writer.Abort(ctx);
+      // A rank that died while sending its files cannot report either: the
+      // coordinator names the ranks whose files did not arrive.
+      std::map<int, Status> lost;
+      for (size_t r = 0; r < received.size(); ++r) {
+        if (!received[r].ok()) lost[static_cast<int>(r)] = received[r].WithContext("sending its files to the coordinator");
+      }
+      if (!lost.empty()) return Status::CheckpointError("Failed to write data", std::move(lost));
+    }
     return gathered.WithContext("save: gathering write results");
   }
 
