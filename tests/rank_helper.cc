@@ -115,24 +115,6 @@ StateDict MakeStateDict(int rank, int world, bool zeros, bool by_columns) {
   return sd;
 }
 
-bool SameContents(const StateDict& a, const StateDict& b) {
-  for (const auto& [fqn, e] : a.entries()) {
-    const Entry* o = b.Find(fqn);
-    if (o == nullptr) return false;
-    if (const Tensor* t = std::get_if<Tensor>(&e)) {
-      if (!std::get<Tensor>(*o).BitwiseEquals(*t)) return false;
-    } else if (const ShardedTensor* st = std::get_if<ShardedTensor>(&e)) {
-      const auto& other = std::get<ShardedTensor>(*o).local_shards();
-      for (size_t i = 0; i < st->local_shards().size(); ++i) {
-        if (!other[i].tensor.BitwiseEquals(st->local_shards()[i].tensor)) return false;
-      }
-    } else if (std::get<Bytes>(e).data != std::get<Bytes>(*o).data) {
-      return false;
-    }
-  }
-  return true;
-}
-
 // Forwards to another communicator; dies at its second point-to-point send
 // when `die_in_send`.
 class DyingCommunicator final : public Communicator {

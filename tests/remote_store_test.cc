@@ -53,23 +53,6 @@ StateDict RankState(int rank, int world, bool zeros, bool by_columns = false) {
   return sd;
 }
 
-bool SameState(const StateDict& a, const StateDict& b) {
-  for (const auto& [fqn, e] : a.entries()) {
-    const Entry* o = b.Find(fqn);
-    if (o == nullptr) return false;
-    if (const Tensor* t = std::get_if<Tensor>(&e)) {
-      if (!std::get<Tensor>(*o).BitwiseEquals(*t)) return false;
-    } else if (const ShardedTensor* st = std::get_if<ShardedTensor>(&e)) {
-      if (!std::get<ShardedTensor>(*o).local_shards().at(0).tensor.BitwiseEquals(st->local_shards().at(0).tensor)) {
-        return false;
-      }
-    } else if (std::get<Bytes>(e).data != std::get<Bytes>(*o).data) {
-      return false;
-    }
-  }
-  return true;
-}
-
 // Forwards to another communicator, flipping one byte of the first
 // point-to-point message of at least 1 KiB that `rank` sends.
 class FlippingCommunicator final : public Communicator {
@@ -152,7 +135,7 @@ class RemoteStoreTest : public ::testing::Test {
       o.communicator = &comm;
       LoadStats stats;
       Status s = r.ok() ? Load(target, **r, o, &stats) : r.status();
-      if (s.ok() && !SameState(RankState(rank, world, false, by_columns), target)) {
+      if (s.ok() && !testing::SameContents(RankState(rank, world, false, by_columns), target)) {
         s = Status::Internal("rank " + std::to_string(rank) + " loaded other values than were saved");
       }
       std::lock_guard<std::mutex> lock(mu);

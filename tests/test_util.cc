@@ -106,6 +106,24 @@ bool FlipByteOf(const std::string& dir, const std::string& suffix, const std::st
   return false;
 }
 
+bool SameContents(const StateDict& a, const StateDict& b) {
+  for (const auto& [fqn, e] : a.entries()) {
+    const Entry* o = b.Find(fqn);
+    if (o == nullptr) return false;
+    if (const Tensor* t = std::get_if<Tensor>(&e)) {
+      if (!std::get<Tensor>(*o).BitwiseEquals(*t)) return false;
+    } else if (const ShardedTensor* st = std::get_if<ShardedTensor>(&e)) {
+      const auto& other = std::get<ShardedTensor>(*o).local_shards();
+      for (size_t i = 0; i < st->local_shards().size(); ++i) {
+        if (!other[i].tensor.BitwiseEquals(st->local_shards()[i].tensor)) return false;
+      }
+    } else if (std::get<Bytes>(e).data != std::get<Bytes>(*o).data) {
+      return false;
+    }
+  }
+  return true;
+}
+
 uint64_t CountDataKeys(const std::string& store) {
   rocksdb::DB* db = nullptr;
   rocksdb::Options o;

@@ -60,6 +60,10 @@ std::vector<std::string> FilesWithSuffix(const std::string& dir, const std::stri
 // file holds it.
 bool FlipByteOf(const std::string& dir, const std::string& suffix, const std::string& needle);
 
+// Whether every entry of `a` is in `b` with the same bytes (tensors, every
+// local shard in order, bytes entries).
+bool SameContents(const StateDict& a, const StateDict& b);
+
 // Number of data keys ('D' prefix) in the store's database, read directly
 // with RocksDB.
 uint64_t CountDataKeys(const std::string& store);

@@ -200,19 +200,9 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
     if (st.ok()) {
       StatusOr<WriteResult> written = GuardedCall("write", [&] { return writer.Write(ctx, plan->items); });
       if (written.ok()) {
-        files = written->files;
         for (const std::string& f : written->files) wr.add_files(f);
-        for (const WrittenItem& w : written->items) {
-          proto::WrittenItem* pw = wr.add_items();
-          pw->mutable_key()->set_rank(w.key.rank);
-          pw->mutable_key()->set_item(w.key.item);
-          pw->set_chunk_bytes(w.chunk_bytes);
-          pw->set_num_chunks(w.num_chunks);
-          pw->set_stored_bytes(w.stored_bytes);
-          pw->set_chunk_hashes(w.chunk_hashes);
-          ReferencesToProto(w.references, pw->mutable_references());
-          pw->set_encoding(w.encoding);
-        }
+        for (const WrittenItem& w : written->items) ToProto(w, wr.add_items());
+        files = std::move(written->files);
       } else {
         st = written.status();
       }
@@ -229,6 +219,8 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
     }
   }
   for (std::thread& t : receivers) t.join();
+  // The ranks whose files did not arrive (kSent), each with why.
+  auto not_received = [&](size_t r) { return received[r].WithContext("sending its files to the coordinator"); };
   std::vector<std::string> reports;
   Status gathered = comm->Gather(wr.SerializeAsString(), coordinator, &reports);
   if (!gathered.ok()) {
@@ -238,7 +230,7 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
       // coordinator names the ranks whose files did not arrive.
       std::map<int, Status> lost;
       for (size_t r = 0; r < received.size(); ++r) {
-        if (!received[r].ok()) lost[static_cast<int>(r)] = received[r].WithContext("sending its files to the coordinator");
+        if (!received[r].ok()) lost[static_cast<int>(r)] = not_received(r);
       }
       if (!lost.empty()) return Status::CheckpointError("Failed to write data", std::move(lost));
     }
@@ -260,16 +252,12 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
         continue;
       }
       if (!received[r].ok()) {
-        failures[static_cast<int>(r)] = received[r].WithContext("sending its files to the coordinator");
+        failures[static_cast<int>(r)] = not_received(r);
         continue;
       }
       results[r].rank = static_cast<int>(r);
       if (!sent || static_cast<int>(r) == coordinator) results[r].files.assign(p.files().begin(), p.files().end());
-      for (const proto::WrittenItem& w : p.items()) {
-        results[r].items.push_back(WrittenItem{StorageKey{w.key().rank(), w.key().item()}, w.chunk_bytes(),
-                                               w.num_chunks(), w.stored_bytes(), w.chunk_hashes(),
-                                               ReferencesFromProto(w.references()), w.encoding()});
-      }
+      for (const proto::WrittenItem& w : p.items()) results[r].items.push_back(FromProto(w));
     }
     Status result;
     if (!failures.empty()) {
@@ -288,12 +276,12 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
   }
 
   // 5. Every rank returns the same outcome.
-  const std::string decided = outcome;
   Status told = comm->Broadcast(&outcome, coordinator);
   if (!told.ok()) {
     // The coordinator knows why the save failed (a rank that died while
-    // sending its files, say) even when it cannot tell the others.
-    if (is_coordinator && !DecodeStatus(decided).ok()) return DecodeStatus(decided);
+    // sending its files, say) even when it cannot tell the others (a root's
+    // message is never changed by its broadcast).
+    if (is_coordinator && !DecodeStatus(outcome).ok()) return DecodeStatus(outcome);
     return told.WithContext("save: broadcasting the outcome");
   }
   return DecodeStatus(outcome);

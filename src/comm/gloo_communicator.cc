@@ -28,6 +28,7 @@
 #include "ckptdb/distributed.h"
 #include "comm/rendezvous.h"
 #include "comm/rendezvous_store.h"
+#include "util/le_bytes.h"
 #include "util/status_macros.h"
 
 namespace ckptdb {
@@ -100,11 +101,11 @@ class GlooCommunicator final : public Communicator {
       // latency per hop, which is what a save costs with many ranks).
       std::string head(8 + kInline, '\0');
       if (ctx_->rank == root) {
-        PutU64(&head[0], data->size());
+        PutLE64(&head[0], data->size());
         std::memcpy(&head[8], data->data(), std::min<size_t>(data->size(), kInline));
       }
       BroadcastBytes(&head[0], head.size(), root);
-      const uint64_t n = GetU64(head.data());
+      const uint64_t n = GetLE64(head.data());
       if (ctx_->rank == root) {
         if (n > kInline) BroadcastBytes(&(*data)[kInline], n - kInline, root);
         return;
@@ -154,12 +155,6 @@ class GlooCommunicator final : public Communicator {
     return Status::OK();
   }
 
-  static void PutU64(char* p, uint64_t v) { std::memcpy(p, &v, 8); }
-  static uint64_t GetU64(const char* p) {
-    uint64_t v;
-    std::memcpy(&v, p, 8);
-    return v;
-  }
 
   void BroadcastBytes(char* p, size_t n, int root) {
     gloo::BroadcastOptions o(ctx_);
@@ -175,7 +170,7 @@ class GlooCommunicator final : public Communicator {
     // Round 1: every rank's length and first kInline bytes, in fixed slots.
     constexpr size_t kSlot = 8 + kInline;
     std::string slot(kSlot, '\0');
-    PutU64(&slot[0], mine.size());
+    PutLE64(&slot[0], mine.size());
     std::memcpy(&slot[8], mine.data(), std::min(mine.size(), kInline));
     std::string slots(kSlot * n, '\0');
     {
@@ -190,7 +185,7 @@ class GlooCommunicator final : public Communicator {
     bool longer = false;
     std::vector<size_t> rest(n);
     for (int r = 0; r < n; ++r) {
-      const uint64_t len = GetU64(&slots[kSlot * r]);
+      const uint64_t len = GetLE64(&slots[kSlot * r]);
       (*out)[r].assign(&slots[kSlot * r + 8], std::min<uint64_t>(len, kInline));
       rest[r] = len > kInline ? len - kInline : 0;
       longer = longer || rest[r] > 0;

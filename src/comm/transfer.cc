@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "format/status_codec.h"
+#include "util/le_bytes.h"
 #include "util/status_macros.h"
 
 namespace ckptdb {
@@ -18,13 +19,6 @@ namespace ckptdb {
 namespace {
 
 constexpr uint32_t kFrameMagic = 0x436b5446;  // "FTkC"
-
-void PutU64(char* p, uint64_t v) { std::memcpy(p, &v, 8); }
-uint64_t GetU64(const char* p) {
-  uint64_t v;
-  std::memcpy(&v, p, 8);
-  return v;
-}
 
 Status Errno(const std::string& what, const std::string& path) {
   const int e = errno;
@@ -49,7 +43,7 @@ Status SendOneFile(Communicator& comm, int peer, const std::string& path, std::s
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   const std::string name = std::filesystem::path(path).filename().string();
   std::string begin(8, '\0');
-  PutU64(&begin[0], size);
+  PutLE64(&begin[0], size);
   begin += name;
   RETURN_IF_ERROR(SendFrame(comm, peer, FrameKind::kFileBegin, begin));
   XXH3_state_t* h = XXH3_createState();
@@ -81,7 +75,7 @@ Status SendOneFile(Communicator& comm, int peer, const std::string& path, std::s
   XXH3_freeState(h);
   if (!result.ok()) return result;
   std::string end(8, '\0');
-  PutU64(&end[0], digest);
+  PutLE64(&end[0], digest);
   return SendFrame(comm, peer, FrameKind::kFileEnd, end);
 }
 
@@ -130,7 +124,7 @@ class Incoming {
       return Status::DataLoss(What() + " arrived short: " + std::to_string(got_) + " of " + std::to_string(size_) +
                               " bytes");
     }
-    if (GetU64(end.data()) != XXH3_64bits_digest(h_)) {
+    if (GetLE64(end.data()) != XXH3_64bits_digest(h_)) {
       return Status::DataLoss(What() + " arrived damaged: its checksum does not match the sender's");
     }
     // Durable before the coordinator ingests it and commits the step.
@@ -159,10 +153,9 @@ class Incoming {
 
 Status SendFrame(Communicator& comm, int peer, FrameKind kind, std::string_view payload) {
   char head[16];
-  const uint32_t magic = kFrameMagic, k = static_cast<uint32_t>(kind);
-  std::memcpy(head, &magic, 4);
-  std::memcpy(head + 4, &k, 4);
-  PutU64(head + 8, payload.size());
+  PutLE32(head, kFrameMagic);
+  PutLE32(head + 4, static_cast<uint32_t>(kind));
+  PutLE64(head + 8, payload.size());
   RETURN_IF_ERROR(comm.Send(peer, head, sizeof head));
   if (!payload.empty()) RETURN_IF_ERROR(comm.Send(peer, payload.data(), payload.size()));
   return Status::OK();
@@ -171,11 +164,9 @@ Status SendFrame(Communicator& comm, int peer, FrameKind kind, std::string_view 
 Status RecvFrame(Communicator& comm, int peer, FrameKind* kind, std::string* payload, uint64_t max_payload) {
   char head[16];
   RETURN_IF_ERROR(comm.Recv(peer, head, sizeof head));
-  uint32_t magic, k;
-  std::memcpy(&magic, head, 4);
-  std::memcpy(&k, head + 4, 4);
-  const uint64_t n = GetU64(head + 8);
-  if (magic != kFrameMagic || k < 1 || k > 8 || n > max_payload) {
+  const uint32_t magic = GetLE32(head), k = GetLE32(head + 4);
+  const uint64_t n = GetLE64(head + 8);
+  if (magic != kFrameMagic || k < 1 || k > static_cast<uint32_t>(FrameKind::kRequest) || n > max_payload) {
     return Status::DataLoss("the stream from rank " + std::to_string(peer) +
                             " is out of step (a frame header that is not one)");
   }
@@ -220,7 +211,7 @@ Status ReceiveFiles(Communicator& comm, int peer,
       case FrameKind::kFileBegin: {
         if (file) return Status::DataLoss("rank " + std::to_string(peer) + " began a file inside another");
         if (payload.size() < 9) return Status::DataLoss("a malformed file frame from rank " + std::to_string(peer));
-        const uint64_t size = GetU64(payload.data());
+        const uint64_t size = GetLE64(payload.data());
         std::string name = payload.substr(8);
         if (name.find('/') != std::string::npos || name == "." || name == "..") {
           return Status::DataLoss("rank " + std::to_string(peer) + " sent a file named '" + name + "'");

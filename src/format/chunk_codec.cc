@@ -14,26 +14,11 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "util/le_bytes.h"
+
 namespace ckptdb {
 
 namespace {
-
-void PutLE32(char* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
-}
-void PutLE64(char* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
-}
-uint32_t GetLE32(const char* p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
-  return v;
-}
-uint64_t GetLE64(const char* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
-  return v;
-}
 
 void WriteHeader(char* p, ChunkCodec codec, uint32_t raw_len, uint64_t sum, ChunkFilter filter = ChunkFilter::kNone,
                  uint8_t filter_param = 0) {

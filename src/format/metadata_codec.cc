@@ -65,6 +65,22 @@ StoredPiece FromProto(const proto::Piece& q) {
   return p;
 }
 
+void ToProto(const WrittenItem& w, proto::WrittenItem* q) {
+  q->mutable_key()->set_rank(w.key.rank);
+  q->mutable_key()->set_item(w.key.item);
+  q->set_chunk_bytes(w.chunk_bytes);
+  q->set_num_chunks(w.num_chunks);
+  q->set_stored_bytes(w.stored_bytes);
+  q->set_chunk_hashes(w.chunk_hashes);
+  ReferencesToProto(w.references, q->mutable_references());
+  q->set_encoding(w.encoding);
+}
+
+WrittenItem FromProto(const proto::WrittenItem& q) {
+  return WrittenItem{StorageKey{q.key().rank(), q.key().item()}, q.chunk_bytes(), q.num_chunks(), q.stored_bytes(),
+                     q.chunk_hashes(), ReferencesFromProto(q.references()), q.encoding()};
+}
+
 void ToProto(const ReuseCandidate& c, proto::ReuseCandidate* q) {
   q->mutable_key()->set_rank(c.key.rank);
   q->mutable_key()->set_item(c.key.item);

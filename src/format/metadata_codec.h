@@ -23,6 +23,8 @@ void ReferencesToProto(const std::vector<ChunkReference>& refs,
                        google::protobuf::RepeatedPtrField<proto::ChunkReference>* out);
 std::vector<ChunkReference> ReferencesFromProto(
     const google::protobuf::RepeatedPtrField<proto::ChunkReference>& refs);
+void ToProto(const WrittenItem& w, proto::WrittenItem* out);
+WrittenItem FromProto(const proto::WrittenItem& w);
 void ToProto(const ReuseCandidate& c, proto::ReuseCandidate* out);
 ReuseCandidate FromProto(const proto::ReuseCandidate& c);
 void ToProto(const EntryMetadata& e, proto::Entry* out);

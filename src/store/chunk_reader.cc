@@ -61,21 +61,22 @@ StatusOr<std::vector<DataKey>> ChunksToRead(const StepMetadata& md, const std::v
   return keys;
 }
 
-StatusOr<ReadStats> ReadChunks(rocksdb::DB* db, const StepMetadata& md, const std::vector<ReadItem>& items,
-                               int threads) {
+Status GetChunkValue(rocksdb::DB* db, const DataKey& key, rocksdb::PinnableSlice* value) {
   rocksdb::ReadOptions ro;
-  ro.fill_cache = false;        // chunks are read once; keep the cache for index blocks
+  ro.fill_cache = false;  // chunks are read once; keep the cache for index blocks
   // RocksDB's block checksums too, although every chunk carries its own:
   // a damaged block must not reach RocksDB's parser (Debian's build asserts
   // on a damaged key and aborts the process); it becomes DataLoss instead.
   ro.verify_checksums = true;
-  return ReadChunksFrom(
-      [&](const DataKey& key, rocksdb::PinnableSlice* value) -> Status {
-        rocksdb::Status s = db->Get(ro, db->DefaultColumnFamily(), EncodeDataKey(key), value);
-        if (s.IsNotFound()) return Status::NotFound("missing");
-        return FromRocks(s, "reading the chunk");
-      },
-      md, items, threads);
+  rocksdb::Status s = db->Get(ro, db->DefaultColumnFamily(), EncodeDataKey(key), value);
+  if (s.IsNotFound()) return Status::NotFound("missing");
+  return FromRocks(s, "reading the chunk");
+}
+
+StatusOr<ReadStats> ReadChunks(rocksdb::DB* db, const StepMetadata& md, const std::vector<ReadItem>& items,
+                               int threads) {
+  return ReadChunksFrom([db](const DataKey& key, rocksdb::PinnableSlice* value) { return GetChunkValue(db, key, value); },
+                        md, items, threads);
 }
 
 StatusOr<ReadStats> ReadChunksFrom(const ChunkValueGetter& get_value, const StepMetadata& md,

@@ -24,6 +24,11 @@ namespace ckptdb {
 StatusOr<ReadStats> ReadChunks(rocksdb::DB* db, const StepMetadata& md, const std::vector<ReadItem>& items,
                                int threads);
 
+// The stored value of one chunk of `db`, pinned where it lies; NotFound when
+// the store lacks it. RocksDB's block checksums are verified too (a damaged
+// block becomes DataLoss, never a parse of damaged bytes).
+Status GetChunkValue(rocksdb::DB* db, const DataKey& key, rocksdb::PinnableSlice* value);
+
 // Fetches the stored value of one chunk into *value; NotFound when the store
 // lacks it (the read then fails with DataLoss naming the chunk).
 using ChunkValueGetter = std::function<Status(const DataKey& key, rocksdb::PinnableSlice* value)>;

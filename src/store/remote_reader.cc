@@ -13,7 +13,6 @@
 //                 decodes the values as its own reads would.
 #include <rocksdb/slice.h>
 
-#include <cstring>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -28,6 +27,7 @@
 #include "format/status_codec.h"
 #include "store/chunk_reader.h"
 #include "store/rocksdb_store_internal.h"
+#include "util/le_bytes.h"
 #include "util/status_macros.h"
 
 namespace ckptdb {
@@ -40,13 +40,6 @@ constexpr uint64_t kMaxValueFrame = kMaxChunkRawBytes + (kMaxChunkRawBytes >> 7)
 // Chunk keys per request frame.
 constexpr size_t kKeysPerFrame = 65536;
 
-void PutU64(std::string* out, uint64_t v) { out->append(reinterpret_cast<const char*>(&v), 8); }
-bool GetU64(std::string_view* in, uint64_t* v) {
-  if (in->size() < 8) return false;
-  std::memcpy(v, in->data(), 8);
-  in->remove_prefix(8);
-  return true;
-}
 
 class RemoteStoreReader final : public StorageReader {
  public:
@@ -59,8 +52,8 @@ class RemoteStoreReader final : public StorageReader {
       Status opened = Local();
       StatusOr<StepMetadata> md = opened.ok() ? local_->ReadMetadata(step) : StatusOr<StepMetadata>(opened);
       std::string status = EncodeStatus(md.status());
-      PutU64(&message, static_cast<uint64_t>(step));
-      PutU64(&message, status.size());
+      AppendLE64(&message, static_cast<uint64_t>(step));
+      AppendLE64(&message, status.size());
       message += status;
       if (md.ok()) message += EncodeMetadataValue(*md);
       RETURN_IF_ERROR(comm_->Broadcast(&message, coordinator_).WithContext("load: sending the step's metadata"));
@@ -70,7 +63,7 @@ class RemoteStoreReader final : public StorageReader {
         comm_->Broadcast(&message, coordinator_).WithContext("load: receiving the step's metadata from the coordinator"));
     std::string_view in = message;
     uint64_t their_step = 0, status_len = 0;
-    if (!GetU64(&in, &their_step) || !GetU64(&in, &status_len) || in.size() < status_len) {
+    if (!ConsumeLE64(&in, &their_step) || !ConsumeLE64(&in, &status_len) || in.size() < status_len) {
       return Status::Internal("the coordinator's metadata message is malformed");
     }
     if (static_cast<int64_t>(their_step) != step) {
@@ -129,7 +122,7 @@ class RemoteStoreReader final : public StorageReader {
           for (std::string_view in = payload; !in.empty();) {
             uint64_t n = 0;
             DataKey k;
-            if (!GetU64(&in, &n) || in.size() < n || !ParseDataKey(in.substr(0, n), &k)) {
+            if (!ConsumeLE64(&in, &n) || in.size() < n || !ParseDataKey(in.substr(0, n), &k)) {
               return Status::DataLoss("a malformed chunk request from rank " + std::to_string(peer));
             }
             in.remove_prefix(n);
@@ -184,7 +177,7 @@ class RemoteStoreReader final : public StorageReader {
     std::string frame;
     for (size_t i = 0; i < keys.size(); ++i) {
       const std::string k = EncodeDataKey(keys[i]);
-      PutU64(&frame, k.size());
+      AppendLE64(&frame, k.size());
       frame += k;
       if ((i + 1) % kKeysPerFrame == 0 || i + 1 == keys.size()) {
         RETURN_IF_ERROR(SendFrame(*comm_, coordinator_, FrameKind::kRequest, frame));

@@ -153,12 +153,7 @@ class RocksDBStoreReader final : public StoreReader, public ChunkValueSource {
   }
 
   Status GetChunkValue(const DataKey& key, rocksdb::PinnableSlice* value) override {
-    rocksdb::ReadOptions ro;
-    ro.fill_cache = false;
-    ro.verify_checksums = true;
-    rocksdb::Status s = db_->Get(ro, db_->DefaultColumnFamily(), EncodeDataKey(key), value);
-    if (s.IsNotFound()) return Status::NotFound("missing");
-    return FromRocks(s, "reading a chunk");
+    return ckptdb::GetChunkValue(db_.get(), key, value);
   }
 
 

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -136,7 +135,8 @@ class RocksDBStoreWriter final : public StoreWriter {
   RocksDBStoreWriter(std::string path, StoreOptions options, const StoreWriterSeams& seams)
       : path_(std::move(path)), options_(options), env_(seams.env),
         split_elements_(seams.split_elements),
-        flush_after_writes_(seams.flush_after_writes) {}
+        flush_after_writes_(seams.flush_after_writes),
+        unsynced_env_(options.access == StoreAccess::kCoordinatorOnly ? NewUnsyncedEnv(env_) : nullptr) {}
 
   ~RocksDBStoreWriter() override {
     if (db_) db_->Close().PermitUncheckedError();
@@ -265,11 +265,7 @@ class RocksDBStoreWriter final : public StoreWriter {
       // Files that are sent and deleted need no sync (the coordinator syncs
       // what it receives).
       rocksdb::Options unsynced = Options();
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (!unsynced_env_) unsynced_env_ = NewUnsyncedEnv(env_);
-        unsynced.env = unsynced_env_.get();
-      }
+      unsynced.env = unsynced_env_.get();
       return WriteItemsToSst(LocalStagingDir(ctx), ctx, items, unsynced, o);
     }
     return WriteItemsToSst(StagingDir(path_, ctx.save_id), ctx, items, Options(), o);
@@ -692,9 +688,7 @@ class RocksDBStoreWriter final : public StoreWriter {
     std::error_code ec;
     fs::path root = options_.local_staging_dir.empty() ? fs::temp_directory_path(ec) : fs::path(options_.local_staging_dir);
     if (root.empty()) root = "/tmp";
-    char id[17];
-    std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(ctx.save_id));
-    return (root / ("ckptdb-staging-" + std::string(id) + "-rank-" + std::to_string(ctx.rank))).string();
+    return (root / ("ckptdb-staging-" + SaveIdName(ctx.save_id) + "-rank-" + std::to_string(ctx.rank))).string();
   }
 
   void RemoveStaging(uint64_t save_id) {
@@ -892,9 +886,10 @@ class RocksDBStoreWriter final : public StoreWriter {
   rocksdb::Env* const env_;  // null: RocksDB's default
   const bool split_elements_;
   const bool flush_after_writes_;
+  // With kCoordinatorOnly: the Env of a rank's files before they are sent.
+  const std::unique_ptr<rocksdb::Env> unsynced_env_;
   mutable std::mutex mu_;  // guards db_, the step check + commit, deletes and tags
   std::unique_ptr<rocksdb::DB> db_;
-  std::unique_ptr<rocksdb::Env> unsynced_env_;  // for a rank's files before they are sent
   std::vector<int64_t> pruned_by_last_commit_;
   std::set<uint64_t> in_flight_;  // save ids prepared here and not yet finished or aborted
   // Save id -> the step FindReusable offered chunks of, and the saves its

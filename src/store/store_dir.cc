@@ -171,10 +171,13 @@ Status FsError(const std::string& what, const std::string& path, const std::erro
 
 std::string DbDir(const std::string& store) { return (fs::path(store) / "db").string(); }
 std::string StagingRoot(const std::string& store) { return (fs::path(store) / "staging").string(); }
-std::string StagingDir(const std::string& store, uint64_t save_id) {
+std::string SaveIdName(uint64_t save_id) {
   char name[17];
   std::snprintf(name, sizeof name, "%016llx", static_cast<unsigned long long>(save_id));
-  return (fs::path(store) / "staging" / name).string();
+  return name;
+}
+std::string StagingDir(const std::string& store, uint64_t save_id) {
+  return (fs::path(store) / "staging" / SaveIdName(save_id)).string();
 }
 
 Status CheckWriteAheadLogPresent(const std::string& store) {

@@ -79,6 +79,8 @@ void RestoreReserve(const std::string& store);
 std::string DbDir(const std::string& store);
 std::string StagingRoot(const std::string& store);
 std::string StagingDir(const std::string& store, uint64_t save_id);
+// A save id as a file name: 16 lowercase hex digits.
+std::string SaveIdName(uint64_t save_id);
 
 // The coordinator's mark in a save's staging directory (Prepare writes it):
 // every rank's PrepareStorage waits (up to `limit`) to see it, so that a

@@ -1,0 +1,46 @@
+// Little-endian fixed-width integers in byte buffers: the chunk header
+// (format/chunk_codec.cc) and the messages ranks send each other
+// (comm/gloo_communicator.cc, comm/transfer.cc, store/remote_reader.cc).
+#ifndef CKPTDB_SRC_UTIL_LE_BYTES_H_
+#define CKPTDB_SRC_UTIL_LE_BYTES_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace ckptdb {
+
+inline void PutLE32(char* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+}
+inline void PutLE64(char* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+}
+inline uint32_t GetLE32(const char* p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
+  return v;
+}
+inline uint64_t GetLE64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
+  return v;
+}
+
+// Appends v to *out.
+inline void AppendLE64(std::string* out, uint64_t v) {
+  char b[8];
+  PutLE64(b, v);
+  out->append(b, 8);
+}
+// Takes a u64 off the front of *in; false when fewer than 8 bytes are left.
+inline bool ConsumeLE64(std::string_view* in, uint64_t* v) {
+  if (in->size() < 8) return false;
+  *v = GetLE64(in->data());
+  in->remove_prefix(8);
+  return true;
+}
+
+}  // namespace ckptdb
+
+#endif  // CKPTDB_SRC_UTIL_LE_BYTES_H_
