@@ -27,9 +27,11 @@ class ContentHashTest : public ::testing::Test {
   void SetUp() override { dir_ = tmp_.path(); }
 
   // Saves {"w": f32 [rows, 1024] from `t`, "b": bytes} as `step`.
-  void SaveStep(const std::string& store, int64_t step, const Tensor& t, bool hashes = true) {
+  void SaveStep(const std::string& store, int64_t step, const Tensor& t, bool hashes = true,
+                ChunkLayout layout = ChunkLayout::kRows) {
     StoreOptions o;
     o.chunk_bytes = 64 << 10;
+    o.chunk_layout = layout;
     o.content_hashes = hashes;
     o.deduplicate = hashes;  // deduplication needs the hashes
     auto writer = OpenStoreWriter(store, o);
@@ -81,6 +83,26 @@ TEST_F(ContentHashTest, EveryChunkRecordsTheHashOfItsRawBytes) {
   // A bytes entry is hashed too, and equal bytes give equal hashes.
   EXPECT_EQ(m1.entries.at(1).pieces.at(0).chunk_hashes, m2.entries.at(1).pieces.at(0).chunk_hashes);
   EXPECT_EQ(m1.entries.at(1).pieces.at(0).chunk_hashes, ExpectedHash("some opaque bytes", 17));
+}
+
+// A chunk cut as a box records the hash of the box's elements, gathered in
+// row-major order.
+TEST_F(ContentHashTest, ABoxChunkRecordsTheHashOfItsBoxsElements) {
+  const std::string store = dir_ + "/s";
+  Tensor a = testing::PatternTensor(DType::kF32, {64, 1024}, 1);  // 256 KiB: 4 boxes of 64 x 256
+  SaveStep(store, 1, a, true, ChunkLayout::kBoxes);
+  const StepMetadata md = Metadata(store, 1);
+  const StoredPiece& p = md.entries.at(0).pieces.at(0);
+  ASSERT_EQ(p.chunk_shape, (std::vector<int64_t>{64, 256}));
+  ASSERT_EQ(p.chunk_hashes.size(), 4 * kChunkHashBytes);
+  for (uint32_t c = 0; c < 4; ++c) {
+    std::string box;
+    for (int64_t row = 0; row < 64; ++row) {
+      box.append(static_cast<const char*>(a.data()) + (row * 1024 + c * 256) * 4, 256 * 4);
+    }
+    EXPECT_EQ(p.chunk_hashes.substr(c * kChunkHashBytes, kChunkHashBytes), ExpectedHash(box.data(), box.size()))
+        << "chunk " << c;
+  }
 }
 
 TEST_F(ContentHashTest, TurnedOffRecordsNoneAndStepsStillLoad) {

@@ -89,6 +89,52 @@ TEST(MetadataCodec, ValidationNamesTheProblem) {
   ExpectInvalid(m, "unsupported format version 2");
 }
 
+// Store format 4: a piece cut into boxes records its chunk shape; its chunk
+// count and size must follow from it.
+TEST(MetadataCodec, ChunkShapesRoundTripAndMustFitThePiece) {
+  auto boxed = [] {
+    StepMetadata m = Sample();
+    StoredPiece& p = m.entries[0].pieces[0];  // bf16 [6, 4]: boxes of 4 x 2, 2 x 2 grid
+    p.chunk_shape = {4, 2};
+    p.chunk_bytes = 16;
+    p.num_chunks = 4;
+    p.chunk_hashes = std::string(4 * kChunkHashBytes, 'h');
+    return m;
+  };
+  StepMetadata m = boxed();
+  ASSERT_TRUE(ValidateStepMetadata(m).ok()) << ValidateStepMetadata(m);
+  auto back = DecodeMetadataValue(EncodeMetadataValue(m));
+  ASSERT_TRUE(back.ok()) << back.status();
+  const StoredPiece& p = back->entries[0].pieces[0];
+  EXPECT_EQ(p.chunk_shape, (std::vector<int64_t>{4, 2}));
+  EXPECT_TRUE(back->entries[0].pieces[1].chunk_shape.empty());
+  // Chunk 2 is rows 4..5 (clipped), columns 0..1.
+  EXPECT_EQ(p.chunk_raw_bytes(2), 2u * 2 * 2);
+  std::vector<int64_t> offsets, sizes;
+  p.chunk_region(3, &offsets, &sizes);
+  EXPECT_EQ(offsets, (std::vector<int64_t>{4, 2}));
+  EXPECT_EQ(sizes, (std::vector<int64_t>{2, 2}));
+
+  m = boxed();
+  m.entries[0].pieces[0].num_chunks = 3;
+  ExpectInvalid(m, "records 3 chunks, 4 expected");
+  m = boxed();
+  m.entries[0].pieces[0].chunk_shape = {4};
+  ExpectInvalid(m, "invalid chunk shape [4]");
+  m = boxed();
+  m.entries[0].pieces[0].chunk_shape = {7, 2};
+  ExpectInvalid(m, "invalid chunk shape [7, 2]");
+  m = boxed();
+  m.entries[0].pieces[0].chunk_shape = {4, 0};
+  ExpectInvalid(m, "invalid chunk shape");
+  m = boxed();
+  m.entries[0].pieces[0].chunk_bytes = 32;
+  ExpectInvalid(m, "(chunk size 32)");
+  m = boxed();
+  m.entries[0].pieces[0].chunk_shape = {int64_t{1} << 62, 2};
+  ExpectInvalid(m, "invalid chunk shape");
+}
+
 TEST(MetadataCodec, UnknownDTypeNumberIsRejected) {
   proto::Metadata pm;
   ToProto(Sample(), &pm);

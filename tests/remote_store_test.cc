@@ -171,13 +171,13 @@ TEST_F(RemoteStoreTest, SaveSendsFilesToTheCoordinatorAndLoadFetchesChunksFromIt
   ASSERT_TRUE(whole.ok()) << whole.status();
   EXPECT_TRUE(std::get<Tensor>(*whole->Find("w")).BitwiseEquals(Global()));
   // Loads on other world sizes and shardings, each rank fetching only its
-  // chunks: by rows on 2 ranks, each [48, 64] half is 12,288 bytes of
-  // 4,096-byte chunks (3 each, as saved by 3 ranks of 32 rows = 2 chunks
-  // each: rows 0-47 touch rank 0's 2 and rank 1's first).
+  // chunks: by rows on 2 ranks, each [48, 64] half reads the chunks of the
+  // rows it needs, as saved by 3 ranks of 32 rows cut into boxes of 32 x 32
+  // (2 each: rows 0-47 touch rank 0's 2 and rank 1's 2).
   std::vector<uint64_t> chunks;
   for (const Status& s : LoadOn(2, 1, false, &chunks)) EXPECT_TRUE(s.ok()) << s;
-  // "w" (3 and 3 chunks), "rep" (1 chunk of 1,200 bytes), "blob" (1).
-  EXPECT_EQ(chunks, (std::vector<uint64_t>{5, 5}));
+  // "w" (4 and 4 chunks), "rep" (1 chunk of 1,200 bytes), "blob" (1).
+  EXPECT_EQ(chunks, (std::vector<uint64_t>{6, 6}));
   for (const Status& s : LoadOn(4, 1, true)) EXPECT_TRUE(s.ok()) << s;
   for (int r = 1; r < 4; ++r) EXPECT_FALSE(fs::exists(PathOf(r)));
 }

@@ -9,10 +9,12 @@
 #include <mutex>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include "ckptdb/ckptdb.h"
 #include "format/keys.h"
 #include "format/metadata_codec.h"
+#include "model/chunk_grid.h"
 #include "store/rocksdb_store_internal.h"
 #include "test_util.h"
 #include "thread_communicator.h"
@@ -56,17 +58,49 @@ ShardedTensor Shards(const Tensor& full, const Layout& layout, int rank, bool ze
   return ShardedTensor::Create(full.dtype(), full.shape(), std::move(shards)).value();
 }
 
-class ReshardTest : public ::testing::Test {
+// How the saves of a resharding test cut their pieces: as the defaults do
+// (tensors this small are one chunk each), or into many tiny chunks, as runs
+// of bytes or as n-d boxes, compressed or not.
+struct Cut {
+  const char* name;
+  uint64_t chunk_bytes;  // 0: StoreOptions' default
+  ChunkLayout layout;
+  Compression compression;
+};
+
+class ReshardBase : public ::testing::Test {
  protected:
+  virtual Cut cut() const { return Cut{"default", 0, ChunkLayout::kBoxes, Compression::kNone}; }
+  StatusOr<std::unique_ptr<StoreWriter>> OpenWriter() {
+    StoreOptions o;
+    o.chunk_layout = cut().layout;
+    o.compression = cut().compression;
+    StoreWriterSeams seams;
+    seams.chunk_bytes = cut().chunk_bytes;
+    return OpenStoreWriterWithSeams(store_, o, seams);
+  }
+  // Pieces of step `step` cut into boxes.
+  int BoxedPieces(int64_t step) {
+    auto r = OpenStoreReader(store_);
+    if (!r.ok()) return -1;
+    auto md = (*r)->ReadMetadata(step);
+    if (!md.ok()) return -1;
+    int n = 0;
+    for (const EntryMetadata& e : md->entries) {
+      for (const StoredPiece& p : e.pieces) n += p.chunk_shape.empty() ? 0 : 1;
+    }
+    return n;
+  }
+
   // Saves `full` in `saved` layout (ranks as threads), loads it in `loaded`
   // layout and checks every loaded shard against `full`.
   void SaveThenLoad(const Tensor& full, const Layout& saved, const Layout& loaded, int64_t step) {
-    SCOPED_TRACE(std::string(saved.name) + " -> " + loaded.name);
+    SCOPED_TRACE(std::string(saved.name) + " -> " + loaded.name + " (" + cut().name + ")");
     const int save_world = static_cast<int>(saved.per_rank.size());
     std::mutex mu;
     std::vector<Status> statuses(save_world);
     testing::RunRanksAsThreads(save_world, [&](int rank, Communicator& comm) {
-      auto w = OpenStoreWriter(store_);
+      auto w = OpenWriter();
       StateDict sd;
       (void)sd.Add("t", Shards(full, saved, rank, false));
       SaveOptions o;
@@ -77,6 +111,19 @@ class ReshardTest : public ::testing::Test {
       statuses[rank] = st;
     });
     for (const Status& st : statuses) ASSERT_TRUE(st.ok()) << st;
+    // Pieces are cut into boxes exactly where ChooseChunkShape gives a
+    // shape, with the cuts that make boxes.
+    int boxed = 0;
+    if (cut().layout == ChunkLayout::kBoxes) {
+      const uint64_t chunk_bytes = cut().chunk_bytes != 0 ? cut().chunk_bytes : StoreOptions().chunk_bytes;
+      for (const auto& rank_boxes : saved.per_rank) {
+        for (const auto& [off, size] : rank_boxes) {
+          boxed += ChooseChunkShape(size, DTypeSize(full.dtype()), chunk_bytes).empty() ? 0 : 1;
+        }
+      }
+    }
+    EXPECT_EQ(BoxedPieces(step), boxed);
+    boxed_steps_ += boxed > 0 ? 1 : 0;
 
     const int load_world = static_cast<int>(loaded.per_rank.size());
     std::vector<StateDict> targets(load_world);
@@ -104,7 +151,22 @@ class ReshardTest : public ::testing::Test {
 
   TempDir dir_;
   std::string store_ = dir_.Sub("store");
+  int boxed_steps_ = 0;  // steps SaveThenLoad saved with a piece cut into boxes
 };
+
+class ReshardTest : public ReshardBase, public ::testing::WithParamInterface<Cut> {
+ protected:
+  Cut cut() const override { return GetParam(); }
+};
+
+INSTANTIATE_TEST_SUITE_P(
+    Cuts, ReshardTest,
+    ::testing::Values(Cut{"default", 0, ChunkLayout::kBoxes, Compression::kNone},
+                      Cut{"rows", 24, ChunkLayout::kRows, Compression::kNone},
+                      Cut{"boxes", 24, ChunkLayout::kBoxes, Compression::kNone},
+                      Cut{"boxes_auto", 24, ChunkLayout::kBoxes, Compression::kAuto},
+                      Cut{"boxes_zstd", 40, ChunkLayout::kBoxes, Compression::kZstd}),
+    [](const ::testing::TestParamInfo<Cut>& p) { return std::string(p.param.name); });
 
 // PyTorch 1.13's four layouts of a [10, 20] tensor over 2 ranks.
 std::vector<Layout> TorchLayouts() {
@@ -117,7 +179,7 @@ std::vector<Layout> TorchLayouts() {
   };
 }
 
-TEST_F(ReshardTest, TorchMatrixAllTwelveOrderedPairs) {
+TEST_P(ReshardTest, TorchMatrixAllTwelveOrderedPairs) {
   Tensor full = PatternTensor(DType::kF32, {10, 20}, 1);
   auto layouts = TorchLayouts();
   int64_t step = 0;
@@ -127,9 +189,12 @@ TEST_F(ReshardTest, TorchMatrixAllTwelveOrderedPairs) {
     }
   }
   EXPECT_EQ(step, 12);
+  if (GetParam().chunk_bytes != 0 && GetParam().layout == ChunkLayout::kBoxes) {
+    EXPECT_EQ(boxed_steps_, 12);
+  }
 }
 
-TEST_F(ReshardTest, RowsToColumnsAndToOtherWorldSizes) {
+TEST_P(ReshardTest, RowsToColumnsAndToOtherWorldSizes) {
   Tensor full = PatternTensor(DType::kBF16, {10, 20}, 2);
   auto cols = [](int64_t b, int64_t e) { return std::make_pair(std::vector<int64_t>{0, b}, std::vector<int64_t>{10, e - b}); };
   Layout columns{"columns 0:7, 7:20", {{cols(0, 7)}, {cols(7, 20)}}};
@@ -140,9 +205,12 @@ TEST_F(ReshardTest, RowsToColumnsAndToOtherWorldSizes) {
   SaveThenLoad(full, columns, TorchLayouts()[2], 1);
   SaveThenLoad(full, blocks, three, 2);
   SaveThenLoad(full, three, blocks, 3);
+  if (GetParam().chunk_bytes != 0 && GetParam().layout == ChunkLayout::kBoxes) {
+    EXPECT_EQ(boxed_steps_, 4);
+  }
 }
 
-TEST_F(ReshardTest, ThreeDimensionalAndZeroSizeShards) {
+TEST_P(ReshardTest, ThreeDimensionalAndZeroSizeShards) {
   Tensor full = PatternTensor(DType::kI32, {4, 6, 5}, 3);
   Layout dim1{"dim 1 in 2,4 with an empty shard",
               {{{{0, 0, 0}, {4, 2, 5}}, {{0, 2, 0}, {4, 0, 5}}}, {{{0, 2, 0}, {4, 4, 5}}}}};
@@ -152,9 +220,12 @@ TEST_F(ReshardTest, ThreeDimensionalAndZeroSizeShards) {
   SaveThenLoad(full, dim1, dim2, 0);
   SaveThenLoad(full, dim2, cubes, 1);
   SaveThenLoad(full, cubes, dim1, 2);
+  if (GetParam().chunk_bytes != 0 && GetParam().layout == ChunkLayout::kBoxes) {
+    EXPECT_EQ(boxed_steps_, 3);
+  }
 }
 
-TEST_F(ReshardTest, EveryDTypeRowsToColumns) {
+TEST_P(ReshardTest, EveryDTypeRowsToColumns) {
   auto rows = [](int64_t b, int64_t e) { return std::make_pair(std::vector<int64_t>{b, 0}, std::vector<int64_t>{e - b, 7}); };
   auto cols = [](int64_t b, int64_t e) { return std::make_pair(std::vector<int64_t>{0, b}, std::vector<int64_t>{6, e - b}); };
   Layout r{"rows", {{rows(0, 4)}, {rows(4, 6)}}};
@@ -167,7 +238,7 @@ TEST_F(ReshardTest, EveryDTypeRowsToColumns) {
 }
 
 // Sharded and plain tensors of size 32 in four layouts, all 16 pairs.
-TEST_F(ReshardTest, ShardedAndPlainInterchangeOnAllSixteenPairs) {
+TEST_P(ReshardTest, ShardedAndPlainInterchangeOnAllSixteenPairs) {
   Tensor full = PatternTensor(DType::kF64, {32}, 4);
   auto piece = [](int64_t b, int64_t e) { return std::make_pair(std::vector<int64_t>{b}, std::vector<int64_t>{e - b}); };
   const std::vector<std::vector<std::pair<int64_t, int64_t>>> kinds[] = {
@@ -194,7 +265,7 @@ TEST_F(ReshardTest, ShardedAndPlainInterchangeOnAllSixteenPairs) {
       std::mutex mu;
       std::vector<Status> st(std::max(world(a), world(b)));
       testing::RunRanksAsThreads(world(a), [&](int rank, Communicator& comm) {
-        auto w = OpenStoreWriter(store_);
+        auto w = OpenWriter();
         StateDict sd;
         (void)sd.AddEntry("x", make(a, rank, false));
         SaveOptions o;
@@ -231,7 +302,7 @@ TEST_F(ReshardTest, ShardedAndPlainInterchangeOnAllSixteenPairs) {
   }
 }
 
-class ValidationTest : public ReshardTest {
+class ValidationTest : public ReshardBase {
  protected:
   void SetUp() override {
     StateDict sd;
@@ -527,6 +598,7 @@ TEST(ChunkAlignment, UnalignedChunkSizesNeverShiftElements) {
         const Tensor full = PatternTensor(dtype, shape, 7);
         StoreOptions so;
         so.chunk_bytes = chunk_bytes;
+        so.chunk_layout = ChunkLayout::kRows;  // runs of bytes (boxes hold whole elements by construction)
         StoreWriterSeams seams;
         seams.split_elements = legacy;
         std::mutex mu;
@@ -720,6 +792,47 @@ TEST(ChunkReads, AChunkWantedByTwoTargetShardsIsReadOnce) {
   const auto& shards = std::get<ShardedTensor>(*target.Find("t")).local_shards();
   EXPECT_TRUE(shards[0].tensor.BitwiseEquals(left));
   EXPECT_TRUE(shards[1].tensor.BitwiseEquals(right));
+}
+
+// Chunks cut as boxes: a column shard of a tensor saved whole reads the
+// boxes of its columns only, where runs of rows make it read every chunk.
+TEST(ChunkReads, AColumnShardReadsOnlyTheBoxesItNeeds) {
+  const Tensor full = PatternTensor(DType::kF32, {64, 64}, 5);  // 16 KiB
+  for (ChunkLayout layout : {ChunkLayout::kBoxes, ChunkLayout::kRows}) {
+    const bool boxes = layout == ChunkLayout::kBoxes;
+    SCOPED_TRACE(boxes ? "boxes" : "rows");
+    TempDir dir;
+    StoreOptions so;
+    so.chunk_layout = layout;
+    StoreWriterSeams seams;
+    seams.chunk_bytes = 1024;  // 16 chunks: boxes of 16 x 16, or runs of 4 rows
+    auto w = OpenStoreWriterWithSeams(dir.Sub("s"), so, seams);
+    ASSERT_TRUE(w.ok()) << w.status();
+    StateDict sd;
+    ASSERT_OK(sd.Add("t", full));
+    ASSERT_OK(testing::SaveNoDist(sd, **w, 0));
+    auto r = OpenStoreReader(dir.Sub("s"));
+    ASSERT_TRUE(r.ok()) << r.status();
+    auto md = (*r)->ReadMetadata(0);
+    ASSERT_TRUE(md.ok()) << md.status();
+    const StoredPiece& p = md->entries[0].pieces[0];
+    EXPECT_EQ(p.num_chunks, 16u);
+    EXPECT_EQ(p.chunk_shape, boxes ? std::vector<int64_t>({16, 16}) : std::vector<int64_t>{});
+    // Columns 16..31, and a box of rows 8..39 x columns 40..47.
+    for (auto [offsets, sizes, want_boxes] :
+         {std::make_tuple(std::vector<int64_t>{0, 16}, std::vector<int64_t>{64, 16}, 4u),
+          std::make_tuple(std::vector<int64_t>{8, 40}, std::vector<int64_t>{32, 8}, 3u)}) {
+      const Tensor want = Slice(full, offsets, sizes);
+      StateDict target;
+      ASSERT_OK(target.Add(
+          "t", ShardedTensor::Create(DType::kF32, {64, 64}, {Shard{offsets, testing::ZerosLike(want)}}).value()));
+      LoadStats stats;
+      ASSERT_OK(testing::LoadNoDist(target, **r, 0, &stats));
+      EXPECT_TRUE(std::get<ShardedTensor>(*target.Find("t")).local_shards()[0].tensor.BitwiseEquals(want));
+      const uint64_t rows_chunks = boxes ? 0 : (offsets[0] + sizes[0] + 3) / 4 - offsets[0] / 4;
+      EXPECT_EQ(stats.chunks_read, boxes ? want_boxes : rows_chunks);
+    }
+  }
 }
 
 }  // namespace

@@ -93,15 +93,29 @@ TEST_F(SaveLoadTest, ScalarsAndZeroSizeTensors) {
 }
 
 TEST_F(SaveLoadTest, TensorSpanningManyChunks) {
+  StateDict sd;
+  ASSERT_OK(sd.Add("big", PatternTensor(DType::kF32, {1000, 37}, 9)));  // 148000 bytes
   StoreOptions o;
   o.chunk_bytes = 4096;
-  StateDict sd;
-  ASSERT_OK(sd.Add("big", PatternTensor(DType::kF32, {1000, 37}, 9)));  // 148000 bytes: 37 chunks
+  // As runs of bytes: 37 chunks of 4 KiB.
+  o.chunk_layout = ChunkLayout::kRows;
   RoundTrip(sd, 1, o);
   auto md = Reader()->ReadMetadata(1);
   ASSERT_TRUE(md.ok());
   EXPECT_EQ(md->Find("big")->pieces[0].num_chunks, 37u);
   EXPECT_EQ(md->Find("big")->pieces[0].chunk_bytes, 4096u);
+  EXPECT_TRUE(md->Find("big")->pieces[0].chunk_shape.empty());
+  // As boxes of 32 x 32 (4 KiB): 32 x 2 of them, the last column of boxes 5
+  // wide and the last row of them 8 high.
+  o.chunk_layout = ChunkLayout::kBoxes;
+  RoundTrip(sd, 2, o);
+  md = Reader()->ReadMetadata(2);
+  ASSERT_TRUE(md.ok());
+  const StoredPiece& p = md->Find("big")->pieces[0];
+  EXPECT_EQ(p.chunk_shape, (std::vector<int64_t>{32, 32}));
+  EXPECT_EQ(p.num_chunks, 64u);
+  EXPECT_EQ(p.chunk_bytes, 4096u);
+  EXPECT_EQ(p.chunk_raw_bytes(63), 8u * 5 * 4);
 }
 
 TEST_F(SaveLoadTest, CompressionRoundTripsAndShrinksRedundantData) {

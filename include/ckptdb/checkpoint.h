@@ -97,6 +97,10 @@ struct LoadOptions {
 struct LoadStats {
   uint64_t chunks_read = 0;
   uint64_t stored_bytes_read = 0;
+  // The raw (decoded) bytes of the chunks read, whole: raw_bytes_read /
+  // bytes_copied is the load's read amplification (1 when every chunk read
+  // lies wholly in the target).
+  uint64_t raw_bytes_read = 0;
   uint64_t bytes_copied = 0;  // bytes written into the target tensors and bytes entries
   std::vector<std::string> missing;  // target FQNs not in the step (allow_missing)
 };

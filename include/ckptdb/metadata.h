@@ -72,7 +72,7 @@ struct StoredPiece {
   StorageKey key;
   uint64_t nbytes = 0;        // logical (raw) bytes of the piece
   uint64_t chunk_bytes = 0;   // raw bytes per chunk; the last chunk may be shorter
-  uint32_t num_chunks = 0;    // ceil(nbytes / chunk_bytes); 0 when nbytes == 0
+  uint32_t num_chunks = 0;    // ceil(nbytes / chunk_bytes), or the grid's boxes; 0 when nbytes == 0
   // Bytes of the chunk values this piece's own save wrote (after
   // compression): chunks shared with earlier steps (`references`) are not
   // counted, so summed over a step this is what the step added to the store.
@@ -90,15 +90,21 @@ struct StoredPiece {
   // src/format/chunk_codec.h); 0 when not recorded (older stores). A chunk is
   // shared only between pieces encoded alike.
   uint32_t encoding = 0;
+  // Store format 4: chunks are the boxes of a grid of this shape over the
+  // piece (one extent per dimension; chunk c is the box at position c in
+  // row-major order, clipped to the piece, and holds that box's elements in
+  // row-major order); chunk_bytes is then a whole box's raw bytes. Empty:
+  // chunks are runs of chunk_bytes of the piece's row-major bytes.
+  std::vector<int64_t> chunk_shape{};
 
   // Where chunk c is stored, for a piece of save (step, save_id).
   ChunkLocation LocateChunk(int64_t step, uint64_t save_id, uint32_t c) const;
   // The raw bytes of chunk c (the last chunk may be shorter). REQUIRES:
   // c < num_chunks.
-  uint64_t chunk_raw_bytes(uint32_t c) const {
-    const uint64_t begin = uint64_t{c} * chunk_bytes;
-    return nbytes - begin < chunk_bytes ? nbytes - begin : chunk_bytes;
-  }
+  uint64_t chunk_raw_bytes(uint32_t c) const;
+  // For a piece cut into boxes: the region of the global tensor chunk c
+  // holds. REQUIRES: chunk_shape set, c < num_chunks.
+  void chunk_region(uint32_t c, std::vector<int64_t>* offsets, std::vector<int64_t>* sizes) const;
   // Chunks stored under other saves' keys.
   uint64_t referenced_chunks() const;
 };

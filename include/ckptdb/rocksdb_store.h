@@ -34,6 +34,19 @@ enum class Compression : int {
   kAuto = 2,  // zstd, but a chunk that does not shrink is stored raw
 };
 
+// How a piece of two or more dimensions is cut into chunks.
+enum class ChunkLayout : int {
+  // Into n-dimensional boxes sized from the piece's shape (store format 4),
+  // where they differ from runs of whole rows: a load in any sharding (rows
+  // saved, columns loaded) reads about what it needs instead of every chunk
+  // of the rows it spans. CUDA tensors are still cut into runs of bytes (they
+  // are read off the device range by range). The default.
+  kBoxes = 0,
+  // Into runs of chunk_bytes of the piece's row-major bytes, as every store
+  // before format 4: a column shard reads every chunk of its rows.
+  kRows = 1,
+};
+
 // Where the store is, as the ranks of a job see it.
 enum class StoreAccess : int {
   // On a file system every rank sees (the default): each rank writes its
@@ -72,6 +85,9 @@ struct StoreOptions {
   // covering it, and never needs more than this much memory per chunk. Larger
   // chunks mean fewer keys and less per-chunk overhead. Range [4 KiB, 1 GiB].
   uint64_t chunk_bytes = 4u << 20;
+  // How pieces of two or more dimensions are cut into chunks (ChunkLayout).
+  // Reads handle both layouts, also within one step.
+  ChunkLayout chunk_layout = ChunkLayout::kBoxes;
   // How chunks are compressed on save: one of Compression's values. Reads
   // handle every codec.
   Compression compression = Compression::kNone;

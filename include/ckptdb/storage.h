@@ -66,11 +66,17 @@ struct WriteItem {
   // then null): a writer calls source(begin, n, use) for each range it
   // needs, and source calls use() with the range's bytes, valid only during
   // that call. May be called from several threads at once, for different
-  // ranges. A StorageWriter must handle it (or refuse such items).
+  // ranges. A StorageWriter must handle it (or refuse such items). A host
+  // item (`data` set) may have a source too (a wrapper's checks around the
+  // bytes): a writer may then read any range through either.
   std::function<Status(uint64_t begin, uint64_t n, const std::function<void(const char*)>& use)> source;
   // Chunks that may be shared with a stored piece (FindReusable); null: none.
   // Not owned; valid during Write.
   const ReuseCandidate* reuse = nullptr;
+  // The piece's extent along each dimension (its StoredPiece::sizes; {length}
+  // for bytes): a writer may cut it into n-d boxes (StoredPiece::chunk_shape).
+  // Empty: cut as a run of bytes.
+  std::vector<int64_t> sizes{};
 };
 
 // What Write did with one item; it completes the item's StoredPiece.
@@ -82,6 +88,7 @@ struct WrittenItem {
   std::string chunk_hashes;  // StoredPiece::chunk_hashes; empty when not computed
   std::vector<ChunkReference> references;  // chunks shared, not written
   uint32_t encoding = 0;                   // StoredPiece::encoding
+  std::vector<int64_t> chunk_shape{};      // StoredPiece::chunk_shape
 };
 
 // What one rank's Write produced. `files` are opaque to the protocol and
@@ -158,7 +165,9 @@ class StorageWriter {
 };
 
 // A byte range [offset, offset + length) of one stored piece, to be copied
-// to `dest` (which holds at least `length` bytes), or handed to `sink`.
+// to `dest` (which holds at least `length` bytes), or handed to `sink`; or,
+// for a piece cut into boxes (StoredPiece::chunk_shape set), whose byte
+// ranges are not runs of chunks, a region of it handed to `box_sink`.
 struct ReadItem {
   std::string fqn;  // for error messages
   StoredPiece piece;
@@ -176,6 +185,18 @@ struct ReadItem {
   // chunks split elements (stores written before format 2): an element cut
   // by a chunk boundary is handed over with the chunk it starts in.
   uint32_t element_bytes = 1;
+  // A read of a piece cut into boxes names the region to read instead
+  // (offset, length, dest and sink unused): [region_offsets,
+  // region_offsets + region_sizes) in the global tensor, within the piece.
+  // Every chunk that holds an element of it is fetched once, verified and
+  // handed whole to box_sink with its box (global coordinates) and its
+  // row-major bytes; box_sink copies what it needs. May be called from
+  // several threads at once, for different chunks; an error it returns
+  // fails the read. A byte range of such a piece is refused (Internal).
+  std::vector<int64_t> region_offsets{}, region_sizes{};
+  std::function<Status(const std::vector<int64_t>& box_offsets, const std::vector<int64_t>& box_sizes,
+                       const char* data)>
+      box_sink{};
 };
 
 // What a read fetched from storage.

@@ -81,6 +81,15 @@ class InterruptibleReader final : public StorageReader {
     if (cancel_) return Interrupted();
     std::vector<ReadItem> checked = items;
     for (ReadItem& item : checked) {
+      if (item.box_sink) {  // a region of a piece cut into boxes
+        auto inner_box_sink = item.box_sink;
+        item.box_sink = [this, inner_box_sink](const std::vector<int64_t>& offsets, const std::vector<int64_t>& sizes,
+                                               const char* data) -> Status {
+          if (cancel_) return Interrupted();
+          return inner_box_sink(offsets, sizes, data);
+        };
+        continue;
+      }
       auto inner_sink = item.sink;
       char* dest = static_cast<char*>(item.dest);
       const uint64_t offset = item.offset;

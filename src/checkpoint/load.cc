@@ -144,11 +144,12 @@ Status PlanTensorReads(const std::string& fqn, const Entry& target, const EntryM
   for (TargetRegion t : regions) {
     const std::vector<Overlap> overlaps = Overlaps(t, saved, pieces);
     // A device target takes each verified chunk as it is read (through a
-    // pinned buffer) when every overlap is a plain run; otherwise a host
-    // tensor stands in for it.
+    // pinned buffer) when every overlap is a plain run of 1-d chunks;
+    // otherwise a host tensor stands in for it.
     const bool to_device = !t.device.is_cpu();
-    const bool chunkwise =
-        to_device && std::all_of(overlaps.begin(), overlaps.end(), [](const Overlap& o) { return o.contiguous; });
+    const bool chunkwise = to_device && std::all_of(overlaps.begin(), overlaps.end(), [](const Overlap& o) {
+                             return o.contiguous && o.piece->chunk_shape.empty();
+                           });
     if (to_device && !chunkwise) {
       StatusOr<Tensor> host = Tensor::Zeros(t.dtype, t.box.sizes);
       if (!host.ok()) return host.status().WithContext("entry '" + fqn + "': a host tensor to load into");
@@ -160,7 +161,19 @@ Status PlanTensorReads(const std::string& fqn, const Entry& target, const EntryM
       covered += static_cast<int64_t>(o.n);
       plan->bytes_copied += o.n * DTypeSize(t.dtype);
       ReadItem item{fqn, *o.piece, o.sb, o.se - o.sb, nullptr, {}};
-      if (chunkwise) {
+      if (!o.piece->chunk_shape.empty()) {
+        // Chunks are boxes: each one that meets the overlap is copied (and
+        // converted) into the target as it arrives.
+        item.region_offsets = o.ov.offsets;
+        item.region_sizes = o.ov.sizes;
+        item.box_sink = [dst_box = t.box, dst = t.data, sdt = saved.dtype, ddt = t.dtype, ov = o.ov](
+                            const std::vector<int64_t>& offsets, const std::vector<int64_t>& sizes, const char* data) {
+          const Box chunk{offsets, sizes};
+          Box part;
+          if (Intersect(chunk, ov, &part)) CopyRegion(chunk, data, sdt, dst_box, dst, ddt, part);
+          return Status::OK();
+        };
+      } else if (chunkwise) {
         item.sink = [device = t.device.index, dst = static_cast<char*>(t.data) + o.db, sb = o.sb](
                         uint64_t begin, const char* data, uint64_t len) {
           return StageToDevice(device, data, len, dst + (begin - sb));
@@ -253,6 +266,7 @@ Status ExecuteLoad(LoadPlan& plan, StorageReader& reader, const StepMetadata& md
   if (stats) {
     stats->chunks_read += rs->chunks_read;
     stats->stored_bytes_read += rs->stored_bytes_read;
+    stats->raw_bytes_read += rs->raw_bytes_read;
     stats->bytes_copied += plan.bytes_copied;
     stats->missing.insert(stats->missing.end(), plan.missing.begin(), plan.missing.end());
   }

@@ -39,9 +39,11 @@ StatusOr<LocalPlan> PlanLocal(const StateDict& state_dict, int rank, int coordin
   LocalPlan plan;
   const bool writes_replicated = rank == coordinator_rank;
   uint32_t next_item = 0;
-  auto add_item = [&](const std::string& fqn, EntryKind kind, DType dtype, const void* data, uint64_t nbytes) {
+  auto add_item = [&](const std::string& fqn, EntryKind kind, DType dtype, const void* data, uint64_t nbytes,
+                      const Shape& sizes) {
     StorageKey key{static_cast<uint32_t>(rank), next_item++};
     plan.items.push_back(WriteItem{fqn, kind, dtype, key, data, nbytes, {}});
+    plan.items.back().sizes = sizes;
     return key;
   };
   for (const auto& [fqn, entry] : state_dict.entries()) {
@@ -52,7 +54,7 @@ StatusOr<LocalPlan> PlanLocal(const StateDict& state_dict, int rank, int coordin
       e.dtype = t->dtype();
       e.shape = t->shape();
       if (writes_replicated) {
-        StorageKey key = add_item(fqn, e.kind, e.dtype, t->data(), t->nbytes());
+        StorageKey key = add_item(fqn, e.kind, e.dtype, t->data(), t->nbytes(), t->shape());
         SetDeviceSource(*t, &plan.items.back());
         e.pieces.push_back(WholePiece(t->shape(), key, t->nbytes()));
       }
@@ -71,7 +73,7 @@ StatusOr<LocalPlan> PlanLocal(const StateDict& state_dict, int rank, int coordin
           return Status::InvalidArgument("entry '" + fqn + "' local shard " + std::to_string(i) + " has dtype " +
                                          DTypeName(s.tensor.dtype()) + ", the tensor " + DTypeName(e.dtype));
         }
-        StorageKey key = add_item(fqn, e.kind, e.dtype, s.tensor.data(), s.tensor.nbytes());
+        StorageKey key = add_item(fqn, e.kind, e.dtype, s.tensor.data(), s.tensor.nbytes(), s.tensor.shape());
         SetDeviceSource(s.tensor, &plan.items.back());
         StoredPiece p;
         p.offsets = s.offsets;
@@ -86,7 +88,7 @@ StatusOr<LocalPlan> PlanLocal(const StateDict& state_dict, int rank, int coordin
       e.dtype = DType::kU8;
       e.shape = {static_cast<int64_t>(b.data.size())};
       if (writes_replicated) {
-        StorageKey key = add_item(fqn, e.kind, e.dtype, b.data.data(), b.data.size());
+        StorageKey key = add_item(fqn, e.kind, e.dtype, b.data.data(), b.data.size(), e.shape);
         e.pieces.push_back(WholePiece(e.shape, key, b.data.size()));
       }
     }

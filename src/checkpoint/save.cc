@@ -69,6 +69,7 @@ Status CompleteMetadata(StepMetadata* md, const std::vector<WriteResult>& result
       p.chunk_hashes = it->second->chunk_hashes;
       p.references = it->second->references;
       p.encoding = it->second->encoding;
+      p.chunk_shape = it->second->chunk_shape;
     }
   }
   return Status::OK();

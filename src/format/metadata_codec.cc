@@ -4,6 +4,7 @@
 
 #include "ckptdb/checkpoint.h"
 #include "model/box_index.h"
+#include "model/chunk_grid.h"
 #include "format/chunk_codec.h"
 #include "model/region.h"
 
@@ -47,6 +48,7 @@ void ToProto(const StoredPiece& p, proto::Piece* q) {
   q->set_chunk_hashes(p.chunk_hashes);
   ReferencesToProto(p.references, q->mutable_references());
   q->set_encoding(p.encoding);
+  for (int64_t s : p.chunk_shape) q->add_chunk_shape(s);
 }
 
 StoredPiece FromProto(const proto::Piece& q) {
@@ -62,6 +64,7 @@ StoredPiece FromProto(const proto::Piece& q) {
   p.chunk_hashes = q.chunk_hashes();
   p.references = ReferencesFromProto(q.references());
   p.encoding = q.encoding();
+  p.chunk_shape.assign(q.chunk_shape().begin(), q.chunk_shape().end());
   return p;
 }
 
@@ -74,11 +77,14 @@ void ToProto(const WrittenItem& w, proto::WrittenItem* q) {
   q->set_chunk_hashes(w.chunk_hashes);
   ReferencesToProto(w.references, q->mutable_references());
   q->set_encoding(w.encoding);
+  for (int64_t s : w.chunk_shape) q->add_chunk_shape(s);
 }
 
 WrittenItem FromProto(const proto::WrittenItem& q) {
-  return WrittenItem{StorageKey{q.key().rank(), q.key().item()}, q.chunk_bytes(), q.num_chunks(), q.stored_bytes(),
-                     q.chunk_hashes(), ReferencesFromProto(q.references()), q.encoding()};
+  WrittenItem w{StorageKey{q.key().rank(), q.key().item()}, q.chunk_bytes(), q.num_chunks(), q.stored_bytes(),
+                q.chunk_hashes(), ReferencesFromProto(q.references()), q.encoding(), {}};
+  w.chunk_shape.assign(q.chunk_shape().begin(), q.chunk_shape().end());
+  return w;
 }
 
 void ToProto(const ReuseCandidate& c, proto::ReuseCandidate* q) {
@@ -161,11 +167,27 @@ Status ValidatePiece(const EntryMetadata& e, size_t index, const StoredPiece& p,
       return Status::InvalidArgument(where + " has invalid chunk size " + std::to_string(p.chunk_bytes));
     }
     uint64_t chunks = (p.nbytes + p.chunk_bytes - 1) / p.chunk_bytes;
+    if (!p.chunk_shape.empty()) {
+      // Boxes: one extent per dimension, within it; chunk_bytes a whole box.
+      uint64_t box_bytes = DTypeSize(e.dtype);
+      bool fits = p.chunk_shape.size() == p.sizes.size();
+      for (size_t d = 0; fits && d < p.chunk_shape.size(); ++d) {
+        const int64_t s = p.chunk_shape[d];
+        fits = s >= 1 && s <= p.sizes[d] && static_cast<uint64_t>(s) <= kMaxChunkRawBytes / box_bytes;
+        if (fits) box_bytes *= static_cast<uint64_t>(s);
+      }
+      if (!fits || box_bytes != p.chunk_bytes) {
+        return Status::InvalidArgument(where + " has an invalid chunk shape " + ShapeToString(p.chunk_shape) +
+                                       " for its region " + BoxToString(box) + " (chunk size " +
+                                       std::to_string(p.chunk_bytes) + ")");
+      }
+      chunks = ChunkGrid(Box{p.offsets, p.sizes}, p.chunk_shape).num_chunks();
+    }
     if (chunks != p.num_chunks) {
       return Status::InvalidArgument(where + " records " + std::to_string(p.num_chunks) + " chunks, " +
                                      std::to_string(chunks) + " expected");
     }
-  } else if (p.num_chunks != 0) {
+  } else if (p.num_chunks != 0 || !p.chunk_shape.empty()) {
     return Status::InvalidArgument(where + " is empty but records " + std::to_string(p.num_chunks) + " chunks");
   }
   if (!p.chunk_hashes.empty() && p.chunk_hashes.size() != uint64_t{p.num_chunks} * kChunkHashBytes) {

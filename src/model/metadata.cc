@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "model/chunk_grid.h"
+
 namespace ckptdb {
 
 ChunkLocation StoredPiece::LocateChunk(int64_t step, uint64_t save_id, uint32_t c) const {
@@ -13,6 +15,24 @@ ChunkLocation StoredPiece::LocateChunk(int64_t step, uint64_t save_id, uint32_t 
     if (c - r.first < r.count) return ChunkLocation{r.step, r.save_id, r.key, r.chunk + (c - r.first)};
   }
   return ChunkLocation{step, save_id, key, c};
+}
+
+uint64_t StoredPiece::chunk_raw_bytes(uint32_t c) const {
+  if (chunk_shape.empty()) {
+    const uint64_t begin = uint64_t{c} * chunk_bytes;
+    return nbytes - begin < chunk_bytes ? nbytes - begin : chunk_bytes;
+  }
+  uint64_t numel = 1;
+  for (int64_t s : sizes) numel *= static_cast<uint64_t>(s);
+  const uint64_t elem = numel == 0 ? 0 : nbytes / numel;
+  return static_cast<uint64_t>(BoxNumel(ChunkGrid(Box{offsets, sizes}, chunk_shape).ChunkBox(c))) * elem;
+}
+
+void StoredPiece::chunk_region(uint32_t c, std::vector<int64_t>* region_offsets,
+                               std::vector<int64_t>* region_sizes) const {
+  Box b = ChunkGrid(Box{offsets, sizes}, chunk_shape).ChunkBox(c);
+  *region_offsets = std::move(b.offsets);
+  *region_sizes = std::move(b.sizes);
 }
 
 uint64_t StoredPiece::referenced_chunks() const {

@@ -8,6 +8,7 @@
 
 #include "format/chunk_codec.h"
 #include "format/keys.h"
+#include "model/chunk_grid.h"
 #include "util/ordered_parallel.h"
 #include "store/rocksdb_status.h"
 #include "util/status_macros.h"
@@ -22,12 +23,47 @@ struct Job {
   const StoredPiece* piece;
   uint32_t chunk;
   std::vector<const ReadItem*> items;
+  Box box;  // the chunk's box, for a piece cut into boxes
 };
+
+// The jobs of a read of a region of a piece cut into boxes.
+Status PlanBoxJobs(const ReadItem& item, std::map<std::tuple<uint32_t, uint32_t, uint32_t>, size_t>* job_of,
+                   std::vector<Job>* jobs) {
+  const StoredPiece& p = item.piece;
+  const Box piece{p.offsets, p.sizes};
+  const Box region{item.region_offsets, item.region_sizes};
+  Box inside;
+  if (!item.box_sink || region.offsets.size() != p.sizes.size() || region.sizes.size() != p.sizes.size() ||
+      p.chunk_shape.size() != p.sizes.size()) {
+    return Status::Internal("read of '" + item.fqn + "': its piece is cut into boxes, so a read names a region " +
+                            "of it and a box_sink");
+  }
+  if (BoxNumel(region) == 0) return Status::OK();
+  if (!Intersect(region, piece, &inside) || BoxNumel(inside) != BoxNumel(region)) {
+    return Status::Internal("read of region " + BoxToString(region) + " of '" + item.fqn + "' is outside its piece " +
+                            BoxToString(piece));
+  }
+  const ChunkGrid grid(piece, p.chunk_shape);
+  grid.ForEachChunkMeeting(region, [&](uint64_t c64) {
+    const uint32_t c = static_cast<uint32_t>(c64);
+    auto [it, fresh] = job_of->emplace(std::make_tuple(p.key.rank, p.key.item, c), jobs->size());
+    if (fresh) jobs->push_back(Job{&p, c, {}, grid.ChunkBox(c)});
+    (*jobs)[it->second].items.push_back(&item);
+  });
+  return Status::OK();
+}
 
 Status PlanJobs(const std::vector<ReadItem>& items, std::vector<Job>* jobs) {
   std::map<std::tuple<uint32_t, uint32_t, uint32_t>, size_t> job_of;  // (rank, item, chunk) -> job
   for (const ReadItem& item : items) {
     const StoredPiece& p = item.piece;
+    if (!p.chunk_shape.empty()) {
+      RETURN_IF_ERROR(PlanBoxJobs(item, &job_of, jobs));
+      continue;
+    }
+    if (item.box_sink) {
+      return Status::Internal("read of '" + item.fqn + "' names a region, but its piece is not cut into boxes");
+    }
     if (item.length == 0) continue;
     if (item.offset + item.length > p.nbytes || p.chunk_bytes == 0) {
       return Status::Internal("read of bytes [" + std::to_string(item.offset) + ", " +
@@ -38,7 +74,7 @@ Status PlanJobs(const std::vector<ReadItem>& items, std::vector<Job>* jobs) {
     const uint32_t last = static_cast<uint32_t>((item.offset + item.length - 1) / p.chunk_bytes);
     for (uint32_t c = first; c <= last; ++c) {
       auto [it, fresh] = job_of.emplace(std::make_tuple(p.key.rank, p.key.item, c), jobs->size());
-      if (fresh) jobs->push_back(Job{&p, c, {}});
+      if (fresh) jobs->push_back(Job{&p, c, {}, {}});
       (*jobs)[it->second].items.push_back(&item);
     }
   }
@@ -152,9 +188,20 @@ StatusOr<ReadStats> ReadChunksFrom(const ChunkValueGetter& get_value, const Step
     rocksdb::PinnableSlice value;
     RETURN_IF_ERROR(get(first, c, &value));
     const uint64_t cbegin = uint64_t{c} * p.chunk_bytes;
-    const uint64_t clen = std::min<uint64_t>(p.chunk_bytes, p.nbytes - cbegin);
+    const uint64_t clen = p.chunk_raw_bytes(c);
     stored += value.size();
     raw += clen;
+    if (!p.chunk_shape.empty()) {
+      // A box: verified whole where it lies, then handed to each item.
+      std::string_view chunk;
+      Status st = DecodeChunkView(value.ToStringView(), clen, scratch, &chunk);
+      if (!st.ok()) return Status::DataLoss(where(first, c) + ": " + st.message());
+      for (const ReadItem* item : job.items) {
+        Status sunk = item->box_sink(job.box.offsets, job.box.sizes, chunk.data());
+        if (!sunk.ok()) return sunk.WithContext(where(*item, c));
+      }
+      return Status::OK();
+    }
     if (job.items.size() == 1 && !first.sink && first.offset <= cbegin &&
         cbegin + clen <= first.offset + first.length) {
       // The whole chunk lands in the destination: decode straight into it.

@@ -27,6 +27,10 @@ struct StoreWriterSeams {
   // Cut chunks at exactly chunk_bytes even where that splits an element, as
   // writers before format 2 did: for tests that readers handle such stores.
   bool split_elements = false;
+  // Non-zero: chunks of at most this many raw bytes, below StoreOptions'
+  // 4 KiB minimum, so that tests cut small tensors into many chunks (and
+  // boxes).
+  uint64_t chunk_bytes = 0;
   // false: leave commits (and deletes, tags, aborts) in the write-ahead log,
   // with no flush after them, as a writer that died right after its write
   // landed does.

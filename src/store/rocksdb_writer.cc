@@ -125,6 +125,10 @@ Status ValidateOptions(const StoreOptions& o) {
     return Status::InvalidArgument(
         "StoreOptions.deduplicate needs StoreOptions.content_hashes (chunks are matched by their content hash)");
   }
+  if (o.chunk_layout != ChunkLayout::kBoxes && o.chunk_layout != ChunkLayout::kRows) {
+    return Status::InvalidArgument("StoreOptions.chunk_layout " + std::to_string(static_cast<int>(o.chunk_layout)) +
+                                   " is not a ChunkLayout (kBoxes 0, kRows 1)");
+  }
   RETURN_IF_ERROR(ValidateCompression(o.compression, "StoreOptions.compression"));
   RETURN_IF_ERROR(ValidateRetentionPolicy(o.retention, "StoreOptions.retention"));
   return Status::OK();
@@ -135,6 +139,7 @@ class RocksDBStoreWriter final : public StoreWriter {
   RocksDBStoreWriter(std::string path, StoreOptions options, const StoreWriterSeams& seams)
       : path_(std::move(path)), options_(options), env_(seams.env),
         split_elements_(seams.split_elements),
+        seam_chunk_bytes_(seams.chunk_bytes),
         flush_after_writes_(seams.flush_after_writes),
         unsynced_env_(options.access == StoreAccess::kCoordinatorOnly ? NewUnsyncedEnv(env_) : nullptr) {}
 
@@ -260,6 +265,8 @@ class RocksDBStoreWriter final : public StoreWriter {
     o.invalidate_page_cache = options_.sst_invalidate_page_cache;
     o.threads = options_.threads > 0 ? options_.threads : DefaultParallelism();
     o.split_elements = split_elements_;
+    if (seam_chunk_bytes_ != 0) o.chunk_bytes = seam_chunk_bytes_;
+    o.boxes = options_.chunk_layout == ChunkLayout::kBoxes;
     o.content_hashes = options_.content_hashes;
     if (SendsFiles(ctx)) {
       // Files that are sent and deleted need no sync (the coordinator syncs
@@ -885,6 +892,7 @@ class RocksDBStoreWriter final : public StoreWriter {
   const StoreOptions options_;
   rocksdb::Env* const env_;  // null: RocksDB's default
   const bool split_elements_;
+  const uint64_t seam_chunk_bytes_;
   const bool flush_after_writes_;
   // With kCoordinatorOnly: the Env of a rank's files before they are sent.
   const std::unique_ptr<rocksdb::Env> unsynced_env_;

@@ -8,6 +8,7 @@
 
 #include "format/chunk_codec.h"
 #include "format/keys.h"
+#include "model/chunk_grid.h"
 #include "util/ordered_parallel.h"
 #include "store/rocksdb_status.h"
 #include "util/status_macros.h"
@@ -35,12 +36,27 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
     uint32_t chunk;
   };
   std::vector<Job> jobs;
+  std::vector<std::unique_ptr<ChunkGrid>> grids(sorted.size());  // pieces cut into boxes
   for (size_t i = 0; i < sorted.size(); ++i) {
     const WriteItem* it = sorted[i];
     WrittenItem w;
     w.key = it->key;
     w.chunk_bytes = o.split_elements ? o.chunk_bytes : PieceChunkBytes(o.chunk_bytes, it->dtype);
-    w.num_chunks = static_cast<uint32_t>((it->nbytes + w.chunk_bytes - 1) / w.chunk_bytes);
+    uint64_t chunks = (it->nbytes + w.chunk_bytes - 1) / w.chunk_bytes;
+    if (o.boxes && !o.split_elements && it->data != nullptr) {
+      w.chunk_shape = ChooseChunkShape(it->sizes, DTypeSize(it->dtype), o.chunk_bytes);
+    }
+    if (!w.chunk_shape.empty()) {
+      const Box piece{std::vector<int64_t>(it->sizes.size(), 0), it->sizes};
+      w.chunk_bytes = static_cast<uint64_t>(BoxNumel(Box{piece.offsets, w.chunk_shape})) * DTypeSize(it->dtype);
+      chunks = ChunkGrid(piece, w.chunk_shape).num_chunks();
+      grids[i] = std::make_unique<ChunkGrid>(piece, w.chunk_shape);
+    }
+    if (chunks > UINT32_MAX) {
+      return Status::InvalidArgument("entry '" + it->fqn + "' would be cut into " + std::to_string(chunks) +
+                                     " chunks, more than a piece can hold; raise StoreOptions.chunk_bytes");
+    }
+    w.num_chunks = static_cast<uint32_t>(chunks);
     // Sized once here: the workers fill disjoint 16-byte slots in parallel.
     if (o.content_hashes) w.chunk_hashes.assign(size_t{w.num_chunks} * kChunkHashBytes, '\0');
     w.encoding = PieceEncoding(o.compression, o.zstd_level);
@@ -57,7 +73,7 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
     const ReuseCandidate* r = sorted[i]->reuse;
     const WrittenItem& w = result.items[i];
     usable[i] = r != nullptr && o.content_hashes && r->piece.encoding == w.encoding &&
-                r->piece.chunk_bytes == w.chunk_bytes &&
+                r->piece.chunk_bytes == w.chunk_bytes && r->piece.chunk_shape == w.chunk_shape &&
                 r->piece.chunk_hashes.size() == size_t{r->piece.num_chunks} * kChunkHashBytes;
   }
 
@@ -75,8 +91,12 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
   auto produce = [&](size_t j, std::string* value) -> Status {
     const WriteItem* it = sorted[jobs[j].item];
     const uint64_t chunk_bytes = result.items[jobs[j].item].chunk_bytes;
+    const ChunkGrid* grid = grids[jobs[j].item].get();
+    Box box;  // of a chunk cut as a box
+    if (grid != nullptr) box = grid->ChunkBox(jobs[j].chunk);
     const uint64_t begin = uint64_t{jobs[j].chunk} * chunk_bytes;
-    const uint64_t len = std::min<uint64_t>(chunk_bytes, it->nbytes - begin);
+    const uint64_t len = grid != nullptr ? static_cast<uint64_t>(BoxNumel(box)) * DTypeSize(it->dtype)
+                                         : std::min<uint64_t>(chunk_bytes, it->nbytes - begin);
     const size_t planes = IsFloatingPoint(it->dtype) ? DTypeSize(it->dtype) : 0;
     char* hash = o.content_hashes ? result.items[jobs[j].item].chunk_hashes.data() +
                                         size_t{jobs[j].chunk} * kChunkHashBytes
@@ -93,6 +113,32 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
       }
       EncodeChunk(bytes, len, o.compression, o.zstd_level, value, planes);
     };
+    if (grid != nullptr) {
+      // The box's elements gathered out of the piece's rows into this
+      // worker's buffer (kept for its next chunks).
+      thread_local std::unique_ptr<char[]> gathered;
+      thread_local uint64_t capacity = 0;
+      if (capacity < len) {
+        gathered.reset(new char[len]);
+        capacity = len;
+      }
+      const Box piece{std::vector<int64_t>(it->sizes.size(), 0), it->sizes};
+      if (!it->source) {
+        CopyRegion(piece, it->data, it->dtype, box, gathered.get(), it->dtype, box);
+        encode(gathered.get());
+        return Status::OK();
+      }
+      // Through the item's source (host bytes behind a wrapper's checks):
+      // the span of the piece's bytes that holds the box.
+      uint64_t span_begin = 0, span_end = 0;
+      ByteSpan(piece, box, DTypeSize(it->dtype), &span_begin, &span_end);
+      Status st = it->source(span_begin, span_end - span_begin, [&](const char* span) {
+        CopyRegionWindow(piece, span, span_begin, span_end - span_begin, it->dtype, box, gathered.get(), it->dtype,
+                         box);
+        encode(gathered.get());
+      });
+      return st.ok() ? st : st.WithContext("chunk " + std::to_string(jobs[j].chunk) + " of '" + it->fqn + "'");
+    }
     if (!it->source) {
       encode(static_cast<const char*>(it->data) + begin);
       return Status::OK();

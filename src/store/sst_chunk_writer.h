@@ -27,6 +27,9 @@ struct ChunkWriteOptions {
   bool split_elements = false;
   // Record each chunk's content hash (WrittenItem::chunk_hashes).
   bool content_hashes = true;
+  // Cut host pieces of two or more dimensions into n-d boxes where
+  // ChooseChunkShape gives a shape (StoreOptions::chunk_layout kBoxes).
+  bool boxes = true;
 };
 
 // The chunk size of one piece: chunk_bytes rounded down to a whole number of
@@ -37,7 +40,13 @@ uint64_t PieceChunkBytes(uint64_t chunk_bytes, DType dtype);
 // Writes every chunk of `items` (whose keys name this rank) into
 // dir/rank-R-N.sst files, N = 0, 1, ... (a new file after
 // max_sst_file_bytes). Each piece is cut into chunks of
-// PieceChunkBytes(chunk_bytes, its dtype) raw bytes. Floating-point pieces are compressed with byte planes.
+// PieceChunkBytes(chunk_bytes, its dtype) raw bytes, or, with
+// options.boxes, into the boxes of ChooseChunkShape(its sizes) where that
+// gives a shape, for items in host memory (`data` set; a device item's
+// ranges are read off the device as runs). A host item with a `source` too
+// is read through it, a box at a time, as the span of its bytes that holds
+// the box. Floating-point pieces are compressed with
+// byte planes.
 // Each file is finished (synced) before this returns; nothing is ingested.
 StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext& ctx,
                                       const std::vector<WriteItem>& items, const rocksdb::Options& db_options,

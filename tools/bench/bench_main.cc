@@ -3,7 +3,8 @@
 //
 //   ckptdb-bench [--size 1GiB] [--world 2] [--data fp32|bf16|adam|bytes|all]
 //                [--compression none|zstd|auto] [--repeat 3] [--dir DIR] [--json]
-//                [--chunk-bytes 4MiB] [--invalidate-page-cache]
+//                [--chunk-bytes 4MiB] [--invalidate-page-cache] [--cols 1024]
+//                [--chunk-layout boxes|rows]
 //   ckptdb-bench --scenario finetune [--size 1GiB] [--world 2] [--repeat 3] ...
 //   ckptdb-bench --scenario hosts [--size 1GiB] [--world 2] [--repeat 3] [--local-dir DIR] ...
 //
@@ -81,6 +82,9 @@ struct Args {
   bool hosts = false;               // --scenario hosts
   std::string local_dir;            // --local-dir (--scenario hosts)
   bool data_given = false;          // --data was given
+  int64_t cols = 1024;              // --cols: columns of every tensor
+  ChunkLayout chunk_layout = ChunkLayout::kBoxes;  // --chunk-layout
+  std::string chunk_layout_name = "boxes";
 };
 
 uint64_t ParseSize(const std::string& s) {
@@ -143,15 +147,14 @@ void Split(int64_t n, int rank, int world, int64_t* begin, int64_t* size) {
   *size = base + (rank < extra ? 1 : 0);
 }
 
-// This rank's state dict: tensors of 64 MiB (the last smaller), row-sharded
-// over `world` ranks; `zeros` gives an empty target. With `columns`, the
+// This rank's state dict: tensors of 64 MiB (the last smaller) with `cols`
+// columns, row-sharded over `world` ranks; `zeros` gives an empty target. With `columns`, the
 // same tensors sharded by columns.
 StateDict MakeState(const std::string& kind, uint64_t total, int rank, int world, bool zeros, bool columns,
-                    int64_t tensor_bytes = kTensorBytes) {
+                    int64_t tensor_bytes = kTensorBytes, int64_t cols = 1024) {
   StateDict sd;
   const DType dt = DataDType(kind);
   const int64_t es = static_cast<int64_t>(DTypeSize(dt));
-  const int64_t cols = 1024;
   int64_t left = static_cast<int64_t>(total);
   for (int i = 0; left > 0; ++i) {
     int64_t bytes = std::min(left, tensor_bytes);
@@ -263,6 +266,7 @@ StoreOptions BaseStoreOptions(const Args& a) {
   so.deduplicate = false;
   so.compression = a.compression;
   if (a.chunk_bytes) so.chunk_bytes = a.chunk_bytes;
+  so.chunk_layout = a.chunk_layout;
   so.sst_invalidate_page_cache = a.invalidate_page_cache;
   return so;
 }
@@ -270,6 +274,7 @@ StoreOptions BaseStoreOptions(const Args& a) {
 struct PhaseResult {
   std::vector<double> seconds;
   uint64_t stored = 0;
+  double amplification = 0;  // reshard: bytes of the chunks read / bytes loaded
 };
 
 int Worker(const Args& a) {
@@ -286,9 +291,9 @@ int Worker(const Args& a) {
 
   auto writer = Must(OpenStoreWriter(store, BaseStoreOptions(a)), "opening the store");
   for (const std::string& kind : a.data) {
-    StateDict state = MakeState(kind, a.size, rank, world, false, false, a.tensor_bytes);
-    StateDict target = MakeState(kind, a.size, rank, world, true, false, a.tensor_bytes);
-    StateDict columns = MakeState(kind, a.size, rank, world, true, true, a.tensor_bytes);
+    StateDict state = MakeState(kind, a.size, rank, world, false, false, a.tensor_bytes, a.cols);
+    StateDict target = MakeState(kind, a.size, rank, world, true, false, a.tensor_bytes, a.cols);
+    StateDict columns = MakeState(kind, a.size, rank, world, true, true, a.tensor_bytes, a.cols);
     auto& r = results[kind];
     // One saver per data kind: its staging memory is allocated by the first
     // save and reused by the next, as in training.
@@ -320,7 +325,7 @@ int Worker(const Args& a) {
       {
         // Into freshly allocated tensors (their pages fault in on first
         // write), as a restarting job loads.
-        StateDict fresh = MakeState(kind, a.size, rank, world, true, false, a.tensor_bytes);
+        StateDict fresh = MakeState(kind, a.size, rank, world, true, false, a.tensor_bytes, a.cols);
         r["load fresh"].seconds.push_back(Timed(*comm, [&] {
           auto reader = Must(OpenStoreReader(store, ro), "reader");
           Check(Load(fresh, *reader, lo), "load into fresh tensors");
@@ -329,16 +334,21 @@ int Worker(const Args& a) {
       if (a.cold && DropCaches(*comm)) {
         // From the disk, into fresh tensors: a job restarting on a fresh
         // machine.
-        StateDict fresh = MakeState(kind, a.size, rank, world, true, false, a.tensor_bytes);
+        StateDict fresh = MakeState(kind, a.size, rank, world, true, false, a.tensor_bytes, a.cols);
         r["load cold"].seconds.push_back(Timed(*comm, [&] {
           auto reader = Must(OpenStoreReader(store, ro), "reader");
           Check(Load(fresh, *reader, lo), "cold load");
         }));
       }
+      LoadStats reshard_stats;
       r["reshard"].seconds.push_back(Timed(*comm, [&] {
         auto reader = Must(OpenStoreReader(store, ro), "reader");
-        Check(Load(columns, *reader, lo), "reshard");
+        Check(Load(columns, *reader, lo, &reshard_stats), "reshard");
       }));
+      // Read amplification: raw bytes of the chunks read / bytes loaded (this
+      // rank's; every rank reads alike).
+      r["reshard"].amplification = static_cast<double>(reshard_stats.raw_bytes_read) /
+                                   static_cast<double>(std::max<uint64_t>(1, reshard_stats.bytes_copied));
       if (rep == 0) {
         auto reader = Must(OpenStoreReader(store), "reader");
         auto md = Must(reader->ReadMetadata(step), "metadata");
@@ -434,6 +444,8 @@ int Worker(const Args& a) {
     if (!cold) std::fprintf(out, "%-6s (no cold phases: dropping the page cache needs root)\n", "");
     std::fprintf(out, "%-6s %-14s %9s %15s %9s %12.2f\n", "", "reshard/load", "", "", "",
                 Median(phases.at("load").seconds) / Median(phases.at("reshard").seconds));
+    std::fprintf(out, "%-6s %-14s %9s %15s %9s %12.2f  (chunk bytes read / bytes loaded, rank 0)\n", "",
+                "reshard reads", "", "", "", phases.at("reshard").amplification);
   }
   std::fclose(out);
   return 0;
@@ -887,7 +899,7 @@ int main(int argc, char** argv) {
       std::cout << "usage: ckptdb-bench [--size 1GiB] [--world 2] [--data fp32|bf16|adam|bytes|all]\n"
                    "                    [--compression none|zstd|auto] [--repeat 3] [--dir DIR] [--json]\n"
                    "                    [--chunk-bytes 4MiB] [--invalidate-page-cache] [--no-mmap] [--warm-only]\n"
-                   "                    [--tensor-bytes 64MiB]\n\n"
+                   "                    [--tensor-bytes 64MiB] [--cols 1024] [--chunk-layout boxes|rows]\n\n"
                    "Saves and loads a state dict of --size logical bytes over --world ranks (started\n"
                    "for real through ckptdb-launch) and prints each phase's median job time and\n"
                    "throughput, as ratios to a raw write+fsync and a raw read of the same bytes\n"
@@ -901,7 +913,12 @@ int main(int argc, char** argv) {
                    "store and the raw files. --chunk-bytes and --invalidate-page-cache set the\n"
                    "StoreOptions of the same names, --no-mmap ReaderOptions.mmap_reads = false, to\n"
                    "compare. --tensor-bytes caps each entry (default 64 MiB): small entries make\n"
-                   "many of them, to measure the control plane (plans, metadata) with many ranks.\n\n"
+                   "many of them, to measure the control plane (plans, metadata) with many ranks.\n"
+                   "--cols gives every tensor that many columns (default 1024; rows of 4 KiB of\n"
+                   "fp32, which 4 MiB chunks cut as runs of whole rows either way); --chunk-layout\n"
+                   "sets StoreOptions.chunk_layout (boxes, the default, or rows). \"reshard reads\"\n"
+                   "is the read amplification of the reshard phase: raw bytes of the chunks read /\n"
+                   "bytes loaded.\n\n"
                    "usage: ckptdb-bench --scenario finetune [--size 1GiB] [--world 2] [--repeat 3]\n"
                    "                    [--compression none|zstd|auto] [--chunk-bytes 4MiB] [--dir DIR] [--json]\n\n"
                    "Deduplication across steps (StoreOptions::deduplicate), on against off. The state\n"
@@ -965,6 +982,14 @@ int main(int argc, char** argv) {
       if (a.tensor_bytes < 4096) Die("--tensor-bytes must be at least 4KiB");
     } else if (s == "--chunk-bytes") {
       a.chunk_bytes = ParseSize(next());
+    } else if (s == "--cols") {
+      a.cols = std::atoll(next().c_str());
+      if (a.cols < 1) Die("--cols must be at least 1");
+    } else if (s == "--chunk-layout") {
+      a.chunk_layout_name = next();
+      if (a.chunk_layout_name == "boxes") a.chunk_layout = ChunkLayout::kBoxes;
+      else if (a.chunk_layout_name == "rows") a.chunk_layout = ChunkLayout::kRows;
+      else Die("unknown --chunk-layout '" + a.chunk_layout_name + "' (boxes, rows)");
     } else if (s == "--invalidate-page-cache") {
       a.invalidate_page_cache = true;
       forward.push_back(s);

@@ -87,8 +87,10 @@ const char kLsHelp[] =
     "            \"entries\", \"bytes\", \"stored_bytes\" and \"tags\"; entry rows\n"
     "            have \"fqn\", \"kind\", \"dtype\", \"shape\", \"shards\", \"bytes\",\n"
     "            \"stored_bytes\", and with --shards \"pieces\" (\"offsets\",\n"
-    "            \"sizes\", \"rank\", \"item\", \"chunks\", \"chunk_bytes\", \"bytes\",\n"
-    "            \"stored_bytes\", \"shared_chunks\"); \"stored_bytes\" is ADDED.\n"
+    "            \"sizes\", \"rank\", \"item\", \"chunks\", \"chunk_bytes\", \"chunk_shape\",\n"
+    "            \"bytes\", \"stored_bytes\", \"shared_chunks\"); \"stored_bytes\" is ADDED;\n"
+    "            \"chunk_shape\" is [] for chunks cut as runs of bytes, else the\n"
+    "            extents of the n-d boxes the shard is cut into.\n"
     "  --help    this text\n" EXIT_CODES;
 
 const char kCatHelp[] =

@@ -105,7 +105,8 @@ Status ListEntries(StoreReader& reader, int64_t step, bool shards, bool json, st
           const StoredPiece& p = e.pieces[k];
           out << (k ? ", " : "") << "{\"offsets\": " << JsonShape(p.offsets) << ", \"sizes\": " << JsonShape(p.sizes)
               << ", \"rank\": " << p.key.rank << ", \"item\": " << p.key.item << ", \"chunks\": " << p.num_chunks
-              << ", \"chunk_bytes\": " << p.chunk_bytes << ", \"bytes\": " << p.nbytes
+              << ", \"chunk_bytes\": " << p.chunk_bytes << ", \"chunk_shape\": " << JsonShape(p.chunk_shape)
+              << ", \"bytes\": " << p.nbytes
               << ", \"stored_bytes\": " << p.stored_bytes << ", \"shared_chunks\": " << p.referenced_chunks()
               << "}";
         }

@@ -93,7 +93,7 @@ bool SameByHash(const EntryMetadata& a, const EntryMetadata& b) {
     const StoredPiece& pa = a.pieces[i];
     const StoredPiece& pb = b.pieces[i];
     if (pa.offsets != pb.offsets || pa.sizes != pb.sizes || pa.nbytes != pb.nbytes ||
-        pa.chunk_bytes != pb.chunk_bytes || pa.num_chunks != pb.num_chunks) {
+        pa.chunk_bytes != pb.chunk_bytes || pa.num_chunks != pb.num_chunks || pa.chunk_shape != pb.chunk_shape) {
       return false;
     }
     if (pa.nbytes > 0 && (pa.chunk_hashes.empty() || pa.chunk_hashes != pb.chunk_hashes)) return false;
