@@ -182,6 +182,50 @@ TEST(ChunkCodec, DecodeViewVerifiesRawChunksInPlace) {
             std::string::npos);
 }
 
+// VisitChunk hands over every byte in order, in windows, for raw chunks,
+// byte planes coded apart and plain zstd alike; damage is DataLoss (after
+// the windows of a raw or planes chunk were seen), and a visitor's error
+// stops it.
+TEST(ChunkCodec, VisitChunkHandsOverEveryByteInWindows) {
+  const std::string weights = TrainedBF16(300000);  // 600,000 bytes: 10 windows
+  struct Case {
+    const char* name;
+    std::string raw;
+    Compression compression;
+    size_t planes;
+  };
+  for (const Case& c : {Case{"raw", Random(200000, 3), Compression::kNone, 0},
+                        Case{"planes apart", weights, Compression::kAuto, 2},
+                        Case{"zstd", Compressible(150000), Compression::kZstd, 0}}) {
+    SCOPED_TRACE(c.name);
+    std::string v, scratch;
+    EncodeChunk(c.raw.data(), c.raw.size(), c.compression, 1, &v, c.planes);
+    std::string seen;
+    size_t windows = 0;
+    Status visited = VisitChunk(v, c.raw.size(), &scratch, [&](uint64_t begin, const char* data, uint64_t n) {
+      EXPECT_EQ(begin, seen.size());
+      seen.append(data, n);
+      ++windows;
+      return Status::OK();
+    });
+    ASSERT_TRUE(visited.ok()) << visited;
+    EXPECT_EQ(seen, c.raw);
+    EXPECT_EQ(windows, c.compression == Compression::kZstd ? 1u : (c.raw.size() + 65535) / 65536);
+    // The last byte of the value damaged.
+    std::string bad = v;
+    bad.back() ^= 0x10;
+    Status st = VisitChunk(bad, c.raw.size(), &scratch, [](uint64_t, const char*, uint64_t) { return Status::OK(); });
+    EXPECT_EQ(st.code(), StatusCode::kDataLoss) << st;
+    // The wrong length, and a visitor that fails.
+    EXPECT_EQ(VisitChunk(v, c.raw.size() + 1, &scratch, [](uint64_t, const char*, uint64_t) { return Status::OK(); })
+                  .code(),
+              StatusCode::kDataLoss);
+    st = VisitChunk(v, c.raw.size(), &scratch,
+                    [](uint64_t, const char*, uint64_t) { return Status::Internal("sink full"); });
+    EXPECT_EQ(st.code(), StatusCode::kInternal) << st;
+  }
+}
+
 TEST(ChunkCodec, DecodeToStringNeedsNoLength) {
   std::string raw = "metadata bytes", v;
   EncodeChunk(raw.data(), raw.size(), Compression::kNone, 1, &v);

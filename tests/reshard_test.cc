@@ -794,6 +794,20 @@ TEST(ChunkReads, AChunkWantedByTwoTargetShardsIsReadOnce) {
   EXPECT_TRUE(shards[1].tensor.BitwiseEquals(right));
 }
 
+// Saves `full` as entry "t" of step 0 of a new store at `store`, on one rank,
+// with chunks of at most `chunk_bytes`.
+void SaveWhole(const std::string& store, const Tensor& full, ChunkLayout layout, uint64_t chunk_bytes) {
+  StoreOptions so;
+  so.chunk_layout = layout;
+  StoreWriterSeams seams;
+  seams.chunk_bytes = chunk_bytes;
+  auto w = OpenStoreWriterWithSeams(store, so, seams);
+  ASSERT_TRUE(w.ok()) << w.status();
+  StateDict sd;
+  ASSERT_OK(sd.Add("t", full));
+  ASSERT_OK(testing::SaveNoDist(sd, **w, 0));
+}
+
 // Chunks cut as boxes: a column shard of a tensor saved whole reads the
 // boxes of its columns only, where runs of rows make it read every chunk.
 TEST(ChunkReads, AColumnShardReadsOnlyTheBoxesItNeeds) {
@@ -802,15 +816,7 @@ TEST(ChunkReads, AColumnShardReadsOnlyTheBoxesItNeeds) {
     const bool boxes = layout == ChunkLayout::kBoxes;
     SCOPED_TRACE(boxes ? "boxes" : "rows");
     TempDir dir;
-    StoreOptions so;
-    so.chunk_layout = layout;
-    StoreWriterSeams seams;
-    seams.chunk_bytes = 1024;  // 16 chunks: boxes of 16 x 16, or runs of 4 rows
-    auto w = OpenStoreWriterWithSeams(dir.Sub("s"), so, seams);
-    ASSERT_TRUE(w.ok()) << w.status();
-    StateDict sd;
-    ASSERT_OK(sd.Add("t", full));
-    ASSERT_OK(testing::SaveNoDist(sd, **w, 0));
+    SaveWhole(dir.Sub("s"), full, layout, 1024);  // 16 chunks: boxes of 16 x 16, or runs of 4 rows
     auto r = OpenStoreReader(dir.Sub("s"));
     ASSERT_TRUE(r.ok()) << r.status();
     auto md = (*r)->ReadMetadata(0);
@@ -833,6 +839,41 @@ TEST(ChunkReads, AColumnShardReadsOnlyTheBoxesItNeeds) {
       EXPECT_EQ(stats.chunks_read, boxes ? want_boxes : rows_chunks);
     }
   }
+}
+
+// A damaged box fails the load with DataLoss naming the entry and the
+// chunk, whichever target shard reads it; the boxes around it still load.
+TEST(ChunkReads, ADamagedBoxIsDataLossNamingIt) {
+  const Tensor full = PatternTensor(DType::kF32, {256, 256}, 6);
+  TempDir dir;
+  SaveWhole(dir.Sub("s"), full, ChunkLayout::kBoxes, 16 << 10);  // boxes of 64 x 64, in RocksDB blocks of their own
+  // Box 5: rows 64..127, columns 64..127; its first row as stored.
+  ASSERT_TRUE(testing::FlipByteOf(dir.Sub("s") + "/db", ".sst",
+                                  std::string(static_cast<const char*>(full.data()) + (64 * 256 + 64) * 4, 64 * 4)));
+  auto r = OpenStoreReader(dir.Sub("s"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto load = [&](std::vector<int64_t> offsets, std::vector<int64_t> sizes) {
+    StateDict target;
+    const Tensor want = Slice(full, offsets, sizes);
+    EXPECT_TRUE(target
+                    .Add("t", ShardedTensor::Create(DType::kF32, {256, 256}, {Shard{offsets, testing::ZerosLike(want)}})
+                                  .value())
+                    .ok());
+    Status st = testing::LoadNoDist(target, **r, 0);
+    if (st.ok() && !std::get<ShardedTensor>(*target.Find("t")).local_shards()[0].tensor.BitwiseEquals(want)) {
+      st = Status::Internal("loaded other values");
+    }
+    return st;
+  };
+  for (auto [offsets, sizes] : {std::make_pair(std::vector<int64_t>{0, 0}, std::vector<int64_t>{256, 256}),
+                                std::make_pair(std::vector<int64_t>{80, 0}, std::vector<int64_t>{4, 256}),
+                                std::make_pair(std::vector<int64_t>{0, 80}, std::vector<int64_t>{256, 2})}) {
+    Status st = load(offsets, sizes);
+    EXPECT_NE(st.ToString().find("DataLoss"), std::string::npos) << st;
+    EXPECT_NE(st.ToString().find("entry 't' (step 0, rank 0 item 0) chunk 5 of 16"), std::string::npos) << st;
+  }
+  EXPECT_OK(load({0, 128}, {256, 128}));  // columns 128..255: other boxes
+  EXPECT_OK(load({128, 0}, {128, 256}));  // rows 128..255
 }
 
 }  // namespace

@@ -188,14 +188,18 @@ struct ReadItem {
   // A read of a piece cut into boxes names the region to read instead
   // (offset, length, dest and sink unused): [region_offsets,
   // region_offsets + region_sizes) in the global tensor, within the piece.
-  // Every chunk that holds an element of it is fetched once, verified and
-  // handed whole to box_sink with its box (global coordinates) and its
-  // row-major bytes; box_sink copies what it needs. May be called from
-  // several threads at once, for different chunks; an error it returns
-  // fails the read. A byte range of such a piece is refused (Internal).
+  // Every chunk that holds an element of it is fetched once and handed to
+  // box_sink with its box (global coordinates), in windows [begin, begin +
+  // n) of the box's row-major bytes (whole elements; together, all of
+  // them), and box_sink copies what it needs. As with `dest`, a raw chunk's
+  // checksum is checked as its windows are handed over: when it fails, the
+  // read fails (DataLoss) after box_sink saw the bytes, and the target is
+  // not to be used. May be called from several threads at once, for
+  // different chunks; an error it returns fails the read. A byte range of
+  // such a piece is refused (Internal).
   std::vector<int64_t> region_offsets{}, region_sizes{};
   std::function<Status(const std::vector<int64_t>& box_offsets, const std::vector<int64_t>& box_sizes,
-                       const char* data)>
+                       uint64_t begin, const char* data, uint64_t n)>
       box_sink{};
 };
 

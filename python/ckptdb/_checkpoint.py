@@ -133,15 +133,20 @@ def load(state_dict: dict, store: Any, step: StepRef = "latest", keys: Iterable[
     coordinator = _check_coordinator(coordinator)
     s = _store(store)
     comm = _comm(communicator)
-    reader = s._reader(refresh=True)  # the store as of now, for resolving the step and reading it
+    # A store on the coordinator's host only (with other ranks): the
+    # coordinator resolves the step and serves the others their chunks.
+    remote = s.access == "coordinator_only" and comm is not None
+    reader = None
+    if not remote or comm.rank == coordinator:
+        reader = s._reader(refresh=True)  # the store as of now, for resolving the step and reading it
     number = _resolve_step(s, step, comm, coordinator)
     key_list = list(keys) if keys is not None else []
     for k in key_list:
         if not isinstance(k, str):
             raise TypeError(f"keys must be FQN strings, got {type(k).__name__}")
     prepared = _prepared_everywhere(comm, state_dict, for_load=True)
-    stats = _ckptdb.load(prepared.engine, reader, number, comm, coordinator, key_list,
-                         not strict, convert_dtype)
+    stats = _ckptdb.load(prepared.engine, None if remote else reader, number, comm, coordinator, key_list,
+                         not strict, convert_dtype, s.path if remote else "")
     _state.finish_load(prepared, stats["missing"], key_list)
     return number
 

@@ -123,17 +123,39 @@ class Store:
             step once, shared by both steps (StoreOptions.deduplicate; on by
             default). Off writes every chunk anew, e.g. to write a fresh copy
             of data whose stored copy `ckptdb verify` found damaged.
+        chunk_layout: "boxes" (the default) cuts tensors of two or more
+            dimensions into n-d boxes, so that a load in another sharding
+            (rows saved, columns loaded) reads about what it needs; "rows"
+            cuts every tensor into runs of its bytes, as stores before
+            format 4 (StoreOptions.chunk_layout).
+        access: "shared" (the default) for a store every rank sees (a
+            shared file system); "coordinator_only" for a store on the
+            coordinator's host only: in ckptdb.save and async_save every
+            other rank writes its files under `local_staging_dir` (default
+            $TMPDIR or /tmp) and sends them to the coordinator, and in
+            ckptdb.load it gets its chunks from the coordinator; those ranks
+            never touch `path` (StoreOptions.access, StoreAccess). Every rank
+            must give the same value. Other methods (steps, read, ...) read
+            the store where they run: on the coordinator's host.
     """
 
     def __init__(self, path: str | os.PathLike, *, chunk_bytes: int = 4 << 20, compression: str = "none",
                  zstd_level: int = 1, threads: int = 0, keep_last: int = 0, keep_every: int = 0,
-                 keep_tagged: bool = True, deduplicate: bool = True) -> None:
+                 keep_tagged: bool = True, deduplicate: bool = True, chunk_layout: str = "boxes",
+                 access: str = "shared", local_staging_dir: str | os.PathLike | None = None) -> None:
         self.path = os.path.abspath(os.fspath(path))
+        if access not in ("shared", "coordinator_only"):
+            raise ValueError(f"access '{access}' is not one of 'shared', 'coordinator_only'")
+        self.access = access
         self._options = dict(chunk_bytes=chunk_bytes, compression=compression, zstd_level=zstd_level,
                              threads=threads, keep_last=keep_last, keep_every=keep_every,
-                             keep_tagged=keep_tagged, deduplicate=deduplicate)
+                             keep_tagged=keep_tagged, deduplicate=deduplicate, chunk_layout=chunk_layout,
+                             access=access,
+                             local_staging_dir="" if local_staging_dir is None else os.fspath(local_staging_dir))
         if compression not in ("none", "zstd", "auto"):
             raise ValueError(f"compression '{compression}' is not one of 'none', 'zstd', 'auto'")
+        if chunk_layout not in ("boxes", "rows"):
+            raise ValueError(f"chunk_layout '{chunk_layout}' is not one of 'boxes', 'rows'")
         self._h = _handles_for(self.path)
 
     def __repr__(self) -> str:

@@ -152,6 +152,12 @@ class _LoadInfo:
 # --- saves -------------------------------------------------------------------------
 
 
+def _refuse_coordinator_only(store: Store, what: str, instead: str) -> None:
+    if store.access == "coordinator_only":
+        raise ValueError(f"ckptdb.torch.{what} needs a store every rank sees; store '{store.path}' has "
+                         f"access='coordinator_only': use {instead}")
+
+
 class StorageWriter(_DcpStorageWriter):
     """Writes a DCP save as step `step` of a ckptdb store.
 
@@ -170,6 +176,7 @@ class StorageWriter(_DcpStorageWriter):
     def __init__(self, store: Any, step: int, *, communicator: Any = None) -> None:
         super().__init__()
         self._store: Store = _store(store)
+        _refuse_coordinator_only(self._store, "StorageWriter", "ckptdb.save")
         self.step = _check_step(step)
         self._communicator = communicator
         self._is_coordinator = True
@@ -432,6 +439,7 @@ class StorageReader(_DcpStorageReader):
     def __init__(self, store: Any, step: StepRef = "latest") -> None:
         super().__init__()
         self._store: Store = _store(store)
+        _refuse_coordinator_only(self._store, "StorageReader", "ckptdb.load")
         if isinstance(step, bool) or not isinstance(step, (int, str)):
             raise TypeError(f"step must be an int, 'latest' or a tag name, not {type(step).__name__}")
         self.step = _check_step(step) if isinstance(step, int) else step

@@ -14,6 +14,7 @@
 
 #include "ckptdb/async_save.h"
 #include "ckptdb/checkpoint.h"
+#include "ckptdb/rocksdb_store.h"
 #include "py_common.h"
 #include "py_communicator.h"
 #include "py_state_dict.h"
@@ -84,9 +85,9 @@ class InterruptibleReader final : public StorageReader {
       if (item.box_sink) {  // a region of a piece cut into boxes
         auto inner_box_sink = item.box_sink;
         item.box_sink = [this, inner_box_sink](const std::vector<int64_t>& offsets, const std::vector<int64_t>& sizes,
-                                               const char* data) -> Status {
+                                               uint64_t begin, const char* data, uint64_t n) -> Status {
           if (cancel_) return Interrupted();
-          return inner_box_sink(offsets, sizes, data);
+          return inner_box_sink(offsets, sizes, begin, data, n);
         };
         continue;
       }
@@ -165,12 +166,26 @@ void BindCheckpoint(nb::module_& m) {
 
   m.def(
       "load",
-      [](PyStateDict& sd, PyReader& reader, int64_t step, PyCommunicator* comm, int coordinator,
-         const std::vector<std::string>& keys, bool allow_missing, bool convert_dtype) {
+      [](PyStateDict& sd, PyReader* reader, int64_t step, PyCommunicator* comm, int coordinator,
+         const std::vector<std::string>& keys, bool allow_missing, bool convert_dtype, const std::string& remote) {
+        if (reader == nullptr && (remote.empty() || comm == nullptr)) {
+          throw nb::value_error("load needs a reader, or a store path and a communicator for a remote load");
+        }
         LoadStats stats;
         Check(RunInterruptible([&](const std::atomic<bool>& cancel) {
-          std::lock_guard<std::mutex> rl(reader.mu);
-          InterruptibleReader r(*reader.reader, cancel);
+          // A store on the coordinator's host only: a reader over this
+          // load's communicator (the coordinator serves, the others fetch).
+          std::unique_ptr<StorageReader> remote_reader;
+          std::unique_lock<std::mutex> rl;
+          if (reader == nullptr) {
+            StatusOr<std::unique_ptr<StorageReader>> opened =
+                OpenRemoteStoreReader(remote, CommOf(comm), coordinator);
+            if (!opened.ok()) return opened.status();
+            remote_reader = std::move(opened).value();
+          } else {
+            rl = std::unique_lock<std::mutex>(reader->mu);
+          }
+          InterruptibleReader r(reader == nullptr ? *remote_reader : *reader->reader, cancel);
           LoadOptions o;
           o.step = step;
           o.coordinator_rank = coordinator;
@@ -186,12 +201,14 @@ void BindCheckpoint(nb::module_& m) {
         nb::dict d;
         d["chunks_read"] = stats.chunks_read;
         d["stored_bytes_read"] = stats.stored_bytes_read;
+        d["raw_bytes_read"] = stats.raw_bytes_read;
         d["bytes_copied"] = stats.bytes_copied;
         d["missing"] = stats.missing;
         return d;
       },
-      nb::arg("state_dict"), nb::arg("reader"), nb::arg("step"), nb::arg("comm").none(), nb::arg("coordinator"),
-      nb::arg("keys"), nb::arg("allow_missing"), nb::arg("convert_dtype"));
+      nb::arg("state_dict"), nb::arg("reader").none(), nb::arg("step"), nb::arg("comm").none(),
+      nb::arg("coordinator"), nb::arg("keys"), nb::arg("allow_missing"), nb::arg("convert_dtype"),
+      nb::arg("remote") = "");
 
   nb::class_<SaveHandle>(m, "SaveHandle", "The outcome of one asynchronous save")
       .def_prop_ro("step", &SaveHandle::step)

@@ -90,9 +90,25 @@ void BindStore(nb::module_& m) {
           "__init__",
           [](PyWriter* self, const std::string& path, uint64_t chunk_bytes, const std::string& compression,
              int zstd_level, int threads, int64_t keep_last, int64_t keep_every, bool keep_tagged,
-             bool deduplicate) {
+             bool deduplicate, const std::string& chunk_layout, const std::string& access,
+             const std::string& local_staging_dir) {
             StoreOptions o;
+            if (access == "shared") {
+              o.access = StoreAccess::kShared;
+            } else if (access == "coordinator_only") {
+              o.access = StoreAccess::kCoordinatorOnly;
+            } else {
+              throw nb::value_error(("access '" + access + "' is not one of 'shared', 'coordinator_only'").c_str());
+            }
+            o.local_staging_dir = local_staging_dir;
             o.deduplicate = deduplicate;
+            if (chunk_layout == "boxes") {
+              o.chunk_layout = ChunkLayout::kBoxes;
+            } else if (chunk_layout == "rows") {
+              o.chunk_layout = ChunkLayout::kRows;
+            } else {
+              throw nb::value_error(("chunk_layout '" + chunk_layout + "' is not one of 'boxes', 'rows'").c_str());
+            }
             o.chunk_bytes = chunk_bytes;
             o.compression = ParseCompression(compression);
             o.zstd_level = zstd_level;
@@ -102,7 +118,8 @@ void BindStore(nb::module_& m) {
           },
           nb::arg("path"), nb::arg("chunk_bytes") = 4u << 20, nb::arg("compression") = "none",
           nb::arg("zstd_level") = 1, nb::arg("threads") = 0, nb::arg("keep_last") = 0, nb::arg("keep_every") = 0,
-          nb::arg("keep_tagged") = true, nb::arg("deduplicate") = true)
+          nb::arg("keep_tagged") = true, nb::arg("deduplicate") = true, nb::arg("chunk_layout") = "boxes",
+          nb::arg("access") = "shared", nb::arg("local_staging_dir") = "")
       .def_prop_ro("path", [](PyWriter& w) { return w.writer->path(); })
       .def("open_database", [](PyWriter& w) { Released([&] { return w.writer->OpenDatabase(); }); })
       .def(

@@ -167,10 +167,11 @@ Status PlanTensorReads(const std::string& fqn, const Entry& target, const EntryM
         item.region_offsets = o.ov.offsets;
         item.region_sizes = o.ov.sizes;
         item.box_sink = [dst_box = t.box, dst = t.data, sdt = saved.dtype, ddt = t.dtype, ov = o.ov](
-                            const std::vector<int64_t>& offsets, const std::vector<int64_t>& sizes, const char* data) {
+                            const std::vector<int64_t>& offsets, const std::vector<int64_t>& sizes, uint64_t begin,
+                            const char* data, uint64_t n) {
           const Box chunk{offsets, sizes};
           Box part;
-          if (Intersect(chunk, ov, &part)) CopyRegion(chunk, data, sdt, dst_box, dst, ddt, part);
+          if (Intersect(chunk, ov, &part)) CopyRegionWindow(chunk, data, begin, n, sdt, dst_box, dst, ddt, part);
           return Status::OK();
         };
       } else if (chunkwise) {

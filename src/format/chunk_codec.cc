@@ -15,6 +15,7 @@
 #include <xxhash.h>
 
 #include "util/le_bytes.h"
+#include "util/status_macros.h"
 
 namespace ckptdb {
 
@@ -437,6 +438,64 @@ Status DecodeChunkView(std::string_view value, uint64_t expected_raw, std::strin
   st = DecodeChunk(value, expected_raw, scratch->data());
   if (st.ok()) *out = std::string_view(scratch->data(), expected_raw);
   return st;
+}
+
+Status VisitChunk(std::string_view value, uint64_t expected_raw, std::string* scratch,
+                  const std::function<Status(uint64_t begin, const char* data, uint64_t n)>& visit) {
+  Header h;
+  Status st = ParseHeader(value, &h);
+  if (!st.ok()) return st;
+  if (h.codec == ChunkCodec::kRaw && h.filter == ChunkFilter::kNone && h.raw_len == expected_raw &&
+      value.size() == kChunkHeaderSize + h.raw_len) {
+    // Block by block: each block is checksummed and visited while it is in
+    // the cache, so the bytes are read from memory once.
+    constexpr uint64_t kBlock = 64 << 10;
+    const char* payload = value.data() + kChunkHeaderSize;
+    XXH3_state_t state;
+    XXH3_64bits_reset(&state);
+    for (uint64_t off = 0; off < h.raw_len; off += kBlock) {
+      const uint64_t len = std::min<uint64_t>(kBlock, h.raw_len - off);
+      XXH3_64bits_update(&state, payload + off, len);
+      RETURN_IF_ERROR(visit(off, payload + off, len));
+    }
+    if (XXH3_64bits_digest(&state) != h.checksum) return Status::DataLoss("chunk checksum mismatch");
+    return Status::OK();
+  }
+  if (h.codec == ChunkCodec::kZstd && h.filter == ChunkFilter::kPlanesApart && h.raw_len == expected_raw &&
+      h.filter_param > 1 && h.filter_param <= 8 && h.raw_len % h.filter_param == 0) {
+    // Byte planes: decoded whole, then joined a block at a time into a
+    // buffer that stays in the cache, checksummed and visited from there
+    // (not joined into a chunk-sized buffer and copied again).
+    const size_t w = h.filter_param;
+    std::string& planes_scratch = Scratch();
+    planes_scratch.resize(h.raw_len);
+    const char* planes[8];
+    st = DecodePlanesApart(value.substr(kChunkHeaderSize), h.raw_len, w, planes_scratch.data(), planes);
+    if (!st.ok()) return st;
+    constexpr uint64_t kBlock = 64 << 10;  // a multiple of every plane width
+    std::string& block = PlaneScratch();
+    block.resize(kBlock);
+    XXH3_state_t state;
+    XXH3_64bits_reset(&state);
+    for (uint64_t off = 0; off < h.raw_len; off += kBlock) {
+      const uint64_t len = std::min<uint64_t>(kBlock, h.raw_len - off);
+      const char* views[8];
+      for (size_t j = 0; j < w; ++j) views[j] = planes[j] + off / w;
+      JoinPlaneViews(views, len / w, w, block.data());
+      XXH3_64bits_update(&state, block.data(), len);
+      RETURN_IF_ERROR(visit(off, block.data(), len));
+    }
+    if (XXH3_64bits_digest(&state) != h.checksum) return Status::DataLoss("chunk checksum mismatch");
+    return Status::OK();
+  }
+  std::string_view whole;
+  RETURN_IF_ERROR(DecodeChunkView(value, expected_raw, scratch, &whole));
+  return whole.empty() ? Status::OK() : visit(0, whole.data(), whole.size());
+}
+
+void FinishRawChunk(std::string* value) {
+  const size_t n = value->size() - kChunkHeaderSize;
+  WriteHeader(&(*value)[0], ChunkCodec::kRaw, static_cast<uint32_t>(n), Checksum(value->data() + kChunkHeaderSize, n));
 }
 
 StatusOr<std::string> DecodeChunkToString(std::string_view value) {

@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -64,6 +65,21 @@ Status DecodeChunk(std::string_view value, uint64_t expected_raw, void* dest);
 // lies and points *out at its payload (inside `value`); a compressed chunk is
 // decoded into *scratch and *out points there.
 Status DecodeChunkView(std::string_view value, uint64_t expected_raw, std::string* scratch, std::string_view* out);
+
+// Hands the verified or verifying bytes of a chunk to `visit`, in order, as
+// windows [begin, begin + n) of its raw bytes (multiples of 64 KiB but the
+// last): a raw chunk, and one of byte planes coded apart (filter 2), is
+// checksummed block by block as it is visited, so `visit` sees its bytes
+// before the checksum is known, and a mismatch is DataLoss after the last
+// block; any other compressed chunk is decoded (verified) into *scratch
+// first and visited as one window. visit's error stops it and is returned.
+Status VisitChunk(std::string_view value, uint64_t expected_raw, std::string* scratch,
+                  const std::function<Status(uint64_t begin, const char* data, uint64_t n)>& visit);
+
+// Makes *value, whose raw bytes the caller wrote after kChunkHeaderSize
+// bytes of room, a raw chunk value (header and checksum), as EncodeChunk
+// with Compression::kNone would have made it.
+void FinishRawChunk(std::string* value);
 
 // Decodes a value whose raw length is not known in advance.
 StatusOr<std::string> DecodeChunkToString(std::string_view value);

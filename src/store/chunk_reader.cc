@@ -192,14 +192,18 @@ StatusOr<ReadStats> ReadChunksFrom(const ChunkValueGetter& get_value, const Step
     stored += value.size();
     raw += clen;
     if (!p.chunk_shape.empty()) {
-      // A box: verified whole where it lies, then handed to each item.
-      std::string_view chunk;
-      Status st = DecodeChunkView(value.ToStringView(), clen, scratch, &chunk);
+      // A box: handed to each item window by window, as it is verified.
+      Status sunk;
+      Status st = VisitChunk(value.ToStringView(), clen, scratch,
+                             [&](uint64_t begin, const char* data, uint64_t n) -> Status {
+                               for (const ReadItem* item : job.items) {
+                                 sunk = item->box_sink(job.box.offsets, job.box.sizes, begin, data, n);
+                                 if (!sunk.ok()) return sunk.WithContext(where(*item, c));
+                               }
+                               return Status::OK();
+                             });
+      if (!sunk.ok()) return sunk;  // not DataLoss: the sink's own error stands
       if (!st.ok()) return Status::DataLoss(where(first, c) + ": " + st.message());
-      for (const ReadItem* item : job.items) {
-        Status sunk = item->box_sink(job.box.offsets, job.box.sizes, chunk.data());
-        if (!sunk.ok()) return sunk.WithContext(where(*item, c));
-      }
       return Status::OK();
     }
     if (job.items.size() == 1 && !first.sink && first.offset <= cbegin &&

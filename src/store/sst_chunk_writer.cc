@@ -104,25 +104,39 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
     // Chunk c may be shared with its candidate's chunk c of the same length.
     const bool may_share = usable[jobs[j].item] && jobs[j].chunk < it->reuse->piece.num_chunks &&
                            it->reuse->piece.chunk_raw_bytes(jobs[j].chunk) == len;
-    auto encode = [&](const char* bytes) {
+    // Hashes the chunk's raw bytes; true (and marked) when it is stored
+    // already: then it is neither encoded nor written.
+    auto stored_already = [&](const char* bytes) {
       if (hash != nullptr) ChunkContentHash(bytes, len, hash);
       if (may_share && std::memcmp(hash, it->reuse->piece.chunk_hashes.data() + size_t{jobs[j].chunk} * kChunkHashBytes,
                                    kChunkHashBytes) == 0) {
-        shared[j] = 1;  // stored already: not encoded, not written
-        return;
+        shared[j] = 1;
+        return true;
       }
-      EncodeChunk(bytes, len, o.compression, o.zstd_level, value, planes);
+      return false;
+    };
+    auto encode = [&](const char* bytes) {
+      if (!stored_already(bytes)) EncodeChunk(bytes, len, o.compression, o.zstd_level, value, planes);
     };
     if (grid != nullptr) {
-      // The box's elements gathered out of the piece's rows into this
-      // worker's buffer (kept for its next chunks).
+      const Box piece{std::vector<int64_t>(it->sizes.size(), 0), it->sizes};
+      if (!it->source && o.compression == Compression::kNone) {
+        // Raw: the box's elements gathered out of the piece's rows straight
+        // into the value.
+        value->resize(kChunkHeaderSize + len);
+        char* raw = value->data() + kChunkHeaderSize;
+        CopyRegion(piece, it->data, it->dtype, box, raw, it->dtype, box);
+        if (!stored_already(raw)) FinishRawChunk(value);
+        return Status::OK();
+      }
+      // Gathered into this worker's buffer (kept for its next chunks), then
+      // encoded.
       thread_local std::unique_ptr<char[]> gathered;
       thread_local uint64_t capacity = 0;
       if (capacity < len) {
         gathered.reset(new char[len]);
         capacity = len;
       }
-      const Box piece{std::vector<int64_t>(it->sizes.size(), 0), it->sizes};
       if (!it->source) {
         CopyRegion(piece, it->data, it->dtype, box, gathered.get(), it->dtype, box);
         encode(gathered.get());

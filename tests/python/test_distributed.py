@@ -263,3 +263,52 @@ def test_a_value_one_rank_cannot_save_fails_every_rank_at_once(tmp_path, store):
         assert float(seconds) < 10, "the ranks waited for a timeout instead of failing at once"
     assert results[0][1] == results[1][1]  # the same text on every rank
     assert not os.path.exists(store)  # failed before anything was written
+
+
+COORDINATOR_ONLY_SCRIPT = """
+import os, sys, torch, torch.distributed as dist, ckptdb
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor import distribute_tensor, Shard
+mode, base = sys.argv[1], sys.argv[2]
+dist.init_process_group("gloo")
+r, w = dist.get_rank(), dist.get_world_size()
+mesh = init_device_mesh("cpu", (w,))
+# Only the coordinator's path is the store: the others name a path that
+# must never appear (as on a host without the store).
+path = os.path.join(base, "store") if r == 0 else os.path.join(base, f"elsewhere-{r}", "store")
+s = ckptdb.Store(path, access="coordinator_only", local_staging_dir=os.path.join(base, f"local-{r}"),
+                 chunk_bytes=64 << 10)
+full = torch.arange(256 * 512, dtype=torch.float32).reshape(256, 512)
+if mode == "save":
+    ckptdb.save({"w": distribute_tensor(full, mesh, [Shard(0)]), "n": 7}, s, 1)
+    ckptdb.async_save({"w": distribute_tensor(full * 2, mesh, [Shard(0)]), "n": 8}, s, 2).result()
+else:
+    sd = {"w": distribute_tensor(torch.zeros(256, 512), mesh, [Shard(1)]), "n": None}
+    assert ckptdb.load(sd, s, 1) == 1 and sd["n"] == 7
+    assert torch.equal(sd["w"].full_tensor(), full)
+    assert ckptdb.load(sd, s) == 2 and sd["n"] == 8
+    assert torch.equal(sd["w"].full_tensor(), full * 2)
+print(f"rank {r} {mode} ok", flush=True)
+dist.destroy_process_group()
+"""
+
+
+@needs_dtensor
+def test_a_store_on_the_coordinators_host_only_saves_and_loads_from_every_rank(tmp_path):
+    base = str(tmp_path)
+    saved = run_ranks(tmp_path, COORDINATOR_ONLY_SCRIPT, 2, "save", base)
+    assert saved.returncode == 0 and saved.stdout.count(" ok") == 2, saved.stdout
+    loaded = run_ranks(tmp_path, COORDINATOR_ONLY_SCRIPT, 3, "load", base)
+    assert loaded.returncode == 0 and loaded.stdout.count(" ok") == 3, loaded.stdout
+    for r in (1, 2):
+        assert not os.path.exists(os.path.join(base, f"elsewhere-{r}")), f"rank {r} touched the store's path"
+    local = os.path.join(base, "local-1")
+    assert not os.path.exists(local) or not any(os.scandir(local)), os.listdir(local)
+    s = ckptdb.Store(os.path.join(base, "store"))
+    assert [(i.step, i.world_size) for i in s.steps()] == [(1, 2), (2, 2)]
+    s.close()
+    with pytest.raises(ValueError, match="access 'nfs'"):
+        ckptdb.Store(os.path.join(base, "x"), access="nfs")
+    from ckptdb.torch import StorageReader
+    with pytest.raises(ValueError, match="access='coordinator_only'"):
+        StorageReader(ckptdb.Store(os.path.join(base, "store"), access="coordinator_only"))

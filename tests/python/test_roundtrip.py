@@ -248,3 +248,24 @@ def test_unchanged_tensors_are_stored_once_unless_deduplication_is_off(tmp_path)
         ckptdb.save(step(s), apart, s)
     assert all(i.stored_bytes > nbytes for i in apart.steps())
     apart.close()
+
+
+def test_tensors_are_cut_into_boxes_unless_rows_are_asked_for(tmp_path):
+    import json
+    import os
+    import subprocess
+    w = torch.arange(256 * 512, dtype=torch.float32).reshape(256, 512)  # 512 KiB
+    for layout, want in (("boxes", [128, 128]), ("rows", [])):
+        path = str(tmp_path / layout)
+        s = ckptdb.Store(path, chunk_bytes=64 << 10, chunk_layout=layout)
+        ckptdb.save({"w": w}, s, 1)
+        listed = subprocess.run([os.environ["CKPTDB_CLI"], "ls", path, "1", "--shards", "--json"],
+                                capture_output=True, text=True, check=True)
+        piece = json.loads(listed.stdout)[0]["pieces"][0]
+        assert piece["chunk_shape"] == want and piece["chunks"] == 8, piece
+        assert torch.equal(s.read(1, "w", (slice(None), slice(100, 300))), w[:, 100:300])
+        t = {"w": torch.zeros_like(w)}
+        assert ckptdb.load(t, s, 1) == 1 and torch.equal(t["w"], w)
+        s.close()
+    with pytest.raises(ValueError, match="chunk_layout 'cubes'"):
+        ckptdb.Store(tmp_path / "x", chunk_layout="cubes")

@@ -389,9 +389,10 @@ int Worker(const Args& a) {
     for (const auto& [kind, phases] : results) {
       for (const auto& [phase, r] : phases) {
         double med = Median(r.seconds);
-        std::fprintf(out, "%s\n {\"data\": \"%s\", \"phase\": \"%s\", \"seconds\": %.4f, \"gb_per_s\": %.3f%s}", first ? "" : ",",
-                    kind.c_str(), phase.c_str(), med, logical / med / 1e9,
-                    r.stored ? (", \"stored_bytes\": " + std::to_string(r.stored)).c_str() : "");
+        std::string extra = r.stored ? ", \"stored_bytes\": " + std::to_string(r.stored) : "";
+        if (r.amplification > 0) extra += ", \"amplification\": " + std::to_string(r.amplification);
+        std::fprintf(out, "%s\n {\"data\": \"%s\", \"phase\": \"%s\", \"seconds\": %.4f, \"gb_per_s\": %.3f%s}",
+                    first ? "" : ",", kind.c_str(), phase.c_str(), med, logical / med / 1e9, extra.c_str());
         first = false;
       }
     }

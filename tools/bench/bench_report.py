@@ -127,8 +127,10 @@ def main():
                 print(f"Python layer of ckptdb.{op}: {statistics.median(layer) * 1e3:.1f} ms "
                       f"({statistics.median(share):.1%} of it; {min(share):.1%}-{max(share):.1%}), the rest is "
                       f"the C++ engine's {op}")
+    amp = phases[(data, "reshard")].get("amplification")
     print(f"\nstored/logical {stored / ck['size']:.3f}; async blocked / save {ckp['async blocked'] / ckp['save']:.1%}; "
-          f"reshard/load {ckp['load'] / ckp['reshard']:.2f}")
+          f"reshard/load {ckp['load'] / ckp['reshard']:.2f}"
+          + (f"; reshard read amplification {amp:.2f} (chunk bytes read / bytes loaded)" if amp else ""))
 
 
 if __name__ == "__main__":

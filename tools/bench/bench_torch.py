@@ -2,7 +2,7 @@
 """PyTorch's checkpoints on the shapes ckptdb-bench uses, for tools/bench-peers.sh.
 
 Runs --world ranks (gloo over 127.0.0.1) that each hold --size/world bytes: tensors
-of 64 MiB ([rows, 1024]) sharded by rows, of the --data kind. Phases, each timed
+of 64 MiB ([rows, --cols], default 1024 columns) sharded by rows, of the --data kind. Phases, each timed
 from a barrier to a barrier (the job's time is the slowest rank's), median of
 --repeat runs, printed as one JSON object:
 
@@ -35,11 +35,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch113_compat import patch_torch113_dataclass  # noqa: E402
 
 
-def make_local(torch, kind, size, rank, world):
+def make_local(torch, kind, size, rank, world, cols=1024):
     """This rank's row shards: name -> (local tensor, global rows, row offset)."""
     dtype = {"fp32": torch.float32, "adam": torch.float32, "bf16": torch.bfloat16, "bytes": torch.uint8}[kind]
     es = torch.tensor([], dtype=dtype).element_size()
-    cols, left, out, i = 1024, size, {}, 0
+    left, out, i = size, {}, 0
     g = torch.Generator().manual_seed(rank)
     while left > 0:
         nbytes = min(left, 64 << 20)
@@ -68,7 +68,7 @@ def run_rank(rank, args, port, result_path):
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=args.world)
     world = args.world
-    local = make_local(torch, args.data, args.size, rank, world)
+    local = make_local(torch, args.data, args.size, rank, world, args.cols)
     ckpt = os.path.join(args.dir, "ckpt")
     times = {}
 
@@ -281,6 +281,7 @@ def main():
     p.add_argument("--world", type=int, default=2)
     p.add_argument("--data", default="fp32", choices=["fp32", "bf16", "adam", "bytes"])
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--cols", type=int, default=1024, help="columns of every tensor (default 1024)")
     p.add_argument("--round", type=int, default=0,
                    help="bench-peers' round number: odd rounds run ckptdb's phases first")
     p.add_argument("--dir", default=None, help="scratch directory (default: a temporary one)")

@@ -115,9 +115,8 @@ void VerifyStep(StoreReader& reader, int64_t step, Progress& progress, Verdicts&
           for (uint32_t c = first; c < last; ++c) {
             ReadItem item{e.fqn, p, 0, 0, nullptr, {}};
             p.chunk_region(c, &item.region_offsets, &item.region_sizes);
-            item.box_sink = [](const std::vector<int64_t>&, const std::vector<int64_t>&, const char*) {
-              return Status::OK();
-            };
+            item.box_sink = [](const std::vector<int64_t>&, const std::vector<int64_t>&, uint64_t, const char*,
+                               uint64_t) { return Status::OK(); };
             items.push_back(std::move(item));
           }
         }
