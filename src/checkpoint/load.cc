@@ -1,6 +1,10 @@
 // The load protocol and resharding reads (include/ckptdb/checkpoint.h).
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <map>
+#include <thread>
 #include <memory>
 #include <unordered_map>
 #include <unordered_set>
@@ -38,6 +42,9 @@ struct BytesTarget {
 // target; only ExecuteLoad does.
 struct LoadPlan {
   std::vector<ReadItem> reads;
+  // Host memory every byte of which the reads overwrite (whole host target
+  // regions): its pages may be faulted in ahead of the reads.
+  std::vector<std::pair<char*, size_t>> prefault;
   std::vector<BytesTarget> bytes_targets;
   std::vector<DeviceCopy> device_copies;
   std::vector<std::string> missing;  // target FQNs not in the step (allow_missing)
@@ -156,6 +163,9 @@ Status PlanTensorReads(const std::string& fqn, const Entry& target, const EntryM
       plan->device_copies.push_back(DeviceCopy{fqn, *host, t.device.index, t.data});
       t.data = host->data();
     }
+    if (t.device.is_cpu() || !chunkwise) {
+      plan->prefault.push_back({static_cast<char*>(t.data), static_cast<size_t>(BoxNumel(t.box)) * DTypeSize(t.dtype)});
+    }
     int64_t covered = 0;
     for (const Overlap& o : overlaps) {
       covered += static_cast<int64_t>(o.n);
@@ -252,13 +262,46 @@ Status PlanLoad(StateDict& target, const StepMetadata& md, const LoadOptions& op
   return Status::OK();
 }
 
+// Faults in the pages of `ranges` for writing (whole pages inside them), in
+// one call each: a fresh tensor (a restarting job's) otherwise faults in page
+// by page, a trap each, as the chunks land in it. A range whose first,
+// middle and last pages are in memory already (a tensor loaded or written
+// before) is left alone: walking its pages would cost more than it saves.
+// Best effort.
+void Prefault(const std::vector<std::pair<char*, size_t>>& ranges) {
+#ifdef MADV_POPULATE_WRITE
+  static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  auto resident = [](uintptr_t at) {
+    unsigned char in = 0;
+    return mincore(reinterpret_cast<void*>(at), page, &in) == 0 && (in & 1) != 0;
+  };
+  for (const auto& [data, n] : ranges) {
+    const uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + page - 1) / page * page;
+    const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + n) / page * page;
+    if (end <= begin) continue;
+    const uintptr_t middle = begin + (end - begin) / 2 / page * page;
+    if (resident(begin) && resident(middle) && resident(end - page)) continue;
+    (void)madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+  }
+#else
+  (void)ranges;
+#endif
+}
+
 // Reads what `plan` says into the target: the first step that changes it.
 Status ExecuteLoad(LoadPlan& plan, StorageReader& reader, const StepMetadata& md, LoadStats* stats) {
   for (const BytesTarget& b : plan.bytes_targets) {
     b.bytes->data.assign(b.piece->nbytes, '\0');
     plan.reads.push_back(ReadItem{*b.fqn, *b.piece, 0, b.piece->nbytes, b.bytes->data.data(), {}});
   }
+  // The targets' pages faulted in beside the reads (which wait on the disk
+  // in a cold load), not one trap per page under them.
+  std::thread prefault;
+  if (!plan.prefault.empty()) {
+    prefault = std::thread([&plan] { Prefault(plan.prefault); });
+  }
   StatusOr<ReadStats> rs = GuardedCall("read", [&] { return reader.Read(md, plan.reads); });
+  if (prefault.joinable()) prefault.join();
   if (!rs.ok()) return rs.status();
   for (const DeviceCopy& c : plan.device_copies) {
     Status st = StageToDevice(c.device, static_cast<const char*>(c.host.data()), c.host.nbytes(), c.dst);
