@@ -294,11 +294,15 @@ int Worker(const Args& a) {
     StateDict state = MakeState(kind, a.size, rank, world, false, false, a.tensor_bytes, a.cols);
     StateDict target = MakeState(kind, a.size, rank, world, true, false, a.tensor_bytes, a.cols);
     StateDict columns = MakeState(kind, a.size, rank, world, true, true, a.tensor_bytes, a.cols);
-    // Its pages touched once, as the same-sharding target's are by the raw
-    // read: "reshard" and "load" both fill tensors already in memory ("load
-    // fresh" measures fresh ones), also with --repeat 1.
-    for (auto& [fqn, e] : columns.mutable_entries()) {
-      for (const Shard& s : std::get<ShardedTensor>(e).local_shards()) std::memset(s.tensor.data(), 0, s.tensor.nbytes());
+    // Their pages touched once: "raw read", "load" and "reshard" all fill
+    // memory already in place ("load fresh" and "load cold" measure fresh
+    // tensors), also in the first run and with --repeat 1.
+    for (StateDict* sd : {&target, &columns}) {
+      for (auto& [fqn, e] : sd->mutable_entries()) {
+        for (const Shard& s : std::get<ShardedTensor>(e).local_shards()) {
+          std::memset(s.tensor.data(), 0, s.tensor.nbytes());
+        }
+      }
     }
     auto& r = results[kind];
     // One saver per data kind: its staging memory is allocated by the first
@@ -448,7 +452,10 @@ int Worker(const Args& a) {
       std::fprintf(out, "%-6s %-14s %9.3f %15s %9.3f %12s %s\n", "", phase, med, range, logical / med / 1e9, vs.c_str(),
                   ratio.c_str());
     }
-    if (!cold) std::fprintf(out, "%-6s (no cold phases: dropping the page cache needs root)\n", "");
+    if (!cold) {
+      std::fprintf(out, "%-6s (no cold phases: %s)\n", "",
+                   a.cold ? "dropping the page cache needs root" : "--warm-only");
+    }
     std::fprintf(out, "%-6s %-14s %9s %15s %9s %12.2f\n", "", "reshard/load", "", "", "",
                 Median(phases.at("load").seconds) / Median(phases.at("reshard").seconds));
     std::fprintf(out, "%-6s %-14s %9s %15s %9s %12.2f  (chunk bytes read / bytes loaded, rank 0)\n", "",
