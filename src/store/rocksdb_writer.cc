@@ -273,6 +273,7 @@ class RocksDBStoreWriter final : public StoreWriter {
       // what it receives).
       rocksdb::Options unsynced = Options();
       unsynced.env = unsynced_env_.get();
+      o.writeback_bytes = 0;  // never synced: left to the page cache
       return WriteItemsToSst(LocalStagingDir(ctx), ctx, items, unsynced, o);
     }
     return WriteItemsToSst(StagingDir(path_, ctx.save_id), ctx, items, Options(), o);

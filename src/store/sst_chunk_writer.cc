@@ -183,7 +183,9 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
     if (!sst || file_bytes >= o.max_sst_file_bytes) {
       RETURN_IF_ERROR(finish_file());
       file = dir + "/rank-" + std::to_string(ctx.rank) + "-" + std::to_string(result.files.size()) + ".sst";
-      sst = std::make_unique<rocksdb::SstFileWriter>(rocksdb::EnvOptions(), db_options, nullptr,
+      rocksdb::EnvOptions env_options;
+      env_options.bytes_per_sync = o.writeback_bytes;
+      sst = std::make_unique<rocksdb::SstFileWriter>(env_options, db_options, nullptr,
                                                      o.invalidate_page_cache);
       RETURN_IF_ERROR(FromRocks(sst->Open(file), "opening SST file " + file));
       file_bytes = 0;

@@ -27,6 +27,13 @@ struct ChunkWriteOptions {
   bool split_elements = false;
   // Record each chunk's content hash (WrittenItem::chunk_hashes).
   bool content_hashes = true;
+  // Start writing a file's pages back to disk after every this many bytes
+  // (RocksDB's bytes_per_sync: sync_file_range, not waited for), so that the
+  // disk works while the chunks are still being encoded and the closing
+  // fsync has little left to wait for; 0: only that fsync (for files that
+  // are never synced). 512 MiB saved on 2 ranks here: 0.29-0.36 s with it,
+  // 0.47 s without.
+  uint64_t writeback_bytes = 4u << 20;
   // Cut host pieces of two or more dimensions into n-d boxes where
   // ChooseChunkShape gives a shape (StoreOptions::chunk_layout kBoxes).
   bool boxes = true;
