@@ -120,37 +120,40 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
     };
     if (grid != nullptr) {
       const Box piece{std::vector<int64_t>(it->sizes.size(), 0), it->sizes};
-      if (!it->source && o.compression == Compression::kNone) {
-        // Raw: the box's elements gathered out of the piece's rows straight
-        // into the value.
-        value->resize(kChunkHeaderSize + len);
-        char* raw = value->data() + kChunkHeaderSize;
-        CopyRegion(piece, it->data, it->dtype, box, raw, it->dtype, box);
-        if (!stored_already(raw)) FinishRawChunk(value);
-        return Status::OK();
-      }
-      // Gathered into this worker's buffer (kept for its next chunks), then
-      // encoded.
+      // The box's elements gathered out of the piece's rows: raw, straight
+      // into the value; else into this worker's buffer (kept for its next
+      // chunks), then encoded.
+      const bool raw = o.compression == Compression::kNone;
       thread_local std::unique_ptr<char[]> gathered;
       thread_local uint64_t capacity = 0;
-      if (capacity < len) {
+      if (!raw && capacity < len) {
         gathered.reset(new char[len]);
         capacity = len;
       }
+      auto gather_and_encode = [&](const char* src, uint64_t src_begin, uint64_t src_len) {
+        char* dst = gathered.get();
+        if (raw) {
+          value->resize(kChunkHeaderSize + len);
+          dst = value->data() + kChunkHeaderSize;
+        }
+        CopyRegionWindow(piece, src, src_begin, src_len, it->dtype, box, dst, it->dtype, box);
+        if (stored_already(dst)) return;
+        if (raw) {
+          FinishRawChunk(value);
+        } else {
+          EncodeChunk(dst, len, o.compression, o.zstd_level, value, planes);
+        }
+      };
       if (!it->source) {
-        CopyRegion(piece, it->data, it->dtype, box, gathered.get(), it->dtype, box);
-        encode(gathered.get());
+        gather_and_encode(static_cast<const char*>(it->data), 0, it->nbytes);
         return Status::OK();
       }
       // Through the item's source (host bytes behind a wrapper's checks):
       // the span of the piece's bytes that holds the box.
       uint64_t span_begin = 0, span_end = 0;
       ByteSpan(piece, box, DTypeSize(it->dtype), &span_begin, &span_end);
-      Status st = it->source(span_begin, span_end - span_begin, [&](const char* span) {
-        CopyRegionWindow(piece, span, span_begin, span_end - span_begin, it->dtype, box, gathered.get(), it->dtype,
-                         box);
-        encode(gathered.get());
-      });
+      Status st = it->source(span_begin, span_end - span_begin,
+                             [&](const char* span) { gather_and_encode(span, span_begin, span_end - span_begin); });
       return st.ok() ? st : st.WithContext("chunk " + std::to_string(jobs[j].chunk) + " of '" + it->fqn + "'");
     }
     if (!it->source) {
