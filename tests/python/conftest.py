@@ -10,11 +10,13 @@ rendezvous (no torch.distributed).
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
 import textwrap
 import time
+import warnings
 
 import pytest
 
@@ -39,6 +41,24 @@ def _child_env(extra: dict | None = None) -> dict:
                                                   env.get("PYTHONPATH", "").split(os.pathsep) if p])
     env.update(extra or {})
     return env
+
+
+EXIT_ABORT = "terminate called without an active exception"
+
+
+def _aborted_after_its_work(out: str, returncode: int) -> bool:
+    """True for a rank that printed its final "... ok" line (its work done
+    and checked) and was then aborted by std::terminate while the process
+    exited (SIGABRT). Seen 3 times in about 10 runs of the whole suite under
+    ctest -j2, always in a 3-rank load after a DTensor/FSDP script's
+    destroy_process_group, and never in 95 runs of those tests alone or
+    under CPU load; PyTorch's gloo threads at exit abort so
+    (pytorch/pytorch#190489). Reported as a warning: a failure of the work
+    itself still fails the test."""
+    if returncode != -signal.SIGABRT or EXIT_ABORT not in out:
+        return False
+    before = out.split(EXIT_ABORT)[0].strip().splitlines()
+    return bool(before) and before[-1].rstrip().endswith(" ok")
 
 
 def run_ranks(tmp_path, script: str, nproc: int, *args: str, timeout: float = 120,
@@ -68,7 +88,11 @@ def run_ranks(tmp_path, script: str, nproc: int, *args: str, timeout: float = 12
             out, _ = p.communicate()
             out += "\n[killed: timeout]"
         outs.append(out)
-        code = code or p.returncode
+        returncode = p.returncode
+        if _aborted_after_its_work(out, returncode):
+            warnings.warn(f"a rank aborted at exit after its work was done: {out.strip().splitlines()[-2:]}")
+            returncode = 0
+        code = code or returncode
     return subprocess.CompletedProcess([sys.executable, str(path)], code, "".join(outs))
 
 

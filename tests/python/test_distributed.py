@@ -312,3 +312,13 @@ def test_a_store_on_the_coordinators_host_only_saves_and_loads_from_every_rank(t
     from ckptdb.torch import StorageReader
     with pytest.raises(ValueError, match="access='coordinator_only'"):
         StorageReader(ckptdb.Store(os.path.join(base, "store"), access="coordinator_only"))
+
+
+def test_only_an_abort_at_exit_after_a_ranks_work_is_tolerated():
+    from conftest import EXIT_ABORT, _aborted_after_its_work
+    abrt = -signal.SIGABRT
+    assert _aborted_after_its_work(f"rank 0 world3 ok\n{EXIT_ABORT}\n", abrt)
+    assert not _aborted_after_its_work(f"rank 0 loading\n{EXIT_ABORT}\n", abrt)  # before its work was done
+    assert not _aborted_after_its_work(f"rank 0 ok\n{EXIT_ABORT}\n", -signal.SIGSEGV)
+    assert not _aborted_after_its_work("rank 0 ok\n", abrt)
+    assert not _aborted_after_its_work(f"Traceback ...\nAssertionError\n{EXIT_ABORT}\n", abrt)
