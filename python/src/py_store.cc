@@ -6,6 +6,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -32,11 +33,22 @@ auto Released(F&& f) {
   }
 }
 
+// The value named `name` among `choices` of the option `option`; ValueError
+// listing them otherwise ("compression 'lz4' is not one of 'none', ...").
+template <typename E>
+E ParseChoice(const char* option, const std::string& name,
+              std::initializer_list<std::pair<const char*, E>> choices) {
+  std::string listed;
+  for (const auto& [text, value] : choices) {
+    if (name == text) return value;
+    listed += std::string(listed.empty() ? "'" : ", '") + text + "'";
+  }
+  throw nb::value_error((std::string(option) + " '" + name + "' is not one of " + listed).c_str());
+}
+
 Compression ParseCompression(const std::string& name) {
-  if (name == "none") return Compression::kNone;
-  if (name == "zstd") return Compression::kZstd;
-  if (name == "auto") return Compression::kAuto;
-  throw nb::value_error(("compression '" + name + "' is not one of 'none', 'zstd', 'auto'").c_str());
+  return ParseChoice<Compression>("compression", name,
+                     {{"none", Compression::kNone}, {"zstd", Compression::kZstd}, {"auto", Compression::kAuto}});
 }
 
 nb::dict StepDict(const StepInfo& s) {
@@ -93,22 +105,12 @@ void BindStore(nb::module_& m) {
              bool deduplicate, const std::string& chunk_layout, const std::string& access,
              const std::string& local_staging_dir) {
             StoreOptions o;
-            if (access == "shared") {
-              o.access = StoreAccess::kShared;
-            } else if (access == "coordinator_only") {
-              o.access = StoreAccess::kCoordinatorOnly;
-            } else {
-              throw nb::value_error(("access '" + access + "' is not one of 'shared', 'coordinator_only'").c_str());
-            }
+            o.access = ParseChoice<StoreAccess>(
+                "access", access, {{"shared", StoreAccess::kShared}, {"coordinator_only", StoreAccess::kCoordinatorOnly}});
             o.local_staging_dir = local_staging_dir;
             o.deduplicate = deduplicate;
-            if (chunk_layout == "boxes") {
-              o.chunk_layout = ChunkLayout::kBoxes;
-            } else if (chunk_layout == "rows") {
-              o.chunk_layout = ChunkLayout::kRows;
-            } else {
-              throw nb::value_error(("chunk_layout '" + chunk_layout + "' is not one of 'boxes', 'rows'").c_str());
-            }
+            o.chunk_layout = ParseChoice<ChunkLayout>(
+                "chunk_layout", chunk_layout, {{"boxes", ChunkLayout::kBoxes}, {"rows", ChunkLayout::kRows}});
             o.chunk_bytes = chunk_bytes;
             o.compression = ParseCompression(compression);
             o.zstd_level = zstd_level;

@@ -445,48 +445,45 @@ Status VisitChunk(std::string_view value, uint64_t expected_raw, std::string* sc
   Header h;
   Status st = ParseHeader(value, &h);
   if (!st.ok()) return st;
-  if (h.codec == ChunkCodec::kRaw && h.filter == ChunkFilter::kNone && h.raw_len == expected_raw &&
-      value.size() == kChunkHeaderSize + h.raw_len) {
-    // Block by block: each block is checksummed and visited while it is in
-    // the cache, so the bytes are read from memory once.
-    constexpr uint64_t kBlock = 64 << 10;
-    const char* payload = value.data() + kChunkHeaderSize;
+  // Block by block: each block is checksummed and visited while it is in
+  // the cache, so its bytes are read from memory once. block_at(off, len)
+  // gives the raw bytes [off, off + len).
+  constexpr uint64_t kBlock = 64 << 10;  // a multiple of every plane width
+  auto visit_blocks = [&](const std::function<const char*(uint64_t off, uint64_t len)>& block_at) -> Status {
     XXH3_state_t state;
     XXH3_64bits_reset(&state);
     for (uint64_t off = 0; off < h.raw_len; off += kBlock) {
       const uint64_t len = std::min<uint64_t>(kBlock, h.raw_len - off);
-      XXH3_64bits_update(&state, payload + off, len);
-      RETURN_IF_ERROR(visit(off, payload + off, len));
+      const char* data = block_at(off, len);
+      XXH3_64bits_update(&state, data, len);
+      RETURN_IF_ERROR(visit(off, data, len));
     }
     if (XXH3_64bits_digest(&state) != h.checksum) return Status::DataLoss("chunk checksum mismatch");
     return Status::OK();
+  };
+  if (h.codec == ChunkCodec::kRaw && h.filter == ChunkFilter::kNone && h.raw_len == expected_raw &&
+      value.size() == kChunkHeaderSize + h.raw_len) {
+    const char* payload = value.data() + kChunkHeaderSize;
+    return visit_blocks([&](uint64_t off, uint64_t) { return payload + off; });
   }
   if (h.codec == ChunkCodec::kZstd && h.filter == ChunkFilter::kPlanesApart && h.raw_len == expected_raw &&
       h.filter_param > 1 && h.filter_param <= 8 && h.raw_len % h.filter_param == 0) {
     // Byte planes: decoded whole, then joined a block at a time into a
-    // buffer that stays in the cache, checksummed and visited from there
-    // (not joined into a chunk-sized buffer and copied again).
+    // cache-sized buffer (not into a chunk-sized one copied again).
     const size_t w = h.filter_param;
     std::string& planes_scratch = Scratch();
     planes_scratch.resize(h.raw_len);
     const char* planes[8];
     st = DecodePlanesApart(value.substr(kChunkHeaderSize), h.raw_len, w, planes_scratch.data(), planes);
     if (!st.ok()) return st;
-    constexpr uint64_t kBlock = 64 << 10;  // a multiple of every plane width
     std::string& block = PlaneScratch();
     block.resize(kBlock);
-    XXH3_state_t state;
-    XXH3_64bits_reset(&state);
-    for (uint64_t off = 0; off < h.raw_len; off += kBlock) {
-      const uint64_t len = std::min<uint64_t>(kBlock, h.raw_len - off);
+    return visit_blocks([&](uint64_t off, uint64_t len) {
       const char* views[8];
-      for (size_t j = 0; j < w; ++j) views[j] = planes[j] + off / w;
+      for (size_t k = 0; k < w; ++k) views[k] = planes[k] + off / w;
       JoinPlaneViews(views, len / w, w, block.data());
-      XXH3_64bits_update(&state, block.data(), len);
-      RETURN_IF_ERROR(visit(off, block.data(), len));
-    }
-    if (XXH3_64bits_digest(&state) != h.checksum) return Status::DataLoss("chunk checksum mismatch");
-    return Status::OK();
+      return static_cast<const char*>(block.data());
+    });
   }
   std::string_view whole;
   RETURN_IF_ERROR(DecodeChunkView(value, expected_raw, scratch, &whole));

@@ -36,41 +36,10 @@ std::vector<ChunkReference> ReferencesFromProto(
   return out;
 }
 
-void ToProto(const StoredPiece& p, proto::Piece* q) {
-  for (int64_t o : p.offsets) q->add_offsets(o);
-  for (int64_t s : p.sizes) q->add_sizes(s);
-  q->mutable_key()->set_rank(p.key.rank);
-  q->mutable_key()->set_item(p.key.item);
-  q->set_nbytes(p.nbytes);
-  q->set_chunk_bytes(p.chunk_bytes);
-  q->set_num_chunks(p.num_chunks);
-  q->set_stored_bytes(p.stored_bytes);
-  q->set_chunk_hashes(p.chunk_hashes);
-  ReferencesToProto(p.references, q->mutable_references());
-  q->set_encoding(p.encoding);
-  for (int64_t s : p.chunk_shape) q->add_chunk_shape(s);
-}
-
-StoredPiece FromProto(const proto::Piece& q) {
-  StoredPiece p;
-  p.offsets.assign(q.offsets().begin(), q.offsets().end());
-  p.sizes.assign(q.sizes().begin(), q.sizes().end());
-  p.key.rank = q.key().rank();
-  p.key.item = q.key().item();
-  p.nbytes = q.nbytes();
-  p.chunk_bytes = q.chunk_bytes();
-  p.num_chunks = q.num_chunks();
-  p.stored_bytes = q.stored_bytes();
-  p.chunk_hashes = q.chunk_hashes();
-  p.references = ReferencesFromProto(q.references());
-  p.encoding = q.encoding();
-  p.chunk_shape.assign(q.chunk_shape().begin(), q.chunk_shape().end());
-  return p;
-}
-
-void ToProto(const WrittenItem& w, proto::WrittenItem* q) {
-  q->mutable_key()->set_rank(w.key.rank);
-  q->mutable_key()->set_item(w.key.item);
+// What a write records about a piece, the same fields in StoredPiece and
+// WrittenItem (and in proto::Piece and proto::WrittenItem).
+template <typename From, typename To>
+void WrittenFieldsToProto(const From& w, To* q) {
   q->set_chunk_bytes(w.chunk_bytes);
   q->set_num_chunks(w.num_chunks);
   q->set_stored_bytes(w.stored_bytes);
@@ -80,10 +49,47 @@ void ToProto(const WrittenItem& w, proto::WrittenItem* q) {
   for (int64_t s : w.chunk_shape) q->add_chunk_shape(s);
 }
 
+template <typename From, typename To>
+void WrittenFieldsFromProto(const From& q, To* w) {
+  w->chunk_bytes = q.chunk_bytes();
+  w->num_chunks = q.num_chunks();
+  w->stored_bytes = q.stored_bytes();
+  w->chunk_hashes = q.chunk_hashes();
+  w->references = ReferencesFromProto(q.references());
+  w->encoding = q.encoding();
+  w->chunk_shape.assign(q.chunk_shape().begin(), q.chunk_shape().end());
+}
+
+void ToProto(const StoredPiece& p, proto::Piece* q) {
+  for (int64_t o : p.offsets) q->add_offsets(o);
+  for (int64_t s : p.sizes) q->add_sizes(s);
+  q->mutable_key()->set_rank(p.key.rank);
+  q->mutable_key()->set_item(p.key.item);
+  q->set_nbytes(p.nbytes);
+  WrittenFieldsToProto(p, q);
+}
+
+StoredPiece FromProto(const proto::Piece& q) {
+  StoredPiece p;
+  p.offsets.assign(q.offsets().begin(), q.offsets().end());
+  p.sizes.assign(q.sizes().begin(), q.sizes().end());
+  p.key.rank = q.key().rank();
+  p.key.item = q.key().item();
+  p.nbytes = q.nbytes();
+  WrittenFieldsFromProto(q, &p);
+  return p;
+}
+
+void ToProto(const WrittenItem& w, proto::WrittenItem* q) {
+  q->mutable_key()->set_rank(w.key.rank);
+  q->mutable_key()->set_item(w.key.item);
+  WrittenFieldsToProto(w, q);
+}
+
 WrittenItem FromProto(const proto::WrittenItem& q) {
-  WrittenItem w{StorageKey{q.key().rank(), q.key().item()}, q.chunk_bytes(), q.num_chunks(), q.stored_bytes(),
-                q.chunk_hashes(), ReferencesFromProto(q.references()), q.encoding(), {}};
-  w.chunk_shape.assign(q.chunk_shape().begin(), q.chunk_shape().end());
+  WrittenItem w;
+  w.key = StorageKey{q.key().rank(), q.key().item()};
+  WrittenFieldsFromProto(q, &w);
   return w;
 }
 

@@ -159,10 +159,4 @@ void CopyRegionWindow(const Box& src_box, const void* src_data, uint64_t src_bas
   }
 }
 
-void CopyRegion(const Box& src_box, const void* src_data, DType src_dtype, const Box& dst_box, void* dst_data,
-                DType dst_dtype, const Box& region) {
-  const uint64_t len = static_cast<uint64_t>(BoxNumel(src_box)) * DTypeSize(src_dtype);
-  CopyRegionWindow(src_box, src_data, 0, len, src_dtype, dst_box, dst_data, dst_dtype, region);
-}
-
 }  // namespace ckptdb

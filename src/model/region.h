@@ -47,12 +47,6 @@ void ByteSpan(const Box& outer, const Box& inner, size_t elem_size, uint64_t* be
 void CopyRegionWindow(const Box& src_box, const void* src_data, uint64_t src_base, uint64_t src_len, DType src_dtype,
                       const Box& dst_box, void* dst_data, DType dst_dtype, const Box& region);
 
-// CopyRegionWindow with the window all of src: copies `region` from src
-// (row-major over src_box) into dst (row-major over dst_box). Gathers a
-// chunk's box out of a piece on save, and scatters it into a target on load.
-void CopyRegion(const Box& src_box, const void* src_data, DType src_dtype, const Box& dst_box, void* dst_data,
-                DType dst_dtype, const Box& region);
-
 }  // namespace ckptdb
 
 #endif  // CKPTDB_SRC_REGION_H_

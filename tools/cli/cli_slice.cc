@@ -220,10 +220,8 @@ StatusOr<Tensor> ReadSlice(StorageReader& reader, const StepMetadata& md, const 
   std::vector<int64_t> offsets, sizes;
   BoundingBox(ranges, &offsets, &sizes);
   auto box = Tensor::Zeros(e.dtype, sizes);
-  if (!box.ok() || box->numel() == 0) {
-    if (!box.ok()) return box.status();
-    return Tensor::Zeros(e.dtype, SlicedShape(ranges));
-  }
+  if (!box.ok()) return box.status();
+  if (box->numel() == 0) return Tensor::Zeros(e.dtype, SlicedShape(ranges));
   Status st = LoadBox(reader, md, e, offsets, *box);
   if (!st.ok()) return st;
   if (whole_box) return *box;
