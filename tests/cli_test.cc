@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
@@ -896,6 +897,67 @@ TEST_F(CliTest, HelpEverywhere) {
   for (std::string cmd : {"rm", "gc", "tag"}) {
     EXPECT_NE(Ckptdb(cmd + " --help").out.find("while a training job is saving to the store"), std::string::npos)
         << cmd;
+  }
+}
+
+// Runs `ckptdb ARGS...` with stdout to /dev/null; returns its exit code and
+// its peak resident memory in KiB (ru_maxrss of that process alone).
+std::pair<int, long> CkptdbPeakRss(const std::vector<std::string>& args) {
+  std::vector<std::string> argv_s = {CKPTDB_CLI};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(null, 2);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  struct rusage ru {};
+  if (wait4(pid, &status, 0, &ru) != pid) return {-1, 0};
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ru.ru_maxrss};
+}
+
+// cat --raw and export stream any tensor in a bounded buffer, a one-row
+// tensor too, and read chunks without mapping the store's files (every
+// mapped page touched counted in their resident memory: 600 MiB here).
+TEST(CliMemoryTest, CatRawAndExportOfAOneRowTensorStayInBoundedMemory) {
+  testing::TempDir dir;
+  const std::string store = dir.Sub("big.ckptdb");
+  constexpr int64_t kBytes = 512ll << 20;
+  {
+    auto t = Tensor::Zeros(DType::kU8, {1, kBytes});
+    ASSERT_TRUE(t.ok()) << t.status();
+    auto* p = static_cast<uint8_t*>(t->data());
+    for (int64_t i = 0; i < kBytes; ++i) p[i] = static_cast<uint8_t>(i % 251);
+    StateDict sd;
+    ASSERT_OK(sd.Add("t", std::move(t).value()));
+    auto w = OpenStoreWriter(store);
+    ASSERT_TRUE(w.ok()) << w.status();
+    ASSERT_OK(testing::SaveNoDist(sd, **w, 0));
+  }
+  constexpr long kBoundKiB = 320l << 10;
+  auto [cat_code, cat_rss] = CkptdbPeakRss({"cat", store, "0", "t", "--raw"});
+  EXPECT_EQ(cat_code, 0);
+  EXPECT_LT(cat_rss, kBoundKiB) << "cat --raw of a [1, 512 MiB] tensor peaked at " << cat_rss / 1024 << " MiB";
+  const std::string out = dir.Sub("big.safetensors");
+  auto [export_code, export_rss] = CkptdbPeakRss({"export", store, "0", "--format", "safetensors", out});
+  EXPECT_EQ(export_code, 0);
+  EXPECT_LT(export_rss, kBoundKiB) << "export of a [1, 512 MiB] tensor peaked at " << export_rss / 1024 << " MiB";
+  // What export wrote ends with the tensor's bytes, in order.
+  std::ifstream f(out, std::ios::binary | std::ios::ate);
+  ASSERT_TRUE(f.good());
+  const std::streamoff size = f.tellg();
+  ASSERT_GT(size, kBytes);
+  f.seekg(size - 4096);
+  std::string tail(4096, '\0');
+  f.read(tail.data(), 4096);
+  for (int64_t i = 0; i < 4096; ++i) {
+    ASSERT_EQ(static_cast<uint8_t>(tail[i]), static_cast<uint8_t>((kBytes - 4096 + i) % 251)) << i;
   }
 }
 

@@ -29,6 +29,11 @@
 //
 // Thread safety: SaveAsync may be called from one thread at a time; handles
 // may be waited on from any thread.
+//
+// fork(): an AsyncSaver belongs to the process that made it. In a child
+// forked from that process, SaveAsync fails with FailedPrecondition, WaitAll
+// returns at once, the destructor neither waits nor touches the parent's
+// saves, and handles of saves queued before the fork never finish there.
 #ifndef CKPTDB_ASYNC_SAVE_H_
 #define CKPTDB_ASYNC_SAVE_H_
 

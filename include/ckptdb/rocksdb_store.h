@@ -210,6 +210,13 @@ struct SweepStats {
 
 // Thread safety: the methods of one StoreWriter may be called from several
 // threads; commits, deletes, tags and sweeps are serialised internally.
+//
+// fork(): a writer whose database is open belongs to the process that
+// opened it. In a child forked from that process, its calls fail with
+// FailedPrecondition naming both processes, and destroying it leaves the
+// parent's database alone. A child saves through writers it opens itself
+// (its databases get background threads of their own), to a store the
+// parent does not hold open for writing.
 class StoreWriter : public StorageWriter {
  public:
   // Opens the database for writing if it is not yet open (creating the store

@@ -75,6 +75,20 @@ def _handles_for(path: str) -> _Handles:
         return h
 
 
+def _after_fork_in_child() -> None:
+    """A forked child gets fresh locks: one that another thread of the
+    parent held at the fork would stay held here forever. The handles stay:
+    a writer or async saver the parent opened refuses work in the child,
+    naming the parent (one process writes a store at a time); readers read."""
+    global _handles_lock
+    _handles_lock = threading.Lock()
+    for h in _handles.values():
+        h.lock = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def open_store(path: str) -> "Store":
     """A Store for `path` with the default options."""
     return Store(path)

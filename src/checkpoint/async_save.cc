@@ -9,6 +9,8 @@
 #include <mutex>
 #include <thread>
 
+#include <unistd.h>
+
 #include "ckptdb/checkpoint.h"
 #include "device/device_staging.h"
 #include "util/ordered_parallel.h"
@@ -165,6 +167,12 @@ struct AsyncSaver::Impl {
   }
 
   ~Impl() {
+    if (getpid() != created_in) {
+      // A forked child's copy: its worker thread is the parent's and does
+      // not run here; joining it would wait forever.
+      worker.detach();
+      return;
+    }
     {
       std::lock_guard<std::mutex> lock(mu);
       stopping = true;
@@ -207,6 +215,7 @@ struct AsyncSaver::Impl {
   std::vector<Slot> slots;
   std::deque<Job> queue;
   bool stopping = false;
+  const pid_t created_in = getpid();  // the process whose thread `worker` is
   std::thread worker;
 };
 
@@ -219,6 +228,12 @@ StatusOr<std::shared_ptr<SaveHandle>> AsyncSaver::SaveAsync(const StateDict& sta
   const auto t0 = Clock::now();
   RETURN_IF_ERROR(ValidateStep(step));
   const AsyncSaveOptions& o = impl_->options;
+  if (getpid() != impl_->created_in) {
+    return Status::FailedPrecondition("this AsyncSaver was made by process " + std::to_string(impl_->created_in) +
+                                      ", which this process (" + std::to_string(getpid()) +
+                                      ") was forked from: its background thread does not run here; make an "
+                                      "AsyncSaver in this process");
+  }
   if (o.max_in_flight < 1) return Status::InvalidArgument("AsyncSaveOptions.max_in_flight must be at least 1");
   if (!o.no_dist && o.communicator == nullptr) {
     return Status::InvalidArgument("AsyncSaveOptions: no communicator for the background saves; pass one, or set no_dist");
@@ -288,6 +303,7 @@ StatusOr<std::shared_ptr<SaveHandle>> AsyncSaver::SaveAsync(const StateDict& sta
 }
 
 void AsyncSaver::WaitAll() {
+  if (getpid() != impl_->created_in) return;  // nothing of this process's is queued (SaveAsync refuses)
   std::unique_lock<std::mutex> lock(impl_->mu);
   impl_->cv.wait(lock, [&] {
     if (!impl_->queue.empty()) return false;

@@ -5,6 +5,7 @@
 #include <rocksdb/sst_file_writer.h>
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -32,6 +33,7 @@
 #include "store/sst_chunk_writer.h"
 #include "store/store_dir.h"
 #include "store/unsynced_env.h"
+#include "store/fork_safe_env.h"
 
 namespace fs = std::filesystem;
 
@@ -141,10 +143,19 @@ class RocksDBStoreWriter final : public StoreWriter {
         split_elements_(seams.split_elements),
         seam_chunk_bytes_(seams.chunk_bytes),
         flush_after_writes_(seams.flush_after_writes),
-        unsynced_env_(options.access == StoreAccess::kCoordinatorOnly ? NewUnsyncedEnv(env_) : nullptr) {}
+        unsynced_env_(options.access == StoreAccess::kCoordinatorOnly ? NewUnsyncedEnv(env_) : nullptr),
+        db_env_(NewForkSafeEnv(env_)) {}
 
   ~RocksDBStoreWriter() override {
-    if (db_) db_->Close().PermitUncheckedError();
+    if (!db_) return;
+    // A forked child's copy of its parent's database is the parent's: never
+    // closed here (closing waits on the parent's background jobs, and
+    // would delete files the parent may still use).
+    if (db_opened_in_ != getpid()) {
+      (void)db_.release();
+      return;
+    }
+    db_->Close().PermitUncheckedError();
   }
 
   const std::string& path() const override { return path_; }
@@ -379,7 +390,7 @@ class RocksDBStoreWriter final : public StoreWriter {
     std::lock_guard<std::mutex> lock(mu_);
     in_flight_.erase(ctx.save_id);
     reuse_base_.erase(ctx.save_id);
-    if (db_) {
+    if (db_ && db_opened_in_ == getpid()) {
       (void)DropSaveData(ctx.step, ctx.save_id);
       // Out of the WAL, as commits are: a store whose WAL is empty can still
       // be opened when one of its SST files is damaged.
@@ -632,11 +643,20 @@ class RocksDBStoreWriter final : public StoreWriter {
   rocksdb::Options Options() const {
     rocksdb::Options o = DatabaseOptions();
     o.max_open_files = options_.max_open_files;
-    if (env_ != nullptr) o.env = env_;
+    o.env = db_env_.get();
     return o;
   }
 
   Status OpenLocked() {
+    if (db_ && db_opened_in_ != getpid()) {
+      // This process was forked from the one that opened the database: the
+      // database, its lock and its background threads are that process's.
+      return Status::FailedPrecondition(
+          "store '" + path_ + "' was opened for writing by process " + std::to_string(db_opened_in_) +
+          ", which this process (" + std::to_string(getpid()) +
+          ") was forked from: a writer is not usable across fork(); open a writer in this process (the parent "
+          "must close its own first: one process writes a store at a time)");
+    }
     if (db_) return Status::OK();
     RETURN_IF_ERROR(ValidateOptions(options_));
     ASSIGN_OR_RETURN(StorePathState state, InspectStorePath(path_));
@@ -655,6 +675,7 @@ class RocksDBStoreWriter final : public StoreWriter {
     }
     RETURN_IF_ERROR(FromRocks(s, "opening store '" + path_ + "'"));
     db_.reset(db);
+    db_opened_in_ = getpid();
     // The lock is ours: no older writer is writing format 1 beside us.
     if (Status up = UpgradeStoreFormat(path_); !up.ok()) {
       db_.reset();
@@ -897,8 +918,12 @@ class RocksDBStoreWriter final : public StoreWriter {
   const bool flush_after_writes_;
   // With kCoordinatorOnly: the Env of a rank's files before they are sent.
   const std::unique_ptr<rocksdb::Env> unsynced_env_;
+  // The database's Env: env_'s files, background threads of this process
+  // (fork_safe_env.h).
+  const std::unique_ptr<rocksdb::Env> db_env_;
   mutable std::mutex mu_;  // guards db_, the step check + commit, deletes and tags
   std::unique_ptr<rocksdb::DB> db_;
+  pid_t db_opened_in_ = 0;  // the process that opened db_
   std::vector<int64_t> pruned_by_last_commit_;
   std::set<uint64_t> in_flight_;  // save ids prepared here and not yet finished or aborted
   // Save id -> the step FindReusable offered chunks of, and the saves its
