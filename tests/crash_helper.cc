@@ -6,6 +6,10 @@
 // ckptdb_crash_helper --dedup STORE N: runs DedupScenario (deduplicated
 // saves, a delete, a commit with retention, a prune and a sweep) and crashes
 // at its N-th file write (exit 42); exits 0 when the scenario ends first.
+//
+// ckptdb_crash_helper --keep-best STORE N: saves steps 0..5 with metric
+// "loss" (kKeepBestLoss) under keep-best 2 (min), each commit pruning in its
+// own batch, and crashes at its N-th file write likewise.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -47,8 +51,33 @@ int RunDedupScenario(const char* store, int64_t crash_at) {
   return 0;
 }
 
+int RunKeepBestScenario(const char* store, int64_t crash_at) {
+  auto fs = std::make_shared<FaultInjectionFS>();
+  auto env = FaultInjectionFS::MakeEnv(fs);
+  fs->writes_before_crash = crash_at;
+  StoreOptions o;
+  o.chunk_bytes = 4096;
+  o.retention.keep_best = 2;
+  o.retention.best_metric = "loss";
+  auto w = OpenStoreWriterWithEnv(store, o, env.get());
+  Status st = w.status();
+  for (int64_t step = 0; st.ok() && step < 6; ++step) {
+    SaveOptions so;
+    so.step = step;
+    so.no_dist = true;
+    so.metrics = {{"loss", kKeepBestLoss[step]}};
+    st = Save(DedupScenarioStep(step), **w, so);
+  }
+  if (!st.ok()) {
+    std::fprintf(stderr, "keep-best scenario failed: %s\n", st.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc == 4 && std::string(argv[1]) == "--dedup") return RunDedupScenario(argv[2], std::atoll(argv[3]));
+  if (argc == 4 && std::string(argv[1]) == "--keep-best") return RunKeepBestScenario(argv[2], std::atoll(argv[3]));
   if (argc != 3) {
     std::fprintf(stderr, "usage: ckptdb_crash_helper STORE STEP\n");
     return 2;

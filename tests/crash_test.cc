@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 
 #include <cstdlib>
+#include <algorithm>
 #include <filesystem>
 
 #include "ckptdb/ckptdb.h"
@@ -87,6 +88,52 @@ TEST(Crash, FailedMetadataCommitIsRolledBack) {
   EXPECT_NE(st.ToString().find("Failed to finish checkpoint"), std::string::npos) << st;
   EXPECT_NE(st.ToString().find("injected WAL append failure"), std::string::npos) << st;
   EXPECT_EQ(faulty.aborts, 1);
+}
+
+// A crash at any file write of commits that prune by keep-best: the steps
+// left are exactly those before or after one commit, never another set, and
+// each loads bit for bit with its metric.
+TEST(Crash, KeepBestCommitsLeaveTheSetBeforeOrAfter) {
+  int crashes = 0;
+  for (int64_t n = 0;; ++n) {
+    ASSERT_LT(n, 2000) << "the scenario never finished";
+    TempDir dir;
+    const std::string store = dir.Sub("store");
+    testing::CommandResult run = testing::RunCommand(std::string(CKPTDB_CRASH_HELPER) + " --keep-best " + store +
+                                                     " " + std::to_string(n) + " 2>&1");
+    SCOPED_TRACE("crash at write " + std::to_string(n));
+    std::vector<int64_t> listed;
+    if (std::filesystem::exists(store + "/db/CURRENT")) {
+      // The next writer recovers the store as a user's would.
+      auto w = OpenStoreWriter(store);
+      ASSERT_TRUE(w.ok()) << w.status();
+      ASSERT_OK((*w)->OpenDatabase());
+      w->reset();
+      auto r = OpenStoreReader(store);
+      ASSERT_TRUE(r.ok()) << r.status();
+      auto steps = (*r)->ListSteps();
+      ASSERT_TRUE(steps.ok()) << steps.status();
+      for (const StepInfo& s : *steps) {
+        listed.push_back(s.step);
+        EXPECT_EQ(s.metrics.at("loss"), testing::kKeepBestLoss[s.step]);
+        auto whole = LoadWhole(**r, s.step);
+        ASSERT_TRUE(whole.ok()) << "step " << s.step << ": " << whole.status();
+        EXPECT_TRUE(std::get<Tensor>(*whole->Find("adapter"))
+                        .BitwiseEquals(std::get<Tensor>(*testing::DedupScenarioStep(s.step).Find("adapter"))));
+      }
+    }
+    EXPECT_NE(std::find(testing::kKeepBestHistory.begin(), testing::kKeepBestHistory.end(), listed),
+              testing::kKeepBestHistory.end())
+        << "steps left: " << ::testing::PrintToString(listed);
+    if (run.code == 0) {
+      EXPECT_EQ(listed, testing::kKeepBestHistory.back());
+      break;
+    }
+    ASSERT_EQ(run.code, testing::FaultInjectionFS::kCrashExitCode) << run.out;
+    ++crashes;
+  }
+  EXPECT_GT(crashes, 20) << "too few crash points for the scenario";
+  std::printf("keep-best crash test: %d crash points checked\n", crashes);
 }
 
 }  // namespace

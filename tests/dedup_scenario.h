@@ -21,6 +21,13 @@ StateDict DedupScenarioStep(int64_t step);
 // prunes to the newest step and sweeps; every file write through `env`.
 Status DedupScenario(const std::string& store, rocksdb::Env* env);
 
+// The keep-best crash scenario (ckptdb_crash_helper --keep-best): the metric
+// "loss" of steps 0..5, saved in turn under keep-best 2 (min), and the
+// committed steps after each of those commits (the newest always kept).
+inline constexpr double kKeepBestLoss[6] = {5, 3, 4, 1, 2, 6};
+inline const std::vector<std::vector<int64_t>> kKeepBestHistory = {
+    {}, {0}, {0, 1}, {1, 2}, {1, 3}, {3, 4}, {3, 4, 5}};
+
 }  // namespace ckptdb::testing
 
 #endif  // CKPTDB_TESTS_DEDUP_SCENARIO_H_

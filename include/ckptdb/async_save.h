@@ -39,6 +39,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
+#include <string>
 #include <memory>
 
 #include "ckptdb/communicator.h"
@@ -90,6 +92,12 @@ class AsyncSaver {
   // queued. REQUIRES: every rank calls SaveAsync with the same steps in the
   // same order.
   StatusOr<std::shared_ptr<SaveHandle>> SaveAsync(const StateDict& state_dict, int64_t step);
+  // The same, committing `metrics` and `note` with the step
+  // (SaveOptions::metrics and note; invalid ones fail the save, on every
+  // rank, through its handle).
+  StatusOr<std::shared_ptr<SaveHandle>> SaveAsync(const StateDict& state_dict, int64_t step,
+                                                  const std::map<std::string, double>& metrics,
+                                                  const std::string& note = {});
 
   // Waits for every save in flight.
   void WaitAll();

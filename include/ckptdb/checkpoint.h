@@ -44,6 +44,7 @@
 #define CKPTDB_CHECKPOINT_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,16 @@ struct SaveOptions {
   bool no_dist = false;
   // The ranks' collectives; required unless no_dist. Not owned.
   Communicator* communicator = nullptr;
+  // What the step records about itself, committed in the same batch as the
+  // step: metrics (name -> value, e.g. {"val_loss", 2.31}), which retention
+  // can keep the best steps by (RetentionPolicy::keep_best) and StepInfo,
+  // `ckptdb ls --sort` and StoreReader::BestStep read; and a free-form note
+  // (the run's config as JSON, a commit id). Only the coordinator's are
+  // stored. Metric names: ValidateMetricName; values finite; the note at
+  // most kMaxNoteBytes (InvalidArgument on every rank otherwise, before
+  // anything is written).
+  std::map<std::string, double> metrics;
+  std::string note;
 };
 
 // REQUIRES: every rank of the communicator calls Save with the same options

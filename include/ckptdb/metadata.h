@@ -11,6 +11,7 @@
 #define CKPTDB_METADATA_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -123,6 +124,16 @@ struct EntryMetadata {
   uint64_t stored_bytes() const;
 };
 
+// A metric's name (SaveOptions::metrics): 1 to 128 characters, none of them
+// whitespace or a control character ("val_loss", "eval/accuracy"), so that
+// it is one word on a command line. InvalidArgument naming it otherwise.
+Status ValidateMetricName(const std::string& name);
+// A step's metrics and note as SaveOptions takes them: valid names, finite
+// values (InvalidArgument naming the metric for NaN or an infinity), a note
+// of at most kMaxNoteBytes.
+inline constexpr size_t kMaxNoteBytes = 64u << 10;
+Status ValidateMetricsAndNote(const std::map<std::string, double>& metrics, const std::string& note);
+
 struct StepMetadata {
   uint32_t format_version = 1;
   int64_t step = 0;
@@ -131,6 +142,10 @@ struct StepMetadata {
   int32_t coordinator_rank = 0;
   uint64_t save_id = 0;  // random per save attempt; tells committed data from leftovers
   std::vector<EntryMetadata> entries;  // in the saved state dict's order
+  // What the step recorded about itself (SaveOptions::metrics and note);
+  // empty in steps saved without them.
+  std::map<std::string, double> metrics;
+  std::string note;
 
   const EntryMetadata* Find(const std::string& fqn) const;
   uint64_t logical_bytes() const;

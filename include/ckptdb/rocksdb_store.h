@@ -63,10 +63,17 @@ enum class StoreAccess : int {
   kCoordinatorOnly = 1,
 };
 
+// Whether a smaller or a larger value of a metric is better.
+enum class MetricMode : int {
+  kMin = 0,  // smaller is better (a loss)
+  kMax = 1,  // larger is better (an accuracy)
+};
+
 // Which committed steps to keep when history is pruned (StoreOptions.retention
 // on every commit, or StoreWriter::Prune). A step is kept when any rule keeps
-// it; the newest step is always kept. With keep_last and keep_every both 0 the
-// policy keeps everything (it is disabled). Negative values are invalid
+// it; the newest step is always kept. With keep_last, keep_every and
+// keep_best all 0 the policy keeps everything (it is disabled). Negative
+// values are invalid, and so is keep_best without a valid best_metric
 // (InvalidArgument from OpenStoreWriter and Prune).
 struct RetentionPolicy {
   // Keep the newest keep_last steps. 0: this rule keeps none.
@@ -76,8 +83,18 @@ struct RetentionPolicy {
   // Keep every step that has a tag. When false, a pruned step's tags are
   // deleted with it.
   bool keep_tagged = true;
+  // Keep the keep_best steps with the best value of metric best_metric
+  // (SaveOptions::metrics), smallest first with kMin, largest with kMax. 0:
+  // this rule keeps none. Steps without that metric are never among the
+  // best (another rule may keep them). Ties: of steps with equal values the
+  // newer ranks first. Applied in the commit like the other rules: the step
+  // being committed counts with its own metrics, and the set of steps left
+  // is the one before the commit or the one after, never another.
+  int64_t keep_best = 0;
+  std::string best_metric;
+  MetricMode best_mode = MetricMode::kMin;
 
-  bool enabled() const { return keep_last > 0 || keep_every > 0; }
+  bool enabled() const { return keep_last > 0 || keep_every > 0 || keep_best > 0; }
 };
 
 struct StoreOptions {
@@ -160,6 +177,9 @@ struct StepInfo {
   // the chunks it shares with earlier steps.
   uint64_t stored_bytes = 0;
   std::vector<std::string> tags;  // names of the tags on this step, sorted
+  // What the step recorded about itself (SaveOptions::metrics and note).
+  std::map<std::string, double> metrics;
+  std::string note;
   // Both the step's summary record and its metadata are unreadable: only
   // `step` is known (StoreReader::FindDamagedRecords says why).
   bool damaged = false;
@@ -285,6 +305,11 @@ class StoreReader : public StorageReader {
   // The step a tag names. NotFound when there is no such tag, or when its
   // step is no longer committed.
   virtual StatusOr<int64_t> ResolveTag(const std::string& name) = 0;
+  // The committed step with the best value of metric `name` (smallest with
+  // kMin, largest with kMax; of equal values the newest step), as
+  // RetentionPolicy::keep_best ranks them. NotFound naming the metric when
+  // no step has it; InvalidArgument for an invalid name.
+  virtual StatusOr<int64_t> BestStep(const std::string& name, MetricMode mode = MetricMode::kMin) = 0;
   // Every step metadata, summary and tag record whose value is unreadable,
   // in key order (each value is decoded and its checksum checked). Damage of
   // one record never stops the listing calls for the others.

@@ -159,6 +159,8 @@ struct AsyncSaver::Impl {
     StateDict copy;
     size_t slot;
     std::shared_ptr<Handle> handle;
+    std::map<std::string, double> metrics;
+    std::string note;
   };
 
   Impl(StorageWriter& w, const AsyncSaveOptions& o) : writer(w), options(o) {
@@ -196,6 +198,8 @@ struct AsyncSaver::Impl {
       so.coordinator_rank = options.coordinator_rank;
       so.no_dist = options.no_dist;
       so.communicator = options.communicator;
+      so.metrics = std::move(job.metrics);
+      so.note = std::move(job.note);
       Status st = Save(job.copy, writer, so);
       job.copy = StateDict();
       // The handle first: once WaitAll returns, every handle is Done.
@@ -225,6 +229,12 @@ AsyncSaver::AsyncSaver(StorageWriter& writer, const AsyncSaveOptions& options)
 AsyncSaver::~AsyncSaver() = default;
 
 StatusOr<std::shared_ptr<SaveHandle>> AsyncSaver::SaveAsync(const StateDict& state_dict, int64_t step) {
+  return SaveAsync(state_dict, step, {}, {});
+}
+
+StatusOr<std::shared_ptr<SaveHandle>> AsyncSaver::SaveAsync(const StateDict& state_dict, int64_t step,
+                                                            const std::map<std::string, double>& metrics,
+                                                            const std::string& note) {
   const auto t0 = Clock::now();
   RETURN_IF_ERROR(ValidateStep(step));
   const AsyncSaveOptions& o = impl_->options;
@@ -296,7 +306,7 @@ StatusOr<std::shared_ptr<SaveHandle>> AsyncSaver::SaveAsync(const StateDict& sta
   handle->set_blocked_seconds(std::chrono::duration<double>(Clock::now() - t0).count());
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
-    impl_->queue.push_back(Impl::Job{step, std::move(copy).value(), slot, handle});
+    impl_->queue.push_back(Impl::Job{step, std::move(copy).value(), slot, handle, metrics, note});
   }
   impl_->cv.notify_all();
   return std::shared_ptr<SaveHandle>(handle);

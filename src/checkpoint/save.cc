@@ -123,6 +123,11 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
       if (merged.ok()) {
         metadata = std::move(merged).value();
         metadata.step = options.step;
+        metadata.metrics = options.metrics;
+        metadata.note = options.note;
+        // (Checked here, so that every rank fails alike before storage is
+        // touched.)
+        planned = ValidateMetricsAndNote(options.metrics, options.note).WithContext("SaveOptions");
       } else {
         planned = merged.status();
       }

@@ -121,6 +121,8 @@ void ToProto(const StepMetadata& m, proto::Metadata* out) {
   out->set_save_id(m.save_id);
   out->set_coordinator_rank(m.coordinator_rank);
   for (const EntryMetadata& e : m.entries) ToProto(e, out->add_entries());
+  for (const auto& [name, value] : m.metrics) (*out->mutable_metrics())[name] = value;
+  out->set_note(m.note);
 }
 
 StatusOr<EntryMetadata> FromProto(const proto::Entry& e) {
@@ -152,6 +154,8 @@ StatusOr<StepMetadata> FromProto(const proto::Metadata& m) {
     if (!em.ok()) return em.status();
     out.entries.push_back(std::move(em).value());
   }
+  out.metrics.insert(m.metrics().begin(), m.metrics().end());
+  out.note = m.note();
   return out;
 }
 
@@ -224,6 +228,7 @@ Status ValidateStepMetadata(const StepMetadata& m, bool check_storage) {
     return Status::InvalidArgument("invalid world size " + std::to_string(m.world_size) + " or coordinator rank " +
                                    std::to_string(m.coordinator_rank));
   }
+  if (Status st = ValidateMetricsAndNote(m.metrics, m.note); !st.ok()) return st;
   std::unordered_set<std::string> seen;
   for (const EntryMetadata& e : m.entries) {
     if (e.fqn.empty()) return Status::InvalidArgument("entry with an empty FQN");

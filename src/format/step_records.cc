@@ -51,18 +51,33 @@ StepSummary SummarizeStep(const StepMetadata& m) {
   s.logical_bytes = m.logical_bytes();
   s.stored_bytes = m.stored_bytes();
   s.save_id = m.save_id;
+  s.metrics = m.metrics;
+  s.note = m.note;
   return s;
 }
 
 std::string EncodeSummaryValue(const StepSummary& s) {
   std::string raw;
-  raw.push_back(static_cast<char>(kSummaryVersion));
+  const bool labelled = !s.metrics.empty() || !s.note.empty();
+  raw.push_back(static_cast<char>(labelled ? kSummaryVersionWithMetrics : kSummaryVersion));
   PutLE(&raw, static_cast<uint64_t>(s.created_unix_ms), 8);
   PutLE(&raw, static_cast<uint32_t>(s.world_size), 4);
   PutLE(&raw, s.entries, 8);
   PutLE(&raw, s.logical_bytes, 8);
   PutLE(&raw, s.stored_bytes, 8);
   PutLE(&raw, s.save_id, 8);
+  if (labelled) {
+    PutLE(&raw, s.metrics.size(), 4);
+    for (const auto& [name, value] : s.metrics) {
+      PutLE(&raw, name.size(), 2);
+      raw += name;
+      uint64_t bits;
+      std::memcpy(&bits, &value, 8);
+      PutLE(&raw, bits, 8);
+    }
+    PutLE(&raw, s.note.size(), 4);
+    raw += s.note;
+  }
   std::string out;
   EncodeChunk(raw.data(), raw.size(), Compression::kNone, 1, &out);
   return out;
@@ -75,12 +90,14 @@ StatusOr<StepSummary> DecodeSummaryValue(std::string_view value) {
     if (!decoded.ok()) return Status::DataLoss("summary record: " + decoded.status().message());
     raw = std::move(decoded).value();
   }
-  if (raw.size() != kSummaryRawSize) {
-    return Status::DataLoss("summary record has " + std::to_string(raw.size()) + " bytes, expected " +
-                            std::to_string(kSummaryRawSize));
+  const uint8_t version = raw.empty() ? 0 : static_cast<uint8_t>(raw[0]);
+  if (version != kSummaryVersion && version != kSummaryVersionWithMetrics) {
+    return Status::DataLoss("summary record has unknown version " + std::to_string(version));
   }
-  if (static_cast<uint8_t>(raw[0]) != kSummaryVersion) {
-    return Status::DataLoss("summary record has unknown version " + std::to_string(static_cast<uint8_t>(raw[0])));
+  if (version == kSummaryVersion ? raw.size() != kSummaryRawSize : raw.size() < kSummaryRawSize + 8) {
+    return Status::DataLoss("summary record has " + std::to_string(raw.size()) + " bytes, expected " +
+                            std::string(version == kSummaryVersion ? "" : "at least ") +
+                            std::to_string(kSummaryRawSize + (version == kSummaryVersion ? 0 : 8)));
   }
   const char* p = raw.data() + 1;
   StepSummary s;
@@ -91,6 +108,35 @@ StatusOr<StepSummary> DecodeSummaryValue(std::string_view value) {
   s.stored_bytes = GetLE(p + 28, 8);
   s.save_id = GetLE(p + 36, 8);
   if (s.world_size < 1) return Status::DataLoss("summary record has world size " + std::to_string(s.world_size));
+  if (version == kSummaryVersionWithMetrics) {
+    // The metrics and the note; every length is checked against what is left.
+    std::string_view rest(raw.data() + kSummaryRawSize, raw.size() - kSummaryRawSize);
+    auto take = [&rest](size_t n, std::string_view* out) {
+      if (rest.size() < n) return false;
+      *out = rest.substr(0, n);
+      rest.remove_prefix(n);
+      return true;
+    };
+    const Status truncated = Status::DataLoss("summary record's metrics are truncated");
+    std::string_view f;
+    if (!take(4, &f)) return truncated;
+    const uint64_t count = GetLE(f.data(), 4);
+    for (uint64_t i = 0; i < count; ++i) {
+      std::string_view name, bits_le;
+      if (!take(2, &f) || !take(GetLE(f.data(), 2), &name) || !take(8, &bits_le)) return truncated;
+      uint64_t bits = GetLE(bits_le.data(), 8);
+      double v;
+      std::memcpy(&v, &bits, 8);
+      s.metrics[std::string(name)] = v;
+    }
+    std::string_view note;
+    if (!take(4, &f) || !take(GetLE(f.data(), 4), &note)) return truncated;
+    s.note = std::string(note);
+    if (!rest.empty()) return Status::DataLoss("summary record has " + std::to_string(rest.size()) + " bytes too many");
+    if (Status st = ValidateMetricsAndNote(s.metrics, s.note); !st.ok()) {
+      return Status::DataLoss("summary record: " + st.message());
+    }
+  }
   return s;
 }
 

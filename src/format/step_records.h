@@ -7,6 +7,7 @@
 #define CKPTDB_SRC_STEP_RECORDS_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,7 +18,11 @@
 
 namespace ckptdb {
 
+// Version 1: the fixed fields (kSummaryRawSize bytes). Version 2 (written
+// only for steps with metrics or a note): the same, then the metrics and
+// the note.
 inline constexpr uint8_t kSummaryVersion = 1;
+inline constexpr uint8_t kSummaryVersionWithMetrics = 2;
 inline constexpr size_t kSummaryRawSize = 45;
 
 // The summary record of a step: what `ListSteps` reports, plus the save id
@@ -29,6 +34,8 @@ struct StepSummary {
   uint64_t logical_bytes = 0;
   uint64_t stored_bytes = 0;
   uint64_t save_id = 0;
+  std::map<std::string, double> metrics;
+  std::string note;
 };
 
 StepSummary SummarizeStep(const StepMetadata& m);

@@ -1,10 +1,37 @@
 #include "ckptdb/metadata.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "model/chunk_grid.h"
 
 namespace ckptdb {
+
+Status ValidateMetricName(const std::string& name) {
+  if (name.empty() || name.size() > 128) {
+    return Status::InvalidArgument("metric name '" + name + "' must be 1 to 128 characters");
+  }
+  for (unsigned char c : name) {
+    if (c <= ' ' || c == 0x7f) {
+      return Status::InvalidArgument("metric name '" + name + "' holds whitespace or a control character");
+    }
+  }
+  return Status::OK();
+}
+
+Status ValidateMetricsAndNote(const std::map<std::string, double>& metrics, const std::string& note) {
+  for (const auto& [name, value] : metrics) {
+    if (Status st = ValidateMetricName(name); !st.ok()) return st;
+    if (!std::isfinite(value)) {
+      return Status::InvalidArgument("metric '" + name + "' is " + std::to_string(value) + "; it must be finite");
+    }
+  }
+  if (note.size() > kMaxNoteBytes) {
+    return Status::InvalidArgument("the step's note is " + std::to_string(note.size()) + " bytes; at most " +
+                                   std::to_string(kMaxNoteBytes) + " are stored");
+  }
+  return Status::OK();
+}
 
 ChunkLocation StoredPiece::LocateChunk(int64_t step, uint64_t save_id, uint32_t c) const {
   // The last reference starting at or before c, if it covers c.

@@ -4,6 +4,7 @@
 #define CKPTDB_SRC_RETENTION_H_
 
 #include <cstdint>
+#include <map>
 #include <set>
 #include <vector>
 
@@ -13,9 +14,14 @@ namespace ckptdb {
 
 // The steps of `steps` (increasing, distinct) that `policy` drops, in
 // increasing order. The newest step is never dropped; a disabled policy drops
-// nothing.
+// nothing. `best_values`: the value of policy.best_metric of each step that
+// has it (steps missing from it are never among the best).
 std::vector<int64_t> StepsToPrune(const std::vector<int64_t>& steps, const std::set<int64_t>& tagged,
-                                  const RetentionPolicy& policy);
+                                  const RetentionPolicy& policy, const std::map<int64_t, double>& best_values = {});
+
+// The steps of `values` (step -> value of one metric) ranked best first:
+// by value (ascending with kMin, descending with kMax), ties newest first.
+std::vector<int64_t> RankByMetric(const std::map<int64_t, double>& values, MetricMode mode);
 
 // InvalidArgument when a field is negative, naming it as `name`.field
 // ("StoreOptions.retention.keep_last is -1; it must be >= 0").

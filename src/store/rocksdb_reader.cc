@@ -15,6 +15,7 @@
 #include "format/keys.h"
 #include "format/metadata_codec.h"
 #include "store/rocksdb_options.h"
+#include "store/retention.h"
 #include "store/rocksdb_status.h"
 #include "util/status_macros.h"
 #include "format/step_records.h"
@@ -112,6 +113,18 @@ class RocksDBStoreReader final : public StoreReader, public ChunkValueSource {
   StatusOr<int64_t> ResolveTag(const std::string& name) override {
     return Retrying([&] { return ResolveTagOnce(name); });
   }
+  StatusOr<int64_t> BestStep(const std::string& name, MetricMode mode) override {
+    RETURN_IF_ERROR(ValidateMetricName(name));
+    ASSIGN_OR_RETURN(std::vector<StepInfo> steps, ListSteps());
+    std::map<int64_t, double> values;
+    for (const StepInfo& s : steps) {
+      auto it = s.metrics.find(name);
+      if (it != s.metrics.end()) values[s.step] = it->second;
+    }
+    const std::vector<int64_t> ranked = RankByMetric(values, mode);
+    if (ranked.empty()) return Status::NotFound("no step of store '" + path_ + "' has metric '" + name + "'");
+    return ranked.front();
+  }
 
  private:
   // With files opened lazily, the writer may have deleted (compacted or
@@ -191,6 +204,8 @@ class RocksDBStoreReader final : public StoreReader, public ChunkValueSource {
         info.entries = sum.entries;
         info.logical_bytes = sum.logical_bytes;
         info.stored_bytes = sum.stored_bytes;
+        info.metrics = std::move(sum.metrics);
+        info.note = std::move(sum.note);
       } else if (auto md = DecodeMetadataValue(mit->value().ToStringView()); md.ok()) {
         // No summary (a store written before summaries existed), or a
         // damaged one.
@@ -199,6 +214,8 @@ class RocksDBStoreReader final : public StoreReader, public ChunkValueSource {
         info.entries = md->entries.size();
         info.logical_bytes = md->logical_bytes();
         info.stored_bytes = md->stored_bytes();
+        info.metrics = md->metrics;
+        info.note = md->note;
       } else {
         info.damaged = true;
       }

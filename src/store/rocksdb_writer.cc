@@ -330,7 +330,13 @@ class RocksDBStoreWriter final : public StoreWriter {
     if (options_.retention.enabled()) {
       ASSIGN_OR_RETURN(History h, ReadHistory());
       h.steps.insert(std::upper_bound(h.steps.begin(), h.steps.end(), ctx.step), ctx.step);
-      pruned = StepsToPrune(h.steps, h.TaggedSteps(), options_.retention);
+      std::map<int64_t, double> best_values;
+      if (options_.retention.keep_best > 0) {
+        ASSIGN_OR_RETURN(best_values, MetricOfSteps(h.steps, options_.retention.best_metric));
+        auto own = metadata.metrics.find(options_.retention.best_metric);
+        if (own != metadata.metrics.end()) best_values[ctx.step] = own->second;
+      }
+      pruned = StepsToPrune(h.steps, h.TaggedSteps(), options_.retention, best_values);
       // A save never commits a step only to delete it (a step numbered below
       // the ones kept, saved late): what the caller just saved stays.
       pruned.erase(std::remove(pruned.begin(), pruned.end(), ctx.step), pruned.end());
@@ -443,7 +449,11 @@ class RocksDBStoreWriter final : public StoreWriter {
     std::lock_guard<std::mutex> lock(mu_);
     RETURN_IF_ERROR(OpenLocked());
     ASSIGN_OR_RETURN(History h, ReadHistory());
-    std::vector<int64_t> drop = StepsToPrune(h.steps, h.TaggedSteps(), policy);
+    std::map<int64_t, double> best_values;
+    if (policy.keep_best > 0) {
+      ASSIGN_OR_RETURN(best_values, MetricOfSteps(h.steps, policy.best_metric));
+    }
+    std::vector<int64_t> drop = StepsToPrune(h.steps, h.TaggedSteps(), policy, best_values);
     if (!dry_run && !drop.empty()) RETURN_IF_ERROR(DeleteStepsLocked(drop, h));
     return drop;
   }
@@ -507,6 +517,34 @@ class RocksDBStoreWriter final : public StoreWriter {
       return out;
     }
   };
+
+  // The value of metric `name` of each of `steps` that has it, from its
+  // summary record, or from its metadata when the summary is missing or
+  // unreadable. A step whose records are both unreadable has no value (it
+  // is never among the best; `ckptdb verify` names the damage).
+  StatusOr<std::map<int64_t, double>> MetricOfSteps(const std::vector<int64_t>& steps, const std::string& name) {
+    std::map<int64_t, double> out;
+    for (int64_t step : steps) {
+      std::string v;
+      std::map<std::string, double> metrics;
+      rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), SummaryKey(step), &v);
+      StatusOr<StepSummary> sum = s.ok() ? DecodeSummaryValue(v) : StatusOr<StepSummary>(Status::NotFound(""));
+      if (!s.ok() && !s.IsNotFound()) RETURN_IF_ERROR(FromRocks(s, "reading the summary of step " + std::to_string(step)));
+      if (sum.ok()) {
+        metrics = std::move(sum->metrics);
+      } else {
+        s = db_->Get(rocksdb::ReadOptions(), MetadataKey(step), &v);
+        if (s.IsNotFound()) continue;  // not committed (the step being committed: the caller adds it)
+        RETURN_IF_ERROR(FromRocks(s, "reading the metadata of step " + std::to_string(step)));
+        auto md = DecodeMetadataValue(v);
+        if (!md.ok()) continue;
+        metrics = std::move(md->metrics);
+      }
+      auto it = metrics.find(name);
+      if (it != metrics.end()) out[step] = it->second;
+    }
+    return out;
+  }
 
   StatusOr<History> ReadHistory() {
     History h;
