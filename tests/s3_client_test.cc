@@ -9,61 +9,20 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
-#include <fstream>
-#include <map>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "s3_test_server.h"
+
 namespace ckptdb {
 namespace s3 {
 namespace {
 
-struct TestServer {
-  S3Settings settings;
-  std::string bucket;
-  std::string skip_reason;  // non-empty: no server
-};
+using ::ckptdb::testing::RandomBytes;
 
-const TestServer& Server() {
-  static const TestServer server = [] {
-    TestServer s;
-    const char* path = std::getenv("CKPTDB_S3_TEST_SERVER");
-    if (path == nullptr) {
-      s.skip_reason =
-          "no S3 test server: run through ctest (fixture S3Server) or set CKPTDB_S3_TEST_SERVER to the "
-          "server.env of tests/s3_server_fixture.sh start";
-      return s;
-    }
-    std::map<std::string, std::string> env;
-    std::ifstream in(path);
-    std::string line;
-    while (std::getline(in, line)) {
-      const size_t eq = line.find('=');
-      if (eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
-    }
-    if (!env["CKPTDB_S3_UNAVAILABLE"].empty()) {
-      s.skip_reason = env["CKPTDB_S3_UNAVAILABLE"];
-      return s;
-    }
-    s.settings.endpoint = env["CKPTDB_S3_ENDPOINT"];
-    s.settings.credentials = {env["CKPTDB_S3_ACCESS_KEY"], env["CKPTDB_S3_SECRET_KEY"], ""};
-    s.settings.addressing = AddressingStyle::kPath;
-    s.bucket = env["CKPTDB_S3_BUCKET"];
-    if (s.settings.endpoint.empty() || s.bucket.empty()) s.skip_reason = std::string(path) + " names no server";
-    return s;
-  }();
-  return server;
-}
-
-std::string RandomBytes(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::string out(n, '\0');
-  for (char& c : out) c = static_cast<char>(rng());
-  return out;
-}
+const ::ckptdb::testing::S3TestServer& Server() { return ::ckptdb::testing::TestS3Server(); }
 
 class S3ClientTest : public ::testing::Test {
  protected:
@@ -73,9 +32,7 @@ class S3ClientTest : public ::testing::Test {
     ASSERT_TRUE(c.ok()) << c.status();
     client_ = std::move(*c);
     bucket_ = Server().bucket;
-    // Each test in its own key space: tests run in parallel on one bucket.
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    prefix_ = std::string(info->name()) + "-" + std::to_string(std::random_device{}()) + "/";
+    prefix_ = ::ckptdb::testing::UniqueTestPrefix();
   }
 
   std::unique_ptr<S3Client> client_;
