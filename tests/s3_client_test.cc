@@ -281,6 +281,34 @@ TEST_F(S3ClientTest, MissingBucketIsNotFoundNamingIt) {
   EXPECT_NE(list.status().message().find("does not exist"), std::string::npos) << list.status();
 }
 
+TEST_F(S3ClientTest, VirtualHostedAddressing) {
+  // The bucket in the host name (BUCKET.localhost:PORT; the server knows
+  // "localhost" as its domain): the signed Host header and the URL agree.
+  S3Settings settings = Server().settings;
+  settings.endpoint = "http://localhost:" + std::to_string(Server().port);
+  settings.addressing = AddressingStyle::kVirtual;
+  auto c = S3Client::Create(settings);
+  ASSERT_TRUE(c.ok()) << c.status();
+  S3Client& virtual_client = **c;
+  const std::string key = prefix_ + "virtual key+1";
+  ASSERT_TRUE(virtual_client.PutObject(bucket_, key, "hosted", true).ok());
+  auto got = client_->GetObject(bucket_, key);  // path-style sees the same object
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, "hosted");
+  auto range = virtual_client.GetObjectRange(bucket_, key, 1, 3);
+  ASSERT_TRUE(range.ok()) << range.status();
+  EXPECT_EQ(*range, "ost");
+  auto list = virtual_client.ListAll(bucket_, prefix_);
+  ASSERT_TRUE(list.ok()) << list.status();
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].key, key);
+  auto upload = virtual_client.CreateMultipartUpload(bucket_, prefix_ + "mp");
+  ASSERT_TRUE(upload.ok()) << upload.status();
+  EXPECT_TRUE(virtual_client.AbortMultipartUpload(bucket_, prefix_ + "mp", *upload).ok());
+  EXPECT_EQ(virtual_client.PutObject(bucket_, key, "again", true).status().code(), StatusCode::kAlreadyExists);
+  EXPECT_TRUE(virtual_client.DeleteObject(bucket_, key).ok());
+}
+
 TEST(S3ClientUnreachable, ClosedPortIsUnavailableNamingEndpointAndObject) {
   // A port nothing listens on: bound, then closed.
   int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -310,6 +338,7 @@ TEST(S3ClientUnreachable, ClosedPortIsUnavailableNamingEndpointAndObject) {
   EXPECT_NE(m.find(settings.endpoint), std::string::npos) << m;
   EXPECT_NE(m.find("s3://some-bucket/some/key"), std::string::npos) << m;
   EXPECT_NE(m.find("after 3 tries"), std::string::npos) << m;
+  EXPECT_NE(m.find("AWS_ENDPOINT_URL"), std::string::npos) << m;
   EXPECT_EQ(m.find("secret-never-shown"), std::string::npos) << m;
 }
 

@@ -91,6 +91,7 @@ TEST_F(S3SettingsTest, EnvironmentVariables) {
   EXPECT_EQ(s->credentials.access_key_id, "AKID");
   EXPECT_EQ(s->credentials.secret_access_key, "SECRET");
   EXPECT_EQ(s->credentials.session_token, "TOKEN");
+  EXPECT_EQ(s->credentials_source, "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY");
   EXPECT_EQ(s->region, "eu-west-1");
   EXPECT_EQ(s->endpoint, "http://127.0.0.1:9000");
   EXPECT_EQ(s->addressing, AddressingStyle::kAuto);
@@ -135,6 +136,7 @@ TEST_F(S3SettingsTest, ProfileFiles) {
   EXPECT_EQ(s->endpoint, "http://10.0.0.5:8333");
   EXPECT_EQ(s->addressing, AddressingStyle::kPath);
   EXPECT_EQ(s->profile, "work");
+  EXPECT_EQ(s->credentials_source, "profile 'work' in " + home_.path() + "/.aws/credentials");
 
   // The environment's keys win over the profile's.
   setenv("AWS_ACCESS_KEY_ID", "ENVID", 1);

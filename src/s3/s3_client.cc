@@ -123,7 +123,9 @@ StatusOr<HttpResponse> S3Client::Execute(const Call& call, Outcome* outcome) {
   const std::string payload_sha =
       options_.sign_payload || call.body.empty() ? Sha256Hex(call.body) : std::string(kUnsignedPayload);
 
+  // Why the last try failed, without the call's description (added once).
   Status last_error;
+  bool never_connected = true;
   for (int attempt = 0; attempt < options_.max_attempts; ++attempt) {
     if (attempt > 0) {
       std::this_thread::sleep_for(
@@ -147,13 +149,15 @@ StatusOr<HttpResponse> S3Client::Execute(const Call& call, Outcome* outcome) {
     if (!ok) {
       last_error = error.status;
       if (error.maybe_sent) outcome->earlier_attempt_may_have_landed = true;
+      never_connected = never_connected && !error.maybe_sent;
       if (!error.retryable) break;
       continue;
     }
     const bool conflict =
         call.conditional && response.status == 409 && ParseS3Error(response.body).code == "ConditionalRequestConflict";
+    never_connected = false;
     if (IsRetryableStatus(response.status) || conflict) {
-      last_error = ErrorFor(call, response);
+      last_error = Status(StatusCode::kUnavailable, HttpErrorDetail(response));
       if (!conflict) outcome->earlier_attempt_may_have_landed = true;
       continue;
     }
@@ -161,17 +165,25 @@ StatusOr<HttpResponse> S3Client::Execute(const Call& call, Outcome* outcome) {
   }
   const std::string tries =
       outcome->attempts > 1 ? " (after " + std::to_string(outcome->attempts) + " tries)" : std::string();
-  if (last_error.code() == StatusCode::kUnavailable) {
-    return Status::Unavailable(Describe(call) + " failed" + tries + ": " + last_error.message());
-  }
-  return last_error.WithContext(Describe(call));
+  const std::string hint =
+      never_connected && last_error.code() == StatusCode::kUnavailable
+          ? " (is an S3 server listening at " + settings_.endpoint +
+                "? It comes from AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL or the profile's endpoint_url)"
+          : std::string();
+  return Status(last_error.code(), Describe(call) + ": " + last_error.message() + tries + hint);
+}
+
+std::string S3Client::HttpErrorDetail(const HttpResponse& response) {
+  const S3ErrorBody err = ParseS3Error(response.body);
+  std::string detail = "HTTP " + std::to_string(response.status);
+  if (!err.code.empty()) detail += " " + err.code;
+  if (!err.message.empty()) detail += ": " + err.message;
+  return detail;
 }
 
 Status S3Client::ErrorFor(const Call& call, const HttpResponse& response) const {
   const S3ErrorBody err = ParseS3Error(response.body);
-  std::string what = Describe(call) + ": HTTP " + std::to_string(response.status);
-  if (!err.code.empty()) what += " " + err.code;
-  if (!err.message.empty()) what += ": " + err.message;
+  const std::string what = Describe(call) + ": " + HttpErrorDetail(response);
   const long s = response.status;
   if (s == 404 || err.code == "NoSuchKey" || err.code == "NoSuchBucket" || err.code == "NoSuchUpload") {
     if (err.code == "NoSuchBucket") {
@@ -181,8 +193,8 @@ Status S3Client::ErrorFor(const Call& call, const HttpResponse& response) const 
     return Status::NotFound(what);
   }
   if (s == 401 || s == 403) {
-    std::string source =
-        settings_.profile.empty() ? "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY" : "profile '" + settings_.profile + "'";
+    const std::string source =
+        settings_.credentials_source.empty() ? std::string("the configured credentials") : settings_.credentials_source;
     return Status::FailedPrecondition(what + " (the server refused access key id '" +
                                       settings_.credentials.access_key_id + "' from " + source + " for bucket '" +
                                       call.bucket + "': check the credentials, their permissions and AWS_REGION)");

@@ -132,6 +132,8 @@ class S3Client {
   // status but the retried ones) or the transport/5xx failure as Status.
   StatusOr<HttpResponse> Execute(const Call& call, Outcome* outcome);
   Status ErrorFor(const Call& call, const HttpResponse& response) const;
+  // "HTTP 503 SlowDown: Please reduce your request rate."
+  static std::string HttpErrorDetail(const HttpResponse& response);
   std::string Describe(const Call& call) const;
   std::unique_ptr<HttpConnection> AcquireConnection();
   void ReleaseConnection(std::unique_ptr<HttpConnection> connection);

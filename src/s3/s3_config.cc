@@ -169,7 +169,6 @@ StatusOr<S3Settings> S3Settings::FromEnvironment() {
   // Credentials: the environment, then the credentials file, then config.
   s.credentials.access_key_id = Env("AWS_ACCESS_KEY_ID");
   s.credentials.secret_access_key = Env("AWS_SECRET_ACCESS_KEY");
-  std::string source = "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY";
   if (!s.credentials.access_key_id.empty() || !s.credentials.secret_access_key.empty()) {
     if (s.credentials.access_key_id.empty() || s.credentials.secret_access_key.empty()) {
       return Status::InvalidArgument(
@@ -178,6 +177,7 @@ StatusOr<S3Settings> S3Settings::FromEnvironment() {
           " is not; set both");
     }
     s.credentials.session_token = Env("AWS_SESSION_TOKEN");
+    s.credentials_source = "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY";
   } else {
     for (const auto* section : {&cred_section, &conf_section}) {
       auto id = section->find("aws_access_key_id");
@@ -193,6 +193,7 @@ StatusOr<S3Settings> S3Settings::FromEnvironment() {
       auto token = section->find("aws_session_token");
       if (token != section->end()) s.credentials.session_token = token->second;
       s.profile = profile;
+      s.credentials_source = "profile '" + profile + "' in " + file;
       break;
     }
     if (s.credentials.access_key_id.empty()) {

@@ -38,6 +38,9 @@ struct S3Settings {
   Credentials credentials;
   AddressingStyle addressing = AddressingStyle::kAuto;
   std::string profile;  // the profile used ("" when none applied), for messages
+  // Where the credentials came from, for messages ("AWS_ACCESS_KEY_ID /
+  // AWS_SECRET_ACCESS_KEY", "profile 'work' in /home/u/.aws/credentials").
+  std::string credentials_source;
 
   // Reads the settings above. InvalidArgument naming the variable or file
   // and line when one is malformed; FailedPrecondition when no credentials
