@@ -134,6 +134,10 @@ void S3FaultProxy::Serve(int client) {
       WriteAll(client, CannedError(500, "Internal Server Error", "InternalError"));
       close(client);
       return;
+    case Action::kOkWithInternalError:
+      WriteAll(client, CannedError(200, "OK", "InternalError"));
+      close(client);
+      return;
     case Action::kResetBeforeSending:
       Reset(client);
       return;

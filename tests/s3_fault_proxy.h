@@ -22,11 +22,12 @@ namespace testing {
 class S3FaultProxy {
  public:
   enum class Action {
-    kPass,                // forward, relay the answer
-    kServiceUnavailable,  // answer 503 SlowDown without forwarding
-    kInternalError,       // answer 500 InternalError without forwarding
-    kResetBeforeSending,  // reset the connection without forwarding
-    kLoseResponse,        // forward (the server acts on it), then reset instead of answering
+    kPass,                 // forward, relay the answer
+    kServiceUnavailable,   // answer 503 SlowDown without forwarding
+    kInternalError,        // answer 500 InternalError without forwarding
+    kOkWithInternalError,  // answer 200 with an InternalError body, as S3 may for CompleteMultipartUpload
+    kResetBeforeSending,   // reset the connection without forwarding
+    kLoseResponse,         // forward (the server acts on it), then reset instead of answering
   };
 
   // Forwards to `upstream_port` on 127.0.0.1.

@@ -125,6 +125,30 @@ TEST_F(S3FaultsTest, ConditionalCompletionWhoseAnswerWasLostIsItsOwnSuccess) {
   EXPECT_EQ(head->size, (5u << 20) + 1000);
 }
 
+TEST_F(S3FaultsTest, CompletionAnsweredOkWithAnInternalErrorIsRetried) {
+  const std::string key = prefix_ + "multipart";
+  auto upload = client_->CreateMultipartUpload(bucket_, key);
+  ASSERT_TRUE(upload.ok()) << upload.status();
+  auto etag = client_->UploadPart(bucket_, key, *upload, 1, "only part");
+  ASSERT_TRUE(etag.ok()) << etag.status();
+  proxy_->Script({Action::kOkWithInternalError});
+  auto done = client_->CompleteMultipartUpload(bucket_, key, *upload, {{1, *etag}}, /*if_none_match=*/true);
+  ASSERT_TRUE(done.ok()) << done.status();
+  auto got = direct_->GetObject(bucket_, key);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, "only part");
+
+  // Persisting, it ends as Unavailable, not as success.
+  auto again = client_->CreateMultipartUpload(bucket_, key + "2");
+  ASSERT_TRUE(again.ok()) << again.status();
+  auto part = client_->UploadPart(bucket_, key + "2", *again, 1, "x");
+  ASSERT_TRUE(part.ok()) << part.status();
+  proxy_->Script(std::vector<Action>(4, Action::kOkWithInternalError));
+  auto failed = client_->CompleteMultipartUpload(bucket_, key + "2", *again, {{1, *part}});
+  EXPECT_EQ(failed.status().code(), StatusCode::kUnavailable) << failed.status();
+  EXPECT_TRUE(client_->AbortMultipartUpload(bucket_, key + "2", *again).ok());
+}
+
 }  // namespace
 }  // namespace s3
 }  // namespace ckptdb

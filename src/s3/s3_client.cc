@@ -23,6 +23,9 @@ struct S3Client::Call {
   NameValues headers;
   std::string_view body;
   bool conditional = false;  // carries If-None-Match: a 409 conflict is retried
+  // S3 may answer 200 and put an error in the body (CompleteMultipartUpload):
+  // a transient one there is retried like a 500.
+  bool error_in_ok_body = false;
 };
 
 struct S3Client::Outcome {
@@ -155,8 +158,13 @@ StatusOr<HttpResponse> S3Client::Execute(const Call& call, Outcome* outcome) {
     }
     const bool conflict =
         call.conditional && response.status == 409 && ParseS3Error(response.body).code == "ConditionalRequestConflict";
+    bool transient_in_ok_body = false;
+    if (call.error_in_ok_body && response.status == 200) {
+      const std::string code = ParseS3Error(response.body).code;
+      transient_in_ok_body = code == "InternalError" || code == "SlowDown" || code == "ServiceUnavailable";
+    }
     never_connected = false;
-    if (IsRetryableStatus(response.status) || conflict) {
+    if (IsRetryableStatus(response.status) || conflict || transient_in_ok_body) {
       last_error = Status(StatusCode::kUnavailable, HttpErrorDetail(response));
       if (!conflict) outcome->earlier_attempt_may_have_landed = true;
       continue;
@@ -396,7 +404,7 @@ StatusOr<std::string> S3Client::CompleteMultipartUpload(const std::string& bucke
             "</ETag></Part>";
   }
   body += "</CompleteMultipartUpload>";
-  Call call{"CompleteMultipartUpload", "POST", bucket, key, {{"uploadId", upload_id}}, {}, body, if_none_match};
+  Call call{"CompleteMultipartUpload", "POST", bucket, key, {{"uploadId", upload_id}}, {}, body, if_none_match, true};
   if (if_none_match) call.headers.emplace_back("If-None-Match", "*");
   Outcome outcome;
   ASSIGN_OR_RETURN(HttpResponse r, Execute(call, &outcome));
