@@ -39,9 +39,30 @@ int SeekBody(void* userdata, curl_off_t offset, int origin) {
   return CURL_SEEKFUNC_OK;
 }
 
+struct DownloadState {
+  CURL* curl;
+  const HttpRequest* request;
+  HttpResponse* response;
+  bool sink_overflow = false;
+};
+
 size_t WriteBody(char* data, size_t size, size_t nmemb, void* userdata) {
-  static_cast<HttpResponse*>(userdata)->body.append(data, size * nmemb);
-  return size * nmemb;
+  auto* st = static_cast<DownloadState*>(userdata);
+  const size_t n = size * nmemb;
+  long status = 0;
+  curl_easy_getinfo(st->curl, CURLINFO_RESPONSE_CODE, &status);
+  if (st->request->sink != nullptr && status >= 200 && status < 300) {
+    HttpResponse* r = st->response;
+    if (r->sink_size + n > st->request->sink_capacity) {
+      st->sink_overflow = true;
+      return 0;  // aborts the transfer (CURLE_WRITE_ERROR)
+    }
+    std::memcpy(st->request->sink + r->sink_size, data, n);
+    r->sink_size += n;
+    return n;
+  }
+  st->response->body.append(data, n);
+  return n;
 }
 
 size_t WriteHeader(char* data, size_t size, size_t nitems, void* userdata) {
@@ -101,7 +122,8 @@ bool HttpConnection::Perform(const HttpRequest& request, HttpResponse* response,
   curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 2L);
   curl_easy_setopt(curl, CURLOPT_TCP_KEEPALIVE, 1L);
   curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, WriteBody);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, response);
+  DownloadState download{curl, &request, response};
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &download);
   curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, WriteHeader);
   curl_easy_setopt(curl, CURLOPT_HEADERDATA, response);
 
@@ -137,6 +159,12 @@ bool HttpConnection::Perform(const HttpRequest& request, HttpResponse* response,
 
   const CURLcode rc = curl_easy_perform(curl);
   curl_slist_free_all(headers);
+  if (rc == CURLE_WRITE_ERROR && download.sink_overflow) {
+    *error = {Status::DataLoss(what + ": the response body is longer than the " +
+                               std::to_string(request.sink_capacity) + " bytes asked for"),
+              false, true};
+    return false;
+  }
   if (rc != CURLE_OK) {
     std::string detail = error_buffer[0] != '\0' ? std::string(error_buffer) : std::string(curl_easy_strerror(rc));
     switch (rc) {

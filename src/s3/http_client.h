@@ -39,12 +39,18 @@ struct HttpRequest {
   std::string url;
   std::vector<std::pair<std::string, std::string>> headers;
   std::string_view body;  // sent for PUT and POST; must outlive Perform
+  // Where a successful (2xx) response body goes instead of
+  // HttpResponse::body: up to sink_capacity bytes (a body longer than that
+  // fails the transfer). Error bodies still go to HttpResponse::body.
+  char* sink = nullptr;
+  size_t sink_capacity = 0;
 };
 
 struct HttpResponse {
   long status = 0;
   std::map<std::string, std::string> headers;  // names lower-cased
   std::string body;
+  size_t sink_size = 0;  // bytes written into HttpRequest::sink
 };
 
 // Why a request failed before an HTTP status came back.

@@ -26,6 +26,8 @@ struct S3Client::Call {
   // S3 may answer 200 and put an error in the body (CompleteMultipartUpload):
   // a transient one there is retried like a 500.
   bool error_in_ok_body = false;
+  char* sink = nullptr;  // a 2xx body goes here (HttpRequest::sink)
+  size_t sink_capacity = 0;
 };
 
 struct S3Client::Outcome {
@@ -142,7 +144,7 @@ StatusOr<HttpResponse> S3Client::Execute(const Call& call, Outcome* outcome) {
       signable.headers.emplace_back("Content-Length", std::to_string(call.body.size()));
     }
     SignRequest(&signable, settings_.credentials, settings_.region, "s3", std::time(nullptr));
-    HttpRequest request{call.method, url, std::move(signable.headers), call.body};
+    HttpRequest request{call.method, url, std::move(signable.headers), call.body, call.sink, call.sink_capacity};
 
     auto connection = AcquireConnection();
     HttpResponse response;
@@ -259,19 +261,27 @@ StatusOr<std::string> S3Client::GetObject(const std::string& bucket, const std::
 
 StatusOr<std::string> S3Client::GetObjectRange(const std::string& bucket, const std::string& key, uint64_t offset,
                                                uint64_t length) {
-  if (length == 0) return std::string();
+  std::string out(length, '\0');
+  ASSIGN_OR_RETURN(size_t got, GetObjectRangeInto(bucket, key, offset, length, out.data()));
+  out.resize(got);
+  return out;
+}
+
+StatusOr<size_t> S3Client::GetObjectRangeInto(const std::string& bucket, const std::string& key, uint64_t offset,
+                                              uint64_t length, char* out) {
+  if (length == 0) return size_t{0};
   Call call{"GetObject", "GET", bucket, key, {}, {}, {}};
   call.headers.emplace_back("Range", "bytes=" + std::to_string(offset) + "-" + std::to_string(offset + length - 1));
+  call.sink = out;
+  call.sink_capacity = length;
   Outcome outcome;
   ASSIGN_OR_RETURN(HttpResponse r, Execute(call, &outcome));
-  if (r.status == 206) return std::move(r.body);
+  if (r.status == 206) return r.sink_size;
   if (r.status == 200) {
-    // A server that ignores Range sends the whole object.
-    if (offset >= r.body.size()) {
-      return Status::InvalidArgument(Describe(call) + ": range starts at " + std::to_string(offset) +
-                                     ", past the object's end (" + std::to_string(r.body.size()) + " bytes)");
-    }
-    return r.body.substr(offset, length);
+    // The whole object came: right only when the range starts at 0 and
+    // covers it (a longer object overflowed the buffer and failed above).
+    if (offset == 0) return r.sink_size;
+    return Status::FailedPrecondition(Describe(call) + ": the server ignored the Range header (HTTP 200, not 206)");
   }
   return ErrorFor(call, r);
 }

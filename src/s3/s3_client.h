@@ -95,6 +95,10 @@ class S3Client {
   // InvalidArgument when offset is at or past the end (S3's 416).
   StatusOr<std::string> GetObjectRange(const std::string& bucket, const std::string& key, uint64_t offset,
                                        uint64_t length);
+  // The same range read straight into out[0, length): returns the bytes
+  // written (fewer than length when the object ends first). No copy.
+  StatusOr<size_t> GetObjectRangeInto(const std::string& bucket, const std::string& key, uint64_t offset,
+                                      uint64_t length, char* out);
   StatusOr<ObjectInfo> HeadObject(const std::string& bucket, const std::string& key);
   // OK also when there was no such object (S3 semantics).
   Status DeleteObject(const std::string& bucket, const std::string& key);
