@@ -331,6 +331,32 @@ TEST_F(S3ClientTest, VirtualHostedAddressing) {
   EXPECT_TRUE(virtual_client.DeleteObject(bucket_, key).ok());
 }
 
+TEST_F(S3ClientTest, HttpsWithTheServersCertificate) {
+  if (Server().https_endpoint.empty()) GTEST_SKIP() << "the test server has no https port (no openssl command)";
+  S3Settings settings = Server().settings;
+  settings.endpoint = Server().https_endpoint;
+  settings.ca_bundle = Server().ca_file;  // as AWS_CA_BUNDLE gives it
+  auto c = S3Client::Create(settings);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::string key = prefix_ + "over-tls";
+  const std::string data = RandomBytes(300000, 4);
+  ASSERT_TRUE((*c)->PutObject(bucket_, key, data).ok());
+  auto got = (*c)->GetObject(bucket_, key);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE(*got == data);
+
+  // Without it the certificate is not trusted: a clear error, not retried.
+  settings.ca_bundle.clear();
+  auto untrusting = S3Client::Create(settings);
+  ASSERT_TRUE(untrusting.ok());
+  auto refused = (*untrusting)->GetObject(bucket_, key);
+  const std::string m = refused.status().ToString();
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition) << m;
+  EXPECT_NE(m.find(Server().https_endpoint), std::string::npos) << m;
+  EXPECT_NE(m.find("AWS_CA_BUNDLE"), std::string::npos) << m;
+  EXPECT_EQ(m.find("tries"), std::string::npos) << m;
+}
+
 TEST(S3ClientUnreachable, ClosedPortIsUnavailableNamingEndpointAndObject) {
   // A port nothing listens on: bound, then closed.
   int fd = socket(AF_INET, SOCK_STREAM, 0);

@@ -58,7 +58,8 @@ class S3SettingsTest : public ::testing::Test {
                                           "AWS_CONFIG_FILE",
                                           "AWS_SHARED_CREDENTIALS_FILE",
                                           "CKPTDB_S3_ADDRESSING_STYLE",
-                                          "HOME"};
+                                          "HOME",
+                                          "AWS_CA_BUNDLE"};
   void SetUp() override {
     for (const char* v : kVars) {
       const char* old = std::getenv(v);
@@ -152,10 +153,12 @@ TEST_F(S3SettingsTest, FilesNamedByVariables) {
   std::ofstream(creds) << "[default]\naws_access_key_id = ELSEID\naws_secret_access_key = ELSESECRET\n";
   setenv("AWS_SHARED_CREDENTIALS_FILE", creds.c_str(), 1);
   setenv("CKPTDB_S3_ADDRESSING_STYLE", "virtual", 1);
+  setenv("AWS_CA_BUNDLE", "/etc/private-ca.pem", 1);
   auto s = S3Settings::FromEnvironment();
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->credentials.access_key_id, "ELSEID");
   EXPECT_EQ(s->addressing, AddressingStyle::kVirtual);
+  EXPECT_EQ(s->ca_bundle, "/etc/private-ca.pem");
 }
 
 TEST_F(S3SettingsTest, ClearErrors) {

@@ -35,6 +35,8 @@ const S3TestServer& TestS3Server() {
     s.settings.credentials = {env["CKPTDB_S3_ACCESS_KEY"], env["CKPTDB_S3_SECRET_KEY"], ""};
     s.settings.addressing = s3::AddressingStyle::kPath;
     s.bucket = env["CKPTDB_S3_BUCKET"];
+    s.https_endpoint = env["CKPTDB_S3_HTTPS_ENDPOINT"];
+    s.ca_file = env["CKPTDB_S3_CA_FILE"];
     const size_t colon = s.settings.endpoint.rfind(':');
     if (s.settings.endpoint.empty() || s.bucket.empty() || colon == std::string::npos) {
       s.skip_reason = std::string(path) + " names no server";

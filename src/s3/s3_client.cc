@@ -79,6 +79,7 @@ StatusOr<std::unique_ptr<S3Client>> S3Client::Create(S3Settings settings, S3Clie
     return Status::InvalidArgument("S3 endpoint '" + e + "' must be scheme://host[:port] without a path");
   }
   if (options.max_attempts < 1) options.max_attempts = 1;
+  if (options.http.ca_file.empty()) options.http.ca_file = settings.ca_bundle;
   return std::unique_ptr<S3Client>(
       new S3Client(std::move(settings), std::move(options), e.substr(0, sep), std::move(host_port)));
 }
@@ -180,7 +181,11 @@ StatusOr<HttpResponse> S3Client::Execute(const Call& call, Outcome* outcome) {
           ? " (is an S3 server listening at " + settings_.endpoint +
                 "? It comes from AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL or the profile's endpoint_url)"
           : std::string();
-  return Status(last_error.code(), Describe(call) + ": " + last_error.message() + tries + hint);
+  const std::string tls_hint = last_error.code() == StatusCode::kFailedPrecondition &&
+                                       last_error.message().find("TLS certificate") != std::string::npos
+                                   ? " (set AWS_CA_BUNDLE to the certificate of the CA that signed it)"
+                                   : std::string();
+  return Status(last_error.code(), Describe(call) + ": " + last_error.message() + tries + hint + tls_hint);
 }
 
 std::string S3Client::HttpErrorDetail(const HttpResponse& response) {

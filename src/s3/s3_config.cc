@@ -229,6 +229,10 @@ StatusOr<S3Settings> S3Settings::FromEnvironment() {
     RETURN_IF_ERROR(CheckEndpoint(&s.endpoint, where));
   }
 
+  // Trusted certificates.
+  s.ca_bundle = Env("AWS_CA_BUNDLE");
+  if (s.ca_bundle.empty()) s.ca_bundle = setting("ca_bundle");
+
   // Addressing style.
   const std::string style_env = Env("CKPTDB_S3_ADDRESSING_STYLE");
   if (!style_env.empty()) {

@@ -10,6 +10,8 @@
 //   region       AWS_REGION, AWS_DEFAULT_REGION, the profile's `region`, else
 //                us-east-1
 //   profile      AWS_PROFILE, else "default" ([default] / [profile NAME])
+//   CA bundle    AWS_CA_BUNDLE or the profile's `ca_bundle`: certificates
+//                trusted for https instead of the system's
 //   addressing   CKPTDB_S3_ADDRESSING_STYLE or the profile's
 //                `s3 = addressing_style`: path, virtual or auto (virtual-
 //                hosted on AWS's own endpoints, path-style elsewhere: most
@@ -37,7 +39,8 @@ struct S3Settings {
   std::string region = "us-east-1";
   Credentials credentials;
   AddressingStyle addressing = AddressingStyle::kAuto;
-  std::string profile;  // the profile used ("" when none applied), for messages
+  std::string ca_bundle;  // a PEM file of trusted CAs; "" = the system's
+  std::string profile;    // the profile used ("" when none applied), for messages
   // Where the credentials came from, for messages ("AWS_ACCESS_KEY_ID /
   // AWS_SECRET_ACCESS_KEY", "profile 'work' in /home/u/.aws/credentials").
   std::string credentials_source;
