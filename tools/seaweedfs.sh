@@ -69,7 +69,8 @@ JSON
     tls=(-s3.port.https="$s3_https" -s3.cert.file="$dir/tls.crt" -s3.key.file="$dir/tls.key")
   fi
   # Small volumes: tests write kilobytes to megabytes.
-  (cd "$dir" && exec setsid "$weed" server -ip=127.0.0.1 -ip.bind=127.0.0.1 -dir="$dir/data" \
+  # TMPDIR: weed's own log files go there, and so with DIR.
+  (cd "$dir" && TMPDIR="$dir" exec setsid "$weed" server -ip=127.0.0.1 -ip.bind=127.0.0.1 -dir="$dir/data" \
     -master.port="$master" -master.port.grpc="$master_grpc" -master.volumeSizeLimitMB=64 \
     -volume.port="$volume" -volume.port.grpc="$volume_grpc" -volume.max=0 -volume.preStopSeconds=0 \
     -filer -filer.port="$filer" -filer.port.grpc="$filer_grpc" -filer.localSocket="$dir/filer.sock" \
@@ -78,6 +79,9 @@ JSON
     >"$dir/weed.log" 2>&1 </dev/null) &
   local pid=$!
   echo "$pid" >"$dir/weed.pid"
+  # weed 4.48 puts its gRPC unix sockets in /tmp whatever TMPDIR says:
+  # stop removes those of these ports.
+  echo "$master_grpc $volume_grpc $filer_grpc $s3_grpc" >"$dir/grpc.ports"
   local endpoint="http://127.0.0.1:$s3"
   # Ready when S3 answers an (unsigned) request with any HTTP status.
   for _ in $(seq 1 300); do
@@ -121,6 +125,9 @@ stop() {
       for _ in $(seq 1 10); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
       kill -KILL "$pid" 2>/dev/null || true
     fi
+  fi
+  if [ -f "$dir/grpc.ports" ]; then
+    for port in $(cat "$dir/grpc.ports"); do rm -f /tmp/seaweedfs-*-grpc-"$port".sock; done
   fi
   rm -rf "$dir"
 }
