@@ -68,6 +68,36 @@ TEST_F(S3ClientTest, PutGetHeadDelete) {
   EXPECT_TRUE(client_->DeleteObject(bucket_, key).ok()) << "deleting a missing key is not an error in S3";
 }
 
+TEST_F(S3ClientTest, DeleteObjectsInOneRequest) {
+  std::vector<std::string> keys;
+  for (int i = 0; i < 30; ++i) keys.push_back(prefix_ + "batch/" + std::to_string(i) + (i % 2 ? " odd&<key>" : ""));
+  for (const auto& k : keys) ASSERT_TRUE(client_->PutObject(bucket_, k, "x").ok()) << k;
+  ASSERT_TRUE(client_->PutObject(bucket_, prefix_ + "kept", "y").ok());
+  std::vector<std::string> doomed = keys;
+  doomed.push_back(prefix_ + "never-existed");  // counts as deleted
+  ASSERT_TRUE(client_->DeleteObjects(bucket_, doomed).ok());
+  auto left = client_->ListAll(bucket_, prefix_);
+  ASSERT_TRUE(left.ok()) << left.status();
+  ASSERT_EQ(left->size(), 1u);
+  EXPECT_EQ((*left)[0].key, prefix_ + "kept");
+  EXPECT_TRUE(client_->DeleteObjects(bucket_, {}).ok());
+  EXPECT_EQ(client_->DeleteObjects(bucket_, std::vector<std::string>(1001, "k")).code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(S3ClientTest, HeadBucket) {
+  EXPECT_TRUE(client_->HeadBucket(bucket_).ok());
+  Status missing = client_->HeadBucket("ckptdb-no-such-bucket");
+  EXPECT_EQ(missing.code(), StatusCode::kNotFound) << missing;
+  EXPECT_NE(missing.message().find("'ckptdb-no-such-bucket' does not exist"), std::string::npos) << missing;
+  S3Settings wrong = Server().settings;
+  wrong.credentials.secret_access_key = "wrong-secret";
+  auto c = S3Client::Create(wrong);
+  ASSERT_TRUE(c.ok());
+  Status denied = (*c)->HeadBucket(bucket_);
+  EXPECT_EQ(denied.code(), StatusCode::kFailedPrecondition) << denied;
+  EXPECT_EQ(denied.message().find("wrong-secret"), std::string::npos) << denied;
+}
+
 TEST_F(S3ClientTest, KeysThatNeedEncodingRoundTrip) {
   // The signer and the URL encode these the same way, or the server rejects
   // the signature.

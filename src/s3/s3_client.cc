@@ -237,6 +237,18 @@ Status S3Client::CreateBucket(const std::string& bucket) {
   return ErrorFor(call, r);
 }
 
+Status S3Client::HeadBucket(const std::string& bucket) {
+  Call call{"HeadBucket", "HEAD", bucket, "", {}, {}, {}};
+  Outcome outcome;
+  ASSIGN_OR_RETURN(HttpResponse r, Execute(call, &outcome));
+  if (r.status == 200) return Status::OK();
+  if (r.status == 404) {
+    return Status::NotFound(Describe(call) + ": HTTP 404 (bucket '" + bucket + "' does not exist at " +
+                            settings_.endpoint + "; create it or check the s3:// URL and AWS_ENDPOINT_URL)");
+  }
+  return ErrorFor(call, r);
+}
+
 StatusOr<std::string> S3Client::PutObject(const std::string& bucket, const std::string& key, std::string_view data,
                                           bool if_none_match) {
   Call call{"PutObject", "PUT", bucket, key, {}, {}, data, if_none_match};
@@ -317,6 +329,44 @@ Status S3Client::DeleteObject(const std::string& bucket, const std::string& key)
   if (r.status == 204 || r.status == 200) return Status::OK();
   if (r.status == 404 && ParseS3Error(r.body).code == "NoSuchKey") return Status::OK();
   return ErrorFor(call, r);
+}
+
+Status S3Client::DeleteObjects(const std::string& bucket, const std::vector<std::string>& keys) {
+  if (keys.empty()) return Status::OK();
+  if (keys.size() > 1000) {
+    return Status::InvalidArgument("S3 DeleteObjects of s3://" + bucket + ": " + std::to_string(keys.size()) +
+                                   " keys in one call; at most 1000");
+  }
+  // Quiet mode: the answer lists only the keys that failed.
+  std::string body = "<Delete xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Quiet>true</Quiet>";
+  for (const std::string& key : keys) body += "<Object><Key>" + XmlEscape(key) + "</Key></Object>";
+  body += "</Delete>";
+  // S3 requires a checksum of the body for this call.
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int md_len = 0;
+  EVP_Digest(body.data(), body.size(), md, &md_len, EVP_md5(), nullptr);
+  unsigned char b64[64];
+  const int b64_len = EVP_EncodeBlock(b64, md, static_cast<int>(md_len));
+  Call call{"DeleteObjects", "POST", bucket, "", {{"delete", ""}}, {}, body};
+  call.headers.emplace_back("Content-MD5", std::string(reinterpret_cast<const char*>(b64), b64_len));
+  Outcome outcome;
+  ASSIGN_OR_RETURN(HttpResponse r, Execute(call, &outcome));
+  if (r.status != 200) return ErrorFor(call, r);
+  ASSIGN_OR_RETURN(XmlElement doc, ParseXml(r.body, Describe(call) + " response"));
+  if (doc.name == "Error") {
+    HttpResponse as_error = r;
+    as_error.status = 500;
+    return ErrorFor(call, as_error);
+  }
+  std::vector<const XmlElement*> errors;
+  for (const XmlElement& e : doc.children) {
+    if (e.name == "Error") errors.push_back(&e);
+  }
+  if (errors.empty()) return Status::OK();
+  const XmlElement& first = *errors.front();
+  return Status::IOError(Describe(call) + ": key '" + first.ChildText("Key") +
+                         "' was not deleted: " + first.ChildText("Code") + ": " + first.ChildText("Message") +
+                         (errors.size() > 1 ? " (and " + std::to_string(errors.size() - 1) + " more keys)" : ""));
 }
 
 StatusOr<ListPage> S3Client::ListObjectsV2(const std::string& bucket, const std::string& prefix,

@@ -1,7 +1,8 @@
 // The S3 operations a bucket store needs, over the SigV4 signer and libcurl:
-// objects (put, conditional put, get, ranged get, head, delete), listings
-// (ListObjectsV2, paginated) and multipart uploads (create, parts, complete,
-// conditional complete, abort), plus CreateBucket for set-up.
+// objects (put, conditional put, get, ranged get into the caller's memory,
+// head, delete, batch delete), listings (ListObjectsV2, paginated) and
+// multipart uploads (create, parts, complete, conditional complete, abort),
+// plus CreateBucket and HeadBucket.
 //
 // Errors name the operation, the object (s3://BUCKET/KEY), the endpoint and
 // the HTTP status with S3's error Code and Message; never a secret. Codes:
@@ -84,6 +85,9 @@ class S3Client {
 
   // Creates the bucket; OK when it already exists and is ours.
   Status CreateBucket(const std::string& bucket);
+  // OK when the bucket exists and these credentials may use it; NotFound
+  // naming it otherwise (a store's open checks this first).
+  Status HeadBucket(const std::string& bucket);
 
   // Writes the whole object; returns its ETag. With if_none_match, only if
   // no object has that key (AlreadyExists otherwise): a create-once write.
@@ -102,6 +106,10 @@ class S3Client {
   StatusOr<ObjectInfo> HeadObject(const std::string& bucket, const std::string& key);
   // OK also when there was no such object (S3 semantics).
   Status DeleteObject(const std::string& bucket, const std::string& key);
+  // Deletes up to 1000 keys in one request (S3's DeleteObjects; missing keys
+  // count as deleted). The first key S3 could not delete fails the call,
+  // naming it and how many others failed. InvalidArgument beyond 1000 keys.
+  Status DeleteObjects(const std::string& bucket, const std::vector<std::string>& keys);
 
   // One page of keys under `prefix`, in key order. `continuation_token` is ""
   // for the first page, then the previous page's next_continuation_token.
