@@ -10,6 +10,7 @@ PACKAGES=(
   libprotobuf-dev protobuf-compiler
   libgloo-dev libhiredis-dev redis-server
   libzstd-dev libxxhash-dev
+  libcurl4-openssl-dev libssl-dev libexpat1-dev
   libgtest-dev
   python3
   iproute2

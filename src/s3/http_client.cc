@@ -1,0 +1,209 @@
+#include "s3/http_client.h"
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <mutex>
+
+namespace ckptdb {
+namespace s3 {
+
+namespace {
+
+// curl_global_init is not thread-safe before curl 7.84 and must run once.
+void GlobalInitOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+struct UploadState {
+  std::string_view body;
+  size_t offset = 0;
+};
+
+size_t ReadBody(char* buffer, size_t size, size_t nitems, void* userdata) {
+  auto* st = static_cast<UploadState*>(userdata);
+  const size_t n = std::min(size * nitems, st->body.size() - st->offset);
+  std::memcpy(buffer, st->body.data() + st->offset, n);
+  st->offset += n;
+  return n;
+}
+
+// Rewinding lets curl resend the body on a redirect or an auth retry.
+int SeekBody(void* userdata, curl_off_t offset, int origin) {
+  auto* st = static_cast<UploadState*>(userdata);
+  if (origin != SEEK_SET || offset < 0 || static_cast<size_t>(offset) > st->body.size()) return CURL_SEEKFUNC_FAIL;
+  st->offset = static_cast<size_t>(offset);
+  return CURL_SEEKFUNC_OK;
+}
+
+struct DownloadState {
+  CURL* curl;
+  const HttpRequest* request;
+  HttpResponse* response;
+  bool sink_overflow = false;
+};
+
+size_t WriteBody(char* data, size_t size, size_t nmemb, void* userdata) {
+  auto* st = static_cast<DownloadState*>(userdata);
+  const size_t n = size * nmemb;
+  long status = 0;
+  curl_easy_getinfo(st->curl, CURLINFO_RESPONSE_CODE, &status);
+  if (st->request->sink != nullptr && status >= 200 && status < 300) {
+    HttpResponse* r = st->response;
+    if (r->sink_size + n > st->request->sink_capacity) {
+      st->sink_overflow = true;
+      return 0;  // aborts the transfer (CURLE_WRITE_ERROR)
+    }
+    std::memcpy(st->request->sink + r->sink_size, data, n);
+    r->sink_size += n;
+    return n;
+  }
+  st->response->body.append(data, n);
+  return n;
+}
+
+size_t WriteHeader(char* data, size_t size, size_t nitems, void* userdata) {
+  auto* response = static_cast<HttpResponse*>(userdata);
+  const size_t n = size * nitems;
+  std::string_view line(data, n);
+  if (line.rfind("HTTP/", 0) == 0) {
+    response->headers.clear();  // a new response (after 100 Continue)
+    return n;
+  }
+  const size_t colon = line.find(':');
+  if (colon == std::string_view::npos) return n;
+  std::string name(line.substr(0, colon));
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::string_view value = line.substr(colon + 1);
+  while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
+  while (!value.empty() && (value.back() == '\r' || value.back() == '\n' || value.back() == ' '))
+    value.remove_suffix(1);
+  response->headers[name] = std::string(value);
+  return n;
+}
+
+}  // namespace
+
+HttpConnection::HttpConnection(HttpOptions options) : options_(std::move(options)) {
+  GlobalInitOnce();
+  curl_ = curl_easy_init();
+}
+
+HttpConnection::~HttpConnection() {
+  if (curl_ != nullptr) curl_easy_cleanup(static_cast<CURL*>(curl_));
+}
+
+bool HttpConnection::Perform(const HttpRequest& request, HttpResponse* response, TransportError* error) {
+  const std::string what = request.method + " " + request.url;
+  if (curl_ == nullptr) {
+    *error = {Status::Internal("cannot create a libcurl handle for " + what), false, false};
+    return false;
+  }
+  CURL* curl = static_cast<CURL*>(curl_);
+  // Reset drops the options, not the connection cache: the next request to
+  // the same host reuses the open connection.
+  curl_easy_reset(curl);
+  *response = HttpResponse();
+  UploadState upload{request.body, 0};
+  char error_buffer[CURL_ERROR_SIZE] = {0};
+
+  curl_easy_setopt(curl, CURLOPT_URL, request.url.c_str());
+  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error_buffer);
+  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, options_.connect_timeout_ms);
+  curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, options_.low_speed_bytes_per_s);
+  curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, options_.low_speed_time_s);
+  if (options_.total_timeout_ms > 0) curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, options_.total_timeout_ms);
+  if (!options_.ca_file.empty()) curl_easy_setopt(curl, CURLOPT_CAINFO, options_.ca_file.c_str());
+  curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 1L);
+  curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 2L);
+  curl_easy_setopt(curl, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, WriteBody);
+  DownloadState download{curl, &request, response};
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &download);
+  curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, WriteHeader);
+  curl_easy_setopt(curl, CURLOPT_HEADERDATA, response);
+
+  if (request.method == "GET") {
+    curl_easy_setopt(curl, CURLOPT_HTTPGET, 1L);
+  } else if (request.method == "HEAD") {
+    curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
+  } else if (request.method == "PUT") {
+    curl_easy_setopt(curl, CURLOPT_UPLOAD, 1L);
+    curl_easy_setopt(curl, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
+  } else if (request.method == "POST") {
+    curl_easy_setopt(curl, CURLOPT_POST, 1L);
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
+  } else {
+    curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, request.method.c_str());
+  }
+  if (request.method == "PUT" || request.method == "POST") {
+    curl_easy_setopt(curl, CURLOPT_READFUNCTION, ReadBody);
+    curl_easy_setopt(curl, CURLOPT_READDATA, &upload);
+    curl_easy_setopt(curl, CURLOPT_SEEKFUNCTION, SeekBody);
+    curl_easy_setopt(curl, CURLOPT_SEEKDATA, &upload);
+  }
+
+  curl_slist* headers = nullptr;
+  for (const auto& [name, value] : request.headers) {
+    headers = curl_slist_append(headers, (name + ": " + value).c_str());
+  }
+  // No 100-continue round trip, and no default form Content-Type on POST
+  // (it would not be among the signed headers).
+  headers = curl_slist_append(headers, "Expect:");
+  headers = curl_slist_append(headers, "Content-Type:");
+  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+
+  const CURLcode rc = curl_easy_perform(curl);
+  curl_slist_free_all(headers);
+  if (rc == CURLE_WRITE_ERROR && download.sink_overflow) {
+    *error = {Status::DataLoss(what + ": the response body is longer than the " +
+                               std::to_string(request.sink_capacity) + " bytes asked for"),
+              false, true};
+    return false;
+  }
+  if (rc != CURLE_OK) {
+    std::string detail = error_buffer[0] != '\0' ? std::string(error_buffer) : std::string(curl_easy_strerror(rc));
+    switch (rc) {
+      case CURLE_COULDNT_RESOLVE_HOST:
+      case CURLE_COULDNT_RESOLVE_PROXY:
+      case CURLE_COULDNT_CONNECT:
+        *error = {Status::Unavailable(what + ": cannot connect: " + detail), true, false};
+        break;
+      case CURLE_OPERATION_TIMEDOUT:
+      case CURLE_SEND_ERROR:
+      case CURLE_RECV_ERROR:
+      case CURLE_GOT_NOTHING:
+      case CURLE_PARTIAL_FILE:
+      case CURLE_HTTP2:
+      case CURLE_HTTP2_STREAM:
+        *error = {Status::Unavailable(what + ": " + detail), true, true};
+        break;
+      case CURLE_SSL_CONNECT_ERROR:
+        // A handshake cut short is usually the network; retry it.
+        *error = {Status::Unavailable(what + ": TLS handshake failed: " + detail), true, false};
+        break;
+      case CURLE_PEER_FAILED_VERIFICATION:
+      case CURLE_SSL_CACERT_BADFILE:
+      case CURLE_SSL_CERTPROBLEM:
+        *error = {Status::FailedPrecondition(what + ": the server's TLS certificate is not trusted: " + detail), false,
+                  false};
+        break;
+      case CURLE_URL_MALFORMAT:
+      case CURLE_UNSUPPORTED_PROTOCOL:
+        *error = {Status::InvalidArgument(what + ": bad endpoint URL: " + detail), false, false};
+        break;
+      default:
+        *error = {Status::Unavailable(what + ": " + detail), true, true};
+    }
+    return false;
+  }
+  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &response->status);
+  return true;
+}
+
+}  // namespace s3
+}  // namespace ckptdb

@@ -1,0 +1,84 @@
+// One HTTP connection's worth of libcurl: an easy handle reused request after
+// request (so the TCP/TLS connection is kept alive between them), TLS checked
+// against the system's CAs, connect and stall timeouts. Transport failures
+// become a Status naming the method and the URL; HTTP statuses are returned
+// to the caller, who knows what they mean.
+//
+// Thread safety: one HttpConnection per thread at a time (S3Client keeps a
+// pool); distinct connections may be used concurrently.
+#ifndef CKPTDB_SRC_S3_HTTP_CLIENT_H_
+#define CKPTDB_SRC_S3_HTTP_CLIENT_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "ckptdb/status.h"
+
+namespace ckptdb {
+namespace s3 {
+
+struct HttpOptions {
+  // Connecting (TCP and TLS) gives up after this long. Default 10 s.
+  long connect_timeout_ms = 10000;
+  // A transfer slower than low_speed_bytes_per_s for low_speed_time_s is
+  // abandoned (a stalled server, a cut link). Defaults: 1 B/s for 30 s.
+  long low_speed_bytes_per_s = 1;
+  long low_speed_time_s = 30;
+  // An upper bound on a whole request; 0 = none (large parts take long).
+  long total_timeout_ms = 0;
+  // A CA bundle instead of the system's (tests with a private CA).
+  std::string ca_file;
+};
+
+struct HttpRequest {
+  std::string method;  // GET HEAD PUT POST DELETE
+  std::string url;
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string_view body;  // sent for PUT and POST; must outlive Perform
+  // Where a successful (2xx) response body goes instead of
+  // HttpResponse::body: up to sink_capacity bytes (a body longer than that
+  // fails the transfer). Error bodies still go to HttpResponse::body.
+  char* sink = nullptr;
+  size_t sink_capacity = 0;
+};
+
+struct HttpResponse {
+  long status = 0;
+  std::map<std::string, std::string> headers;  // names lower-cased
+  std::string body;
+  size_t sink_size = 0;  // bytes written into HttpRequest::sink
+};
+
+// Why a request failed before an HTTP status came back.
+struct TransportError {
+  Status status;  // Unavailable (retryable), or FailedPrecondition (TLS, bad URL)
+  bool retryable = false;
+  // False only when the request surely never reached the server (no
+  // connection was made): a write that failed with `sent` may have happened.
+  bool maybe_sent = true;
+};
+
+class HttpConnection {
+ public:
+  explicit HttpConnection(HttpOptions options);
+  ~HttpConnection();
+  HttpConnection(const HttpConnection&) = delete;
+  HttpConnection& operator=(const HttpConnection&) = delete;
+
+  // Performs the request. On a transport failure returns false and fills
+  // *error; otherwise fills *response (any HTTP status) and returns true.
+  bool Perform(const HttpRequest& request, HttpResponse* response, TransportError* error);
+
+ private:
+  HttpOptions options_;
+  void* curl_;  // CURL*
+};
+
+}  // namespace s3
+}  // namespace ckptdb
+
+#endif  // CKPTDB_SRC_S3_HTTP_CLIENT_H_

@@ -1,0 +1,164 @@
+// The S3 operations a bucket store needs, over the SigV4 signer and libcurl:
+// objects (put, conditional put, get, ranged get into the caller's memory,
+// head, delete, batch delete), listings (ListObjectsV2, paginated) and
+// multipart uploads (create, parts, complete, conditional complete, abort),
+// plus CreateBucket and HeadBucket.
+//
+// Errors name the operation, the object (s3://BUCKET/KEY), the endpoint and
+// the HTTP status with S3's error Code and Message; never a secret. Codes:
+//   NotFound            no such key, bucket or upload
+//   AlreadyExists       a conditional write (If-None-Match: *) lost: the
+//                       object exists
+//   FailedPrecondition  credentials refused (403: the message says which
+//                       key id and where it came from), TLS not trusted
+//   InvalidArgument     a request S3 calls malformed (400), a bad range
+//   Unavailable         500/502/503/504, 429, connection refused, reset or
+//                       stalled, still failing after the retries
+//   DataLoss            a response that is not what S3 sends (bad XML)
+// Retries: up to max_attempts tries per request with full-jitter exponential
+// backoff, for transient failures only. A conditional put whose earlier try
+// may have landed (the connection broke after sending, or a 5xx) and whose
+// retry gets 412 reads the object back: the same bytes (ETag = MD5) are its
+// own success, not AlreadyExists. Multipart completion does the same with
+// the multipart ETag (MD5 of the parts' MD5s, "-N"), which S3 and SeaweedFS
+// compute alike.
+//
+// Thread safety: all methods may be called concurrently; each call takes a
+// connection (one libcurl handle) from a pool and gives it back, so
+// connections are reused across calls and threads.
+#ifndef CKPTDB_SRC_S3_S3_CLIENT_H_
+#define CKPTDB_SRC_S3_S3_CLIENT_H_
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ckptdb/status.h"
+#include "s3/http_client.h"
+#include "s3/s3_config.h"
+
+namespace ckptdb {
+namespace s3 {
+
+struct S3ClientOptions {
+  HttpOptions http;
+  // Tries per request, the first included. Default 5.
+  int max_attempts = 5;
+  // Backoff before retry n is uniform in [0, min(max, initial * 2^n)] ms.
+  int initial_backoff_ms = 50;
+  int max_backoff_ms = 2000;
+  // Hash every body into the signature (x-amz-content-sha256). Turning it
+  // off sends UNSIGNED-PAYLOAD: only sensible over https.
+  bool sign_payload = true;
+  // Idle connections kept for reuse.
+  size_t max_idle_connections = 64;
+};
+
+struct ObjectInfo {
+  std::string key;
+  uint64_t size = 0;
+  std::string etag;  // as S3 gives it, quotes included
+};
+
+struct ListPage {
+  std::vector<ObjectInfo> objects;
+  std::vector<std::string> common_prefixes;  // with a delimiter only
+  bool truncated = false;
+  std::string next_continuation_token;  // when truncated
+};
+
+struct CompletedPart {
+  int part_number = 0;  // 1..10000
+  std::string etag;     // UploadPart's result
+};
+
+class S3Client {
+ public:
+  // InvalidArgument for an endpoint that is not http(s)://host[:port].
+  static StatusOr<std::unique_ptr<S3Client>> Create(S3Settings settings, S3ClientOptions options = {});
+  ~S3Client();
+
+  const S3Settings& settings() const { return settings_; }
+
+  // Creates the bucket; OK when it already exists and is ours.
+  Status CreateBucket(const std::string& bucket);
+  // OK when the bucket exists and these credentials may use it; NotFound
+  // naming it otherwise (a store's open checks this first).
+  Status HeadBucket(const std::string& bucket);
+
+  // Writes the whole object; returns its ETag. With if_none_match, only if
+  // no object has that key (AlreadyExists otherwise): a create-once write.
+  StatusOr<std::string> PutObject(const std::string& bucket, const std::string& key, std::string_view data,
+                                  bool if_none_match = false);
+
+  StatusOr<std::string> GetObject(const std::string& bucket, const std::string& key);
+  // Bytes [offset, offset + length); fewer when the object ends first.
+  // InvalidArgument when offset is at or past the end (S3's 416).
+  StatusOr<std::string> GetObjectRange(const std::string& bucket, const std::string& key, uint64_t offset,
+                                       uint64_t length);
+  // The same range read straight into out[0, length): returns the bytes
+  // written (fewer than length when the object ends first). No copy.
+  StatusOr<size_t> GetObjectRangeInto(const std::string& bucket, const std::string& key, uint64_t offset,
+                                      uint64_t length, char* out);
+  StatusOr<ObjectInfo> HeadObject(const std::string& bucket, const std::string& key);
+  // OK also when there was no such object (S3 semantics).
+  Status DeleteObject(const std::string& bucket, const std::string& key);
+  // Deletes up to 1000 keys in one request (S3's DeleteObjects; missing keys
+  // count as deleted). The first key S3 could not delete fails the call,
+  // naming it and how many others failed. InvalidArgument beyond 1000 keys.
+  Status DeleteObjects(const std::string& bucket, const std::vector<std::string>& keys);
+
+  // One page of keys under `prefix`, in key order. `continuation_token` is ""
+  // for the first page, then the previous page's next_continuation_token.
+  StatusOr<ListPage> ListObjectsV2(const std::string& bucket, const std::string& prefix,
+                                   const std::string& continuation_token = "", int max_keys = 1000,
+                                   const std::string& delimiter = "");
+  // Every key under `prefix`, all pages.
+  StatusOr<std::vector<ObjectInfo>> ListAll(const std::string& bucket, const std::string& prefix);
+
+  // Returns the upload id.
+  StatusOr<std::string> CreateMultipartUpload(const std::string& bucket, const std::string& key);
+  // Returns the part's ETag. Parts may be uploaded concurrently; every part
+  // but the last must be at least 5 MiB on AWS.
+  StatusOr<std::string> UploadPart(const std::string& bucket, const std::string& key, const std::string& upload_id,
+                                   int part_number, std::string_view data);
+  // Makes the object from `parts` (ascending part numbers); returns its ETag.
+  // With if_none_match: AlreadyExists when the key exists, and the upload is
+  // then still open (abort it).
+  StatusOr<std::string> CompleteMultipartUpload(const std::string& bucket, const std::string& key,
+                                                const std::string& upload_id, const std::vector<CompletedPart>& parts,
+                                                bool if_none_match = false);
+  Status AbortMultipartUpload(const std::string& bucket, const std::string& key, const std::string& upload_id);
+
+  // The ETag S3 gives an object assembled from parts with these ETags.
+  static std::string MultipartEtag(const std::vector<CompletedPart>& parts);
+
+ private:
+  struct Call;
+  struct Outcome;
+  S3Client(S3Settings settings, S3ClientOptions options, std::string scheme, std::string host_port);
+  // Sends the call with retries; returns the final HTTP response (any
+  // status but the retried ones) or the transport/5xx failure as Status.
+  StatusOr<HttpResponse> Execute(const Call& call, Outcome* outcome);
+  Status ErrorFor(const Call& call, const HttpResponse& response) const;
+  // "HTTP 503 SlowDown: Please reduce your request rate."
+  static std::string HttpErrorDetail(const HttpResponse& response);
+  std::string Describe(const Call& call) const;
+  std::unique_ptr<HttpConnection> AcquireConnection();
+  void ReleaseConnection(std::unique_ptr<HttpConnection> connection);
+
+  S3Settings settings_;
+  S3ClientOptions options_;
+  std::string scheme_;     // "http" or "https"
+  std::string host_port_;  // "127.0.0.1:8333"
+  std::mutex mu_;
+  std::vector<std::unique_ptr<HttpConnection>> idle_;  // guarded by mu_
+};
+
+}  // namespace s3
+}  // namespace ckptdb
+
+#endif  // CKPTDB_SRC_S3_S3_CLIENT_H_

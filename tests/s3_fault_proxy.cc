@@ -1,0 +1,173 @@
+#include "s3_fault_proxy.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cstring>
+
+namespace ckptdb {
+namespace testing {
+
+namespace {
+
+bool WriteAll(int fd, const std::string& data) {
+  size_t off = 0;
+  while (off < data.size()) {
+    const ssize_t n = send(fd, data.data() + off, data.size() - off, MSG_NOSIGNAL);
+    if (n <= 0) return false;
+    off += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// Closes with a TCP reset (SO_LINGER 0): the client sees a broken connection.
+void Reset(int fd) {
+  linger l{1, 0};
+  setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+  close(fd);
+}
+
+// Reads one request: the head up to the blank line, then Content-Length
+// bytes of body. Returns "" when the client closed first.
+std::string ReadRequest(int fd) {
+  std::string data;
+  char buf[65536];
+  size_t head_end = std::string::npos;
+  while ((head_end = data.find("\r\n\r\n")) == std::string::npos) {
+    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) return "";
+    data.append(buf, static_cast<size_t>(n));
+  }
+  std::string lower = data.substr(0, head_end);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  size_t length = 0;
+  const size_t cl = lower.find("\r\ncontent-length:");
+  if (cl != std::string::npos) length = std::stoul(lower.substr(cl + 17));
+  while (data.size() < head_end + 4 + length) {
+    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) return "";
+    data.append(buf, static_cast<size_t>(n));
+  }
+  return data;
+}
+
+std::string CannedError(int status, const char* reason, const char* code) {
+  const std::string body = std::string("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>") + code +
+                           "</Code><Message>injected by the test proxy</Message></Error>";
+  return "HTTP/1.1 " + std::to_string(status) + " " + reason +
+         "\r\nContent-Type: application/xml\r\nConnection: close\r\nContent-Length: " + std::to_string(body.size()) +
+         "\r\n\r\n" + body;
+}
+
+}  // namespace
+
+S3FaultProxy::S3FaultProxy(int upstream_port) : upstream_port_(upstream_port) {
+  listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
+  int one = 1;
+  setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  listen(listen_fd_, 64);
+  socklen_t len = sizeof(addr);
+  getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+  port_ = ntohs(addr.sin_port);
+  acceptor_ = std::thread([this] { AcceptLoop(); });
+}
+
+S3FaultProxy::~S3FaultProxy() {
+  stopping_ = true;
+  shutdown(listen_fd_, SHUT_RDWR);
+  acceptor_.join();
+  close(listen_fd_);
+  std::vector<std::thread> workers;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    workers.swap(workers_);
+  }
+  for (auto& w : workers) w.join();
+}
+
+void S3FaultProxy::Script(std::vector<Action> actions) {
+  std::lock_guard<std::mutex> lock(mu_);
+  script_.assign(actions.begin(), actions.end());
+}
+
+S3FaultProxy::Action S3FaultProxy::Next() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (script_.empty()) return Action::kPass;
+  Action a = script_.front();
+  script_.pop_front();
+  return a;
+}
+
+void S3FaultProxy::AcceptLoop() {
+  while (!stopping_) {
+    const int client = accept(listen_fd_, nullptr, nullptr);
+    if (client < 0) {
+      if (stopping_) return;
+      continue;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    workers_.emplace_back([this, client] { Serve(client); });
+  }
+}
+
+void S3FaultProxy::Serve(int client) {
+  std::string request = ReadRequest(client);
+  if (request.empty()) {
+    close(client);
+    return;
+  }
+  ++requests_;
+  const Action action = Next();
+  switch (action) {
+    case Action::kServiceUnavailable:
+      WriteAll(client, CannedError(503, "Service Unavailable", "SlowDown"));
+      close(client);
+      return;
+    case Action::kInternalError:
+      WriteAll(client, CannedError(500, "Internal Server Error", "InternalError"));
+      close(client);
+      return;
+    case Action::kOkWithInternalError:
+      WriteAll(client, CannedError(200, "OK", "InternalError"));
+      close(client);
+      return;
+    case Action::kResetBeforeSending:
+      Reset(client);
+      return;
+    case Action::kPass:
+    case Action::kLoseResponse:
+      break;
+  }
+  // One request per upstream connection; the response ends when it closes.
+  const size_t first_line_end = request.find("\r\n");
+  request.insert(first_line_end + 2, "Connection: close\r\n");
+  const int upstream = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(upstream_port_));
+  std::string response;
+  if (connect(upstream, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 && WriteAll(upstream, request)) {
+    ++forwarded_;
+    char buf[65536];
+    ssize_t n;
+    while ((n = recv(upstream, buf, sizeof(buf), 0)) > 0) response.append(buf, static_cast<size_t>(n));
+  }
+  close(upstream);
+  if (action == Action::kLoseResponse || response.empty()) {
+    Reset(client);
+    return;
+  }
+  WriteAll(client, response);
+  close(client);
+}
+
+}  // namespace testing
+}  // namespace ckptdb

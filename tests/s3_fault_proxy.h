@@ -1,0 +1,64 @@
+// A fault-injecting HTTP proxy for the S3 client's tests: it sits between
+// the client and the real server on 127.0.0.1 and makes the faults a real
+// server cannot be told to make. Each request takes the next scripted
+// action (kPass once the script is used up). One request per connection:
+// the proxy adds "Connection: close" upstream and closes after answering,
+// so it never has to frame responses.
+//
+// Thread safety: Script and counters may be called while requests flow.
+#ifndef CKPTDB_TESTS_S3_FAULT_PROXY_H_
+#define CKPTDB_TESTS_S3_FAULT_PROXY_H_
+
+#include <atomic>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace ckptdb {
+namespace testing {
+
+class S3FaultProxy {
+ public:
+  enum class Action {
+    kPass,                 // forward, relay the answer
+    kServiceUnavailable,   // answer 503 SlowDown without forwarding
+    kInternalError,        // answer 500 InternalError without forwarding
+    kOkWithInternalError,  // answer 200 with an InternalError body, as S3 may for CompleteMultipartUpload
+    kResetBeforeSending,   // reset the connection without forwarding
+    kLoseResponse,         // forward (the server acts on it), then reset instead of answering
+  };
+
+  // Forwards to `upstream_port` on 127.0.0.1.
+  explicit S3FaultProxy(int upstream_port);
+  ~S3FaultProxy();
+
+  // "http://127.0.0.1:PORT": the endpoint to give the client.
+  std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  // The actions of the next requests, in order.
+  void Script(std::vector<Action> actions);
+  int requests() const { return requests_.load(); }
+  int forwarded() const { return forwarded_.load(); }
+
+ private:
+  void AcceptLoop();
+  void Serve(int client);
+  Action Next();
+
+  int upstream_port_;
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stopping_{false};
+  std::atomic<int> requests_{0};
+  std::atomic<int> forwarded_{0};
+  std::mutex mu_;
+  std::deque<Action> script_;         // guarded by mu_
+  std::vector<std::thread> workers_;  // guarded by mu_
+  std::thread acceptor_;
+};
+
+}  // namespace testing
+}  // namespace ckptdb
+
+#endif  // CKPTDB_TESTS_S3_FAULT_PROXY_H_

@@ -1,0 +1,35 @@
+// The S3 server the S3Server ctest fixture started (tests/s3_server_fixture.sh),
+// as the tests see it: its settings and warm bucket, or why there is none.
+#ifndef CKPTDB_TESTS_S3_TEST_SERVER_H_
+#define CKPTDB_TESTS_S3_TEST_SERVER_H_
+
+#include <cstdint>
+#include <string>
+
+#include "s3/s3_config.h"
+
+namespace ckptdb {
+namespace testing {
+
+struct S3TestServer {
+  s3::S3Settings settings;  // path-style, the server's own identity
+  std::string bucket;       // created and warmed by the fixture
+  int port = 0;
+  std::string https_endpoint;  // "" when the server has no https port
+  std::string ca_file;         // its certificate
+  std::string skip_reason;     // non-empty: no server, skip saying this
+};
+
+// Read once from $CKPTDB_S3_TEST_SERVER (the fixture's server.env).
+const S3TestServer& TestS3Server();
+
+// A key prefix of its own for the running test (tests share the bucket and
+// may run in parallel).
+std::string UniqueTestPrefix();
+
+std::string RandomBytes(size_t n, uint64_t seed);
+
+}  // namespace testing
+}  // namespace ckptdb
+
+#endif  // CKPTDB_TESTS_S3_TEST_SERVER_H_
