@@ -33,8 +33,10 @@ constexpr int kExitUsage = 2;
   "by SIGPIPE, as it does cat (where SIGPIPE is ignored: failure, 1).\n"
 
 #define STEP_TEXT \
-  "STEP is a step number, 'latest' (the highest committed step) or the name\n" \
-  "of a tag (see 'ckptdb tag').\n"
+  "STEP is a step number, 'latest' (the highest committed step), the name\n" \
+  "of a tag (see 'ckptdb tag'), or best:METRIC (the step with the smallest\n" \
+  "value of the metric its save recorded; best:METRIC:max the largest; of\n" \
+  "equal values the newest step).\n"
 
 const char kMainHelp[] =
     "usage: ckptdb COMMAND [ARGS...] [--help]\n"
@@ -44,10 +46,11 @@ const char kMainHelp[] =
     "\n"
     "read commands (open the store read-only; never block a job saving to it,\n"
     "and see only whole committed steps):\n"
-    "  ls STORE                     one row per committed step\n"
+    "  ls STORE [--sort METRIC]     one row per committed step, with its metrics\n"
     "  ls STORE STEP [--shards]     one row per entry (or stored shard) of a step\n"
     "  cat STORE STEP FQN           the values of one entry (--slice, --raw)\n"
     "  info STORE                   steps, sizes, compression, RocksDB figures\n"
+    "  info STORE STEP              one step: its metrics, note, tags, sizes\n"
     "  verify STORE [STEP...|--all] read and check every chunk\n"
     "  diff STORE A B               entries added, removed, changed from A to B\n"
     "  export STORE STEP --format safetensors OUT\n"
@@ -55,7 +58,8 @@ const char kMainHelp[] =
     "write commands (open the store for writing: they fail, changing nothing,\n"
     "while a training job has the store open):\n"
     "  rm STORE STEP...             delete steps\n"
-    "  gc STORE [--keep-last K] [--keep-every M] [--dry-run]\n"
+    "  gc STORE [--keep-last K] [--keep-every M]\n"
+    "           [--keep-best K --metric NAME [--mode min|max]] [--dry-run]\n"
     "                               sweep failed saves, prune old steps\n"
     "  tag STORE STEP NAME          name a step; tag STORE --delete NAME\n"
     "\n" STEP_TEXT
@@ -63,11 +67,16 @@ const char kMainHelp[] =
     "--help' says more.\n" EXIT_CODES;
 
 const char kLsHelp[] =
-    "usage: ckptdb ls STORE [--json]\n"
+    "usage: ckptdb ls STORE [--sort METRIC] [--reverse] [--json]\n"
     "       ckptdb ls STORE STEP [--shards] [--json]\n"
     "\n"
     "Without STEP: one row per committed step, oldest first:\n"
-    "  STEP  CREATED (UTC)  WORLD (ranks that saved it)  ENTRIES  BYTES  ADDED  TAGS\n"
+    "  STEP  CREATED (UTC)  WORLD (ranks that saved it)  ENTRIES  BYTES  ADDED\n"
+    "  [METRIC...]  TAGS\n"
+    "with a column per metric the saves recorded (SaveOptions::metrics,\n"
+    "ckptdb.save(..., metrics=...)) when there are at most 4 of them ('-':\n"
+    "the step has no such metric); 'ckptdb info STORE STEP' shows all of a\n"
+    "step's metrics and its note.\n"
     "With STEP: one row per entry of that step:\n"
     "  FQN  KIND (tensor, sharded_tensor, bytes)  DTYPE  SHAPE  SHARDS  BYTES\n"
     "With STEP --shards: one row per stored piece (shard) of each entry:\n"
@@ -81,10 +90,14 @@ const char kLsHelp[] =
     "\n" STEP_TEXT
     "\n"
     "options:\n"
+    "  --sort METRIC  steps ordered by METRIC, smallest first (steps without\n"
+    "            it last); with more than 4 metrics only its column is shown\n"
+    "  --reverse  largest first (without --sort: newest step first)\n"
     "  --shards  with STEP: list the stored pieces of every entry\n"
     "  --json    print a JSON array with one object per row instead; step rows\n"
     "            have \"step\", \"created\", \"created_unix_ms\", \"world_size\",\n"
-    "            \"entries\", \"bytes\", \"stored_bytes\" and \"tags\"; entry rows\n"
+    "            \"entries\", \"bytes\", \"stored_bytes\", \"tags\", \"metrics\"\n"
+    "            ({name: value}) and \"note\"; entry rows\n"
     "            have \"fqn\", \"kind\", \"dtype\", \"shape\", \"shards\", \"bytes\",\n"
     "            \"stored_bytes\", and with --shards \"pieces\" (\"offsets\",\n"
     "            \"sizes\", \"rank\", \"item\", \"chunks\", \"chunk_bytes\", \"chunk_shape\",\n"
@@ -121,6 +134,7 @@ const char kCatHelp[] =
 
 const char kInfoHelp[] =
     "usage: ckptdb info STORE [--json]\n"
+    "       ckptdb info STORE STEP [--json]\n"
     "\n"
     "Summarises a store: the steps and tags, the logical bytes of all steps,\n"
     "the raw bytes of the distinct chunks they use (a chunk that several steps\n"
@@ -129,6 +143,9 @@ const char kInfoHelp[] =
     "disk, and RocksDB's figures: live SST files and their size per level,\n"
     "its estimates of live data and of the number of keys, the write-ahead\n"
     "log, and staging directories of saves in flight or left by failed ones.\n"
+    "With STEP: what that step records about itself: when it was saved, by\n"
+    "how many ranks, its entries and sizes, its tags, every metric (all\n"
+    "digits) and its note.\n"
     "\n"
     "options:\n"
     "  --json   one JSON object: \"store\", \"steps\", \"first_step\",\n"
@@ -136,7 +153,10 @@ const char kInfoHelp[] =
     "           \"dedup_ratio\", \"stored_bytes\",\n"
     "           \"compression_ratio\", \"disk_bytes\", \"sst_files\",\n"
     "           \"sst_bytes\", \"sst_files_per_level\", \"live_data_bytes\",\n"
-    "           \"estimated_keys\", \"wal_files\", \"wal_bytes\", \"staging_dirs\"\n"
+    "           \"estimated_keys\", \"wal_files\", \"wal_bytes\", \"staging_dirs\";\n"
+    "           with STEP: \"step\", \"created\", \"created_unix_ms\",\n"
+    "           \"world_size\", \"entries\", \"bytes\", \"stored_bytes\", \"tags\",\n"
+    "           \"metrics\", \"note\"\n"
     "  --help   this text\n" EXIT_CODES;
 
 const char kVerifyHelp[] =
@@ -226,15 +246,19 @@ const char kRmHelp[] =
     "  --help   this text\n" EXIT_CODES;
 
 const char kGcHelp[] =
-    "usage: ckptdb gc STORE [--keep-last K] [--keep-every M] [--dry-run] [--json]\n"
+    "usage: ckptdb gc STORE [--keep-last K] [--keep-every M]\n"
+    "                 [--keep-best K --metric NAME [--mode min|max]] [--dry-run] [--json]\n"
     "\n"
     "Removes what failed or interrupted saves left behind (data of saves that\n"
     "are recorded as pending and never committed, staging directories), then\n"
     "prunes history. Data with neither a commit nor a pending record is kept\n"
     "and counted (it may be a commit whose log was lost). A step is\n"
     "kept when it is one of the newest K (--keep-last), when its number is a\n"
-    "multiple of M (--keep-every), or when it has a tag; the newest step is\n"
-    "always kept. Without --keep-last and --keep-every no step is removed.\n"
+    "multiple of M (--keep-every), when it is one of the K with the best\n"
+    "value of metric NAME (--keep-best; smallest with --mode min, the default,\n"
+    "largest with max; steps without the metric are not among them; of equal\n"
+    "values the newer ranks first), or when it has a tag; the newest step is\n"
+    "always kept. Without a --keep-... rule no step is removed.\n"
     "\n"
     "Chunks that a kept step shares with a removed one (unchanged since) stay;\n"
     "the rest of the removed steps' data goes, and a file's space comes back\n"
@@ -245,6 +269,9 @@ const char kGcHelp[] =
     "options:\n"
     "  --keep-last K   keep the newest K steps (K >= 1)\n"
     "  --keep-every M  keep steps whose number is a multiple of M (M >= 1)\n"
+    "  --keep-best K   keep the K steps with the best value of --metric (K >= 1)\n"
+    "  --metric NAME   the metric --keep-best ranks steps by\n"
+    "  --mode min|max  whether smaller (min, the default) or larger is better\n"
     "  --dry-run       say what would be removed; change nothing\n"
     "  --json          {\"dry_run\", \"failed_saves\", \"staging_dirs\",\n"
     "                  \"unaccounted_saves\", \"deleted_saves_reclaimed\",\n"
@@ -306,14 +333,24 @@ ReadContext OpenRead(const std::string& store) {
 }
 
 int RunLs(int argc, char** argv) {
-  Args a = ckptdb::cli::ParseArgs(argc, argv, 2, ArgSpec{{"--json", "--shards"}, {}});
+  Args a = ckptdb::cli::ParseArgs(argc, argv, 2, ArgSpec{{"--json", "--shards", "--reverse"}, {"--sort"}});
   if (a.help) return std::cout << kLsHelp, kExitOk;
   if (!a.error.empty()) return Usage("ls: " + a.error, kLsHelp);
   if (a.positional.empty() || a.positional.size() > 2) return Usage("ls: expected STORE [STEP]", kLsHelp);
   if (a.Has("--shards") && a.positional.size() == 1) return Usage("ls: --shards needs a STEP", kLsHelp);
+  if ((a.Value("--sort") != nullptr || a.Has("--reverse")) && a.positional.size() == 2) {
+    return Usage("ls: --sort and --reverse order the steps; they take no STEP", kLsHelp);
+  }
+  ckptdb::cli::LsOptions lo;
+  lo.json = a.Has("--json");
+  lo.reverse = a.Has("--reverse");
+  if (const std::string* m = a.Value("--sort")) {
+    if (!ckptdb::ValidateMetricName(*m).ok()) return Usage("ls: --sort needs a metric name, not '" + *m + "'", kLsHelp);
+    lo.sort = *m;
+  }
   ReadContext c = OpenRead(a.positional[0]);
   if (!c.status.ok()) return Finish(c.status);
-  if (a.positional.size() == 1) return Finish(ckptdb::cli::ListSteps(*c.reader, a.Has("--json"), std::cout));
+  if (a.positional.size() == 1) return Finish(ckptdb::cli::ListSteps(*c.reader, lo, std::cout));
   auto step = ckptdb::cli::ResolveStep(*c.reader, a.positional[1]);
   if (!step.ok()) return Finish(step.status());
   return Finish(ckptdb::cli::ListEntries(*c.reader, *step, a.Has("--shards"), a.Has("--json"), std::cout));
@@ -390,9 +427,14 @@ int RunInfo(int argc, char** argv) {
   Args a = ckptdb::cli::ParseArgs(argc, argv, 2, ArgSpec{{"--json"}, {}});
   if (a.help) return std::cout << kInfoHelp, kExitOk;
   if (!a.error.empty()) return Usage("info: " + a.error, kInfoHelp);
-  if (a.positional.size() != 1) return Usage("info: expected STORE", kInfoHelp);
+  if (a.positional.empty() || a.positional.size() > 2) return Usage("info: expected STORE [STEP]", kInfoHelp);
   ReadContext c = OpenRead(a.positional[0]);
   if (!c.status.ok()) return Finish(c.status);
+  if (a.positional.size() == 2) {
+    auto step = ckptdb::cli::ResolveStep(*c.reader, a.positional[1]);
+    if (!step.ok()) return Finish(step.status());
+    return Finish(ckptdb::cli::InfoStep(*c.reader, *step, a.Has("--json"), std::cout));
+  }
   return Finish(ckptdb::cli::Info(*c.reader, a.Has("--json"), std::cout));
 }
 
@@ -463,7 +505,9 @@ bool ParseCount(const std::string& text, int64_t* out) {
 }
 
 int RunGc(int argc, char** argv) {
-  Args a = ckptdb::cli::ParseArgs(argc, argv, 2, ArgSpec{{"--dry-run", "--json"}, {"--keep-last", "--keep-every"}});
+  Args a = ckptdb::cli::ParseArgs(argc, argv, 2,
+                                  ArgSpec{{"--dry-run", "--json"},
+                                          {"--keep-last", "--keep-every", "--keep-best", "--metric", "--mode"}});
   if (a.help) return std::cout << kGcHelp, kExitOk;
   if (!a.error.empty()) return Usage("gc: " + a.error, kGcHelp);
   if (a.positional.size() != 1) return Usage("gc: expected STORE", kGcHelp);
@@ -477,6 +521,23 @@ int RunGc(int argc, char** argv) {
     if (!ParseCount(*m, &o.policy.keep_every)) {
       return Usage("gc: --keep-every needs a positive integer, not '" + *m + "'", kGcHelp);
     }
+  }
+  if (const std::string* k = a.Value("--keep-best")) {
+    if (!ParseCount(*k, &o.policy.keep_best)) {
+      return Usage("gc: --keep-best needs a positive integer, not '" + *k + "'", kGcHelp);
+    }
+    const std::string* metric = a.Value("--metric");
+    if (metric == nullptr) return Usage("gc: --keep-best needs --metric NAME (the metric to rank steps by)", kGcHelp);
+    if (!ckptdb::ValidateMetricName(*metric).ok()) {
+      return Usage("gc: --metric needs a metric name, not '" + *metric + "'", kGcHelp);
+    }
+    o.policy.best_metric = *metric;
+    if (const std::string* mode = a.Value("--mode")) {
+      if (*mode != "min" && *mode != "max") return Usage("gc: --mode is min or max, not '" + *mode + "'", kGcHelp);
+      o.policy.best_mode = *mode == "max" ? ckptdb::MetricMode::kMax : ckptdb::MetricMode::kMin;
+    }
+  } else if (a.Value("--metric") != nullptr || a.Value("--mode") != nullptr) {
+    return Usage("gc: --metric and --mode go with --keep-best K", kGcHelp);
   }
   o.dry_run = a.Has("--dry-run");
   o.json = a.Has("--json");

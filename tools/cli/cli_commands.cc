@@ -1,6 +1,7 @@
 // ls, cat and info: the commands that show what a store holds.
 #include "cli_commands.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <map>
@@ -34,6 +35,21 @@ std::string Join(const std::vector<std::string>& v, const char* sep) {
 
 StatusOr<int64_t> ResolveStep(StoreReader& reader, const std::string& arg) {
   if (arg == "latest") return reader.LatestStep();
+  if (arg.rfind("best:", 0) == 0) {
+    std::string metric = arg.substr(5);
+    MetricMode mode = MetricMode::kMin;
+    const size_t colon = metric.rfind(':');
+    if (colon != std::string::npos) {
+      const std::string m = metric.substr(colon + 1);
+      if (m != "min" && m != "max") {
+        return Status::InvalidArgument("invalid step '" + arg + "': expected best:METRIC, best:METRIC:min or best:METRIC:max");
+      }
+      mode = m == "max" ? MetricMode::kMax : MetricMode::kMin;
+      metric.resize(colon);
+    }
+    if (Status st = ValidateMetricName(metric); !st.ok()) return st.WithContext("step '" + arg + "'");
+    return reader.BestStep(metric, mode);
+  }
   if (AllDigits(arg)) {
     errno = 0;
     unsigned long long v = std::strtoull(arg.c_str(), nullptr, 10);
@@ -46,45 +62,131 @@ StatusOr<int64_t> ResolveStep(StoreReader& reader, const std::string& arg) {
     return Status::InvalidArgument("step " + arg + " is out of range [0, " + std::to_string(kMaxStep) + "]");
   }
   if (!ValidateTagName(arg).ok()) {
-    return Status::InvalidArgument("invalid step '" + arg + "': expected a number, 'latest' or a tag name");
+    return Status::InvalidArgument("invalid step '" + arg +
+                                   "': expected a number, 'latest', a tag name or best:METRIC[:min|max]");
   }
   return reader.ResolveTag(arg);
 }
 
-Status ListSteps(StoreReader& reader, bool json, std::ostream& out) {
-  auto steps = reader.ListSteps();
-  if (!steps.ok()) return steps.status();
-  if (json) {
+namespace {
+
+// {"name": value, ...} with every digit (values round-trip).
+std::string JsonMetrics(const std::map<std::string, double>& metrics) {
+  std::string out = "{";
+  for (const auto& [name, value] : metrics) {
+    out += (out.size() > 1 ? ", " : "") + JsonString(name) + ": " + FormatDouble(value, 17);
+  }
+  return out + "}";
+}
+
+}  // namespace
+
+Status ListSteps(StoreReader& reader, const LsOptions& options, std::ostream& out) {
+  auto listed = reader.ListSteps();
+  if (!listed.ok()) return listed.status();
+  std::vector<StepInfo> steps = std::move(listed).value();
+  if (!options.sort.empty()) {
+    if (Status st = ValidateMetricName(options.sort); !st.ok()) return st.WithContext("--sort");
+    // By the metric, steps without it last in either direction; equal
+    // values by step.
+    const std::string& m = options.sort;
+    std::stable_sort(steps.begin(), steps.end(), [&](const StepInfo& a, const StepInfo& b) {
+      auto ia = a.metrics.find(m), ib = b.metrics.find(m);
+      const bool ha = ia != a.metrics.end(), hb = ib != b.metrics.end();
+      if (ha != hb) return ha;
+      if (!ha || ia->second == ib->second) return false;
+      return options.reverse ? ia->second > ib->second : ia->second < ib->second;
+    });
+  } else if (options.reverse) {
+    std::reverse(steps.begin(), steps.end());
+  }
+  if (options.json) {
     std::string buf = "[";
-    for (size_t i = 0; i < steps->size(); ++i) {
-      const StepInfo& s = (*steps)[i];
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const StepInfo& s = steps[i];
       buf += (i ? ",\n " : "\n ");
       buf += "{\"step\": " + std::to_string(s.step) + ", \"created\": " + JsonString(IsoTime(s.created_unix_ms)) +
              ", \"created_unix_ms\": " + std::to_string(s.created_unix_ms) +
              ", \"world_size\": " + std::to_string(s.world_size) + ", \"entries\": " + std::to_string(s.entries) +
              ", \"bytes\": " + std::to_string(s.logical_bytes) + ", \"stored_bytes\": " +
              std::to_string(s.stored_bytes) + ", \"tags\": " + JsonTags(s.tags) +
+             ", \"metrics\": " + JsonMetrics(s.metrics) + ", \"note\": " + JsonString(s.note) +
              (s.damaged ? ", \"damaged\": true}" : "}");
     }
-    buf += steps->empty() ? "]\n" : "\n]\n";
+    buf += steps.empty() ? "]\n" : "\n]\n";
     out << buf;
     return Status::OK();
   }
-  std::vector<std::vector<std::string>> rows = {{"STEP", "CREATED", "WORLD", "ENTRIES", "BYTES", "ADDED", "TAGS"}};
-  rows.reserve(steps->size() + 1);
-  for (const StepInfo& s : *steps) {
+  // A column per metric when there are few (else `info STEP` shows them).
+  std::set<std::string> names;
+  for (const StepInfo& s : steps) {
+    for (const auto& kv : s.metrics) names.insert(kv.first);
+  }
+  if (names.size() > kMaxMetricColumns) {
+    names.clear();
+    if (!options.sort.empty()) names.insert(options.sort);
+  }
+  std::vector<std::string> header = {"STEP", "CREATED", "WORLD", "ENTRIES", "BYTES", "ADDED"};
+  header.insert(header.end(), names.begin(), names.end());
+  header.push_back("TAGS");
+  std::vector<std::vector<std::string>> rows = {header};
+  rows.reserve(steps.size() + 1);
+  for (const StepInfo& s : steps) {
+    std::vector<std::string> row;
     if (s.damaged) {
-      rows.push_back({std::to_string(s.step), "DAMAGED (see ckptdb verify)", "", "", "", "", Join(s.tags, ",")});
-      continue;
+      row = {std::to_string(s.step), "DAMAGED (see ckptdb verify)", "", "", "", ""};
+      row.resize(row.size() + names.size());
+    } else {
+      row = {std::to_string(s.step),   IsoTime(s.created_unix_ms),  std::to_string(s.world_size),
+             std::to_string(s.entries), HumanBytes(s.logical_bytes), HumanBytes(s.stored_bytes)};
+      for (const std::string& n : names) {
+        auto it = s.metrics.find(n);
+        row.push_back(it == s.metrics.end() ? "-" : FormatDouble(it->second, 6));
+      }
     }
-    rows.push_back({std::to_string(s.step), IsoTime(s.created_unix_ms), std::to_string(s.world_size),
-                    std::to_string(s.entries), HumanBytes(s.logical_bytes), HumanBytes(s.stored_bytes),
-                    Join(s.tags, ",")});
+    row.push_back(Join(s.tags, ","));
+    rows.push_back(std::move(row));
   }
   std::ostringstream table;
   PrintTable(rows, table);
   out << table.str();
-  if (steps->empty()) out << "(no committed steps)\n";
+  if (steps.empty()) out << "(no committed steps)\n";
+  return Status::OK();
+}
+
+Status InfoStep(StoreReader& reader, int64_t step, bool json, std::ostream& out) {
+  auto steps = reader.ListSteps();
+  if (!steps.ok()) return steps.status();
+  auto it = std::find_if(steps->begin(), steps->end(), [step](const StepInfo& s) { return s.step == step; });
+  if (it == steps->end()) {
+    return Status::NotFound("step " + std::to_string(step) + " not found in store '" + reader.path() + "'");
+  }
+  const StepInfo& s = *it;
+  if (s.damaged) {
+    return Status::DataLoss("the records of step " + std::to_string(step) + " are damaged (see ckptdb verify)");
+  }
+  if (json) {
+    out << "{\"step\": " << s.step << ", \"created\": " << JsonString(IsoTime(s.created_unix_ms))
+        << ", \"created_unix_ms\": " << s.created_unix_ms << ", \"world_size\": " << s.world_size
+        << ", \"entries\": " << s.entries << ", \"bytes\": " << s.logical_bytes
+        << ", \"stored_bytes\": " << s.stored_bytes << ", \"tags\": " << JsonTags(s.tags)
+        << ", \"metrics\": " << JsonMetrics(s.metrics) << ", \"note\": " << JsonString(s.note) << "}\n";
+    return Status::OK();
+  }
+  std::vector<std::vector<std::string>> rows = {
+      {"step", std::to_string(s.step)},
+      {"created", IsoTime(s.created_unix_ms)},
+      {"world", std::to_string(s.world_size) + " ranks"},
+      {"entries", std::to_string(s.entries)},
+      {"bytes", HumanBytes(s.logical_bytes)},
+      {"added", HumanBytes(s.stored_bytes)},
+      {"tags", s.tags.empty() ? "-" : Join(s.tags, ", ")},
+  };
+  for (const auto& [name, value] : s.metrics) rows.push_back({"metric " + name, FormatDouble(value, 17)});
+  std::ostringstream table;
+  PrintTable(rows, table);
+  out << table.str();
+  if (!s.note.empty()) out << "note\n" << s.note << (s.note.back() == '\n' ? "" : "\n");
   return Status::OK();
 }
 

@@ -19,13 +19,27 @@
 
 namespace ckptdb::cli {
 
-// A step argument: a number, "latest", or the name of a tag. A number need
-// not be committed (the command that uses it says so); "latest" and tags
-// resolve to committed steps or NotFound.
+// A step argument: a number, "latest", the name of a tag, or
+// "best:METRIC[:min|max]" (the step with the smallest, or with :max the
+// largest, value of METRIC: StoreReader::BestStep). A number need not be
+// committed (the command that uses it says so); the others resolve to
+// committed steps or NotFound.
 StatusOr<int64_t> ResolveStep(StoreReader& reader, const std::string& arg);
 
-// ls: one row per committed step.
-Status ListSteps(StoreReader& reader, bool json, std::ostream& out);
+struct LsOptions {
+  bool json = false;
+  // Rows sorted by this metric, smallest first (steps without it last);
+  // empty: by step.
+  std::string sort;
+  bool reverse = false;  // largest first (by step: newest first)
+};
+// ls: one row per committed step, with a column per metric when the steps
+// have at most kMaxMetricColumns metric names between them.
+inline constexpr size_t kMaxMetricColumns = 4;
+Status ListSteps(StoreReader& reader, const LsOptions& options, std::ostream& out);
+// info STEP: everything the step records about itself: its summary, tags,
+// every metric and the note.
+Status InfoStep(StoreReader& reader, int64_t step, bool json, std::ostream& out);
 // ls STEP: one row per entry of a step; with `shards`, one row per stored
 // piece (shard) of each entry.
 Status ListEntries(StoreReader& reader, int64_t step, bool shards, bool json, std::ostream& out);

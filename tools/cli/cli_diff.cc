@@ -35,12 +35,6 @@ std::string JsonEntry(const EntryMetadata& e) {
          ", \"dtype\": " + JsonString(DTypeName(e.dtype)) + ", \"shape\": " + JsonShape(e.shape) + "}";
 }
 
-std::string FormatDouble(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  return buf;
-}
-
 // Compares the values of an entry whose kind, dtype and shape are equal in
 // both steps. Tensors are read in blocks of rows, the same block of both
 // steps at a time, so memory stays bounded whatever their size.

@@ -206,6 +206,12 @@ std::string EscapeBytes(const std::string& bytes, size_t limit) {
   return out;
 }
 
+std::string FormatDouble(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+  return buf;
+}
+
 std::string HumanBytes(uint64_t n) {
   static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
   double v = static_cast<double>(n);

@@ -25,6 +25,9 @@ std::string EscapeBytes(const std::string& bytes, size_t limit = 4096);
 // "12.0 MiB"
 std::string HumanBytes(uint64_t n);
 
+// A double with `digits` significant digits (%g): 17 round-trips exactly.
+std::string FormatDouble(double v, int digits = 9);
+
 // A JSON string literal.
 std::string JsonString(const std::string& s);
 
