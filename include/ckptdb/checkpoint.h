@@ -44,6 +44,7 @@
 #define CKPTDB_CHECKPOINT_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,13 @@ struct SaveOptions {
   bool no_dist = false;
   // The ranks' collectives; required unless no_dist. Not owned.
   Communicator* communicator = nullptr;
+  // Records to store with the step, by name (StepMetadata::annotations):
+  // what an application needs to give back besides the entries, e.g. the DCP
+  // adaptor's copy of DCP's own metadata. Stored as they are, never
+  // interpreted; only the coordinator's are stored. Names must not be empty
+  // (InvalidArgument). They add to the step's metadata record, which every
+  // load reads whole: keep them small (kilobytes, not megabytes).
+  std::map<std::string, std::string> annotations;
 };
 
 // REQUIRES: every rank of the communicator calls Save with the same options

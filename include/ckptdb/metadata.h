@@ -11,6 +11,7 @@
 #define CKPTDB_METADATA_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,20 @@ namespace ckptdb {
 // Persisted numbers; never change.
 enum class EntryKind : int { kTensor = 1, kShardedTensor = 2, kBytes = 3 };
 const char* EntryKindName(EntryKind kind);  // "tensor", "sharded_tensor", "bytes"
+
+// How a bytes entry's bytes encode the value that was saved, recorded with
+// the entry so that a load gives back that value whatever the target holds
+// (the Python package: `bytes` as bytes, any other object as that object).
+// Persisted numbers; never change. ckptdb itself never decodes the bytes.
+enum class BytesEncoding : int {
+  kUnrecorded = 0,  // not recorded: stores written before it was; tensor entries
+  kRaw = 1,         // the value is the bytes themselves (the default of Bytes)
+  kPickle = 2,      // a Python object, pickled (pickle.dumps)
+  kTorchSave = 3,   // a Python object, torch.save'd (DCP's bytes items)
+};
+// "unrecorded", "raw", "pickle", "torch_save"; "unknown" for another number (a
+// newer writer's, kept as it is by readers).
+const char* BytesEncodingName(BytesEncoding encoding);
 
 // Names the stored bytes of one piece within a save attempt.
 struct StorageKey {
@@ -118,6 +133,9 @@ struct EntryMetadata {
   DType dtype = DType::kU8;  // kU8 for bytes entries
   Shape shape;               // global shape; {length} for bytes entries
   std::vector<StoredPiece> pieces;
+  // Bytes entries: how the bytes encode the saved value (kUnrecorded in
+  // steps written before it was recorded, and for tensor entries).
+  BytesEncoding bytes_encoding = BytesEncoding::kUnrecorded;
 
   uint64_t logical_bytes() const;
   uint64_t stored_bytes() const;
@@ -131,6 +149,9 @@ struct StepMetadata {
   int32_t coordinator_rank = 0;
   uint64_t save_id = 0;  // random per save attempt; tells committed data from leftovers
   std::vector<EntryMetadata> entries;  // in the saved state dict's order
+  // Records the application attached to the step (SaveOptions::annotations),
+  // by name, stored as they are; empty in steps written before.
+  std::map<std::string, std::string> annotations;
 
   const EntryMetadata* Find(const std::string& fqn) const;
   uint64_t logical_bytes() const;

@@ -123,6 +123,10 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
       if (merged.ok()) {
         metadata = std::move(merged).value();
         metadata.step = options.step;
+        metadata.annotations = options.annotations;
+        for (const auto& [name, value] : metadata.annotations) {
+          if (name.empty()) planned = Status::InvalidArgument("SaveOptions::annotations: an empty name");
+        }
       } else {
         planned = merged.status();
       }
