@@ -30,8 +30,9 @@ namespace ckptdb {
 struct Bytes {
   std::string data;
   // How `data` encodes the value (stored with the entry; ckptdb never
-  // decodes it). After a load: what the step recorded (kUnrecorded for a
-  // step written before encodings were recorded).
+  // decodes it; a save refuses a number BytesEncoding does not name with
+  // InvalidArgument). After a load: what the step recorded (kUnrecorded
+  // for a step written before encodings were recorded).
   BytesEncoding encoding = BytesEncoding::kRaw;
 };
 
