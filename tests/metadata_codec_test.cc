@@ -144,6 +144,43 @@ TEST(MetadataCodec, UnknownDTypeNumberIsRejected) {
   EXPECT_NE(m.status().message().find("unknown dtype 77"), std::string::npos) << m.status();
 }
 
+// Bytes encodings and annotations round-trip; a step without them (stores
+// written before) decodes with the encoding unrecorded and no annotations;
+// a number this build does not know is kept (a newer writer's).
+TEST(MetadataCodec, BytesEncodingsAndAnnotationsRoundTrip) {
+  StepMetadata m = Sample();
+  m.entries[2].bytes_encoding = BytesEncoding::kTorchSave;
+  m.annotations["torch.distributed.checkpoint"] = "{}";
+  auto back = DecodeMetadataValue(EncodeMetadataValue(m));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->entries[2].bytes_encoding, BytesEncoding::kTorchSave);
+  EXPECT_EQ(back->entries[0].bytes_encoding, BytesEncoding::kUnrecorded);
+  EXPECT_EQ(back->annotations, m.annotations);
+
+  proto::Metadata pm;
+  ToProto(m, &pm);
+  pm.mutable_entries(2)->clear_bytes_encoding();
+  pm.clear_annotations();
+  auto old = FromProto(pm);
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_EQ(old->entries[2].bytes_encoding, BytesEncoding::kUnrecorded);
+  EXPECT_TRUE(old->annotations.empty());
+
+  pm.mutable_entries(2)->set_bytes_encoding(static_cast<proto::BytesEncoding>(12));
+  auto newer = FromProto(pm);
+  ASSERT_TRUE(newer.ok()) << newer.status();
+  EXPECT_EQ(static_cast<int>(newer->entries[2].bytes_encoding), 12);
+  EXPECT_STREQ(BytesEncodingName(newer->entries[2].bytes_encoding), "unknown");
+  EXPECT_TRUE(ValidateStepMetadata(*newer).ok());
+
+  m = Sample();
+  m.entries[0].bytes_encoding = BytesEncoding::kRaw;
+  ExpectInvalid(m, "sharded_tensor entry 'w' records a bytes encoding (raw)");
+  m = Sample();
+  m.annotations[""] = "x";
+  ExpectInvalid(m, "an annotation with an empty name");
+}
+
 TEST(Keys, SortByStepThenSaveRankItemChunk) {
   std::string a = EncodeDataKey({1, 5, 0, 0, 9});
   std::string b = EncodeDataKey({1, 5, 0, 1, 0});

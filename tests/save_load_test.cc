@@ -11,6 +11,7 @@
 
 #include "ckptdb/ckptdb.h"
 #include "format/keys.h"
+#include "format/metadata_codec.h"
 #include "test_util.h"
 
 namespace ckptdb {
@@ -459,6 +460,110 @@ TEST_F(SaveLoadTest, LoadWholeAssemblesEveryEntry) {
   EXPECT_EQ(std::get<Bytes>(*got->Find("b")).data, "bytes");
   auto none = LoadWhole(*Reader(), 9, {"nope"});
   EXPECT_EQ(none.status().code(), StatusCode::kNotFound);
+}
+
+// A bytes entry records how its bytes encode the value (AddBytes: raw), and
+// a load hands the encoding back with the bytes, whatever the target held.
+TEST_F(SaveLoadTest, BytesEntriesRecordTheirEncoding) {
+  StateDict sd;
+  ASSERT_OK(sd.AddBytes("raw", std::string("\x80\x04K\x05.", 5)));  // bytes that happen to be a pickle
+  ASSERT_OK(sd.AddBytes("obj", std::string("\x80\x04K\x05.", 5), BytesEncoding::kPickle));
+  ASSERT_OK(sd.Add("ts", Bytes{"PK", BytesEncoding::kTorchSave}));
+  ASSERT_OK(sd.Add("w", PatternTensor(DType::kF32, {4}, 1)));
+  auto w = Writer();
+  ASSERT_OK(SaveNoDist(sd, *w, 3));
+  auto md = Reader()->ReadMetadata(3);
+  ASSERT_TRUE(md.ok()) << md.status();
+  EXPECT_EQ(md->Find("raw")->bytes_encoding, BytesEncoding::kRaw);
+  EXPECT_EQ(md->Find("obj")->bytes_encoding, BytesEncoding::kPickle);
+  EXPECT_EQ(md->Find("ts")->bytes_encoding, BytesEncoding::kTorchSave);
+  EXPECT_EQ(md->Find("w")->bytes_encoding, BytesEncoding::kUnrecorded);
+
+  StateDict target;
+  ASSERT_OK(target.Add("raw", Bytes{"placeholder", BytesEncoding::kPickle}));
+  ASSERT_OK(target.Add("obj", Bytes{}));
+  ASSERT_OK(target.Add("ts", Bytes{}));
+  ASSERT_OK(LoadNoDist(target, *Reader(), 3));
+  EXPECT_EQ(std::get<Bytes>(*target.Find("raw")).data, std::string("\x80\x04K\x05.", 5));
+  EXPECT_EQ(std::get<Bytes>(*target.Find("raw")).encoding, BytesEncoding::kRaw);
+  EXPECT_EQ(std::get<Bytes>(*target.Find("obj")).encoding, BytesEncoding::kPickle);
+  EXPECT_EQ(std::get<Bytes>(*target.Find("ts")).encoding, BytesEncoding::kTorchSave);
+  auto whole = LoadWhole(*Reader(), 3, {"obj"});
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(std::get<Bytes>(*whole->Find("obj")).encoding, BytesEncoding::kPickle);
+
+  // An encoding this build does not know is refused, naming the entry.
+  StateDict bad;
+  ASSERT_OK(bad.Add("x", Bytes{"?", static_cast<BytesEncoding>(9)}));
+  Status st = SaveNoDist(bad, *w, 4);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(st.ToString().find("entry 'x' has unknown bytes encoding 9"), std::string::npos) << st;
+}
+
+// A step written before encodings and annotations were recorded (its
+// metadata rewritten without them) loads as before: the same bytes, the
+// encoding unrecorded, no annotations.
+TEST_F(SaveLoadTest, StepsWrittenWithoutEncodingsOrAnnotationsStillLoad) {
+  StateDict sd;
+  ASSERT_OK(sd.AddBytes("b", "loader position 17", BytesEncoding::kPickle));
+  ASSERT_OK(sd.Add("w", PatternTensor(DType::kF32, {8}, 1)));
+  auto w = Writer();
+  SaveOptions o;
+  o.step = 0;
+  o.no_dist = true;
+  o.annotations["app"] = "x";
+  ASSERT_OK(Save(sd, *w, o));
+  w.reset();  // release the database
+  {
+    rocksdb::DB* raw = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), store_ + "/db", &raw).ok());
+    std::unique_ptr<rocksdb::DB> db(raw);
+    std::string v;
+    ASSERT_TRUE(db->Get(rocksdb::ReadOptions(), MetadataKey(0), &v).ok());
+    auto md = DecodeMetadataValue(v);
+    ASSERT_TRUE(md.ok()) << md.status();
+    proto::Metadata pm;
+    ToProto(*md, &pm);
+    for (proto::Entry& e : *pm.mutable_entries()) e.clear_bytes_encoding();
+    pm.clear_annotations();
+    auto old = FromProto(pm);
+    ASSERT_TRUE(old.ok()) << old.status();
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), MetadataKey(0), EncodeMetadataValue(*old)).ok());
+  }
+  auto md = Reader()->ReadMetadata(0);
+  ASSERT_TRUE(md.ok()) << md.status();
+  EXPECT_EQ(md->Find("b")->bytes_encoding, BytesEncoding::kUnrecorded);
+  EXPECT_TRUE(md->annotations.empty());
+  StateDict target = TargetLike(sd);
+  ASSERT_OK(LoadNoDist(target, *Reader(), 0));
+  ExpectSame(sd, target);
+  EXPECT_EQ(std::get<Bytes>(*target.Find("b")).encoding, BytesEncoding::kUnrecorded);
+}
+
+// SaveOptions::annotations are stored with the step as they are (only the
+// coordinator's); an empty name is refused and commits nothing.
+TEST_F(SaveLoadTest, AnnotationsAreStoredWithTheStep) {
+  StateDict sd;
+  ASSERT_OK(sd.Add("w", PatternTensor(DType::kF32, {4}, 1)));
+  auto w = Writer();
+  SaveOptions o;
+  o.step = 1;
+  o.no_dist = true;
+  o.annotations["torch.distributed.checkpoint"] = std::string("{\"a\":1}\0\xff", 9);
+  o.annotations["other"] = "";
+  ASSERT_OK(Save(sd, *w, o));
+  auto md = Reader()->ReadMetadata(1);
+  ASSERT_TRUE(md.ok()) << md.status();
+  EXPECT_EQ(md->annotations, o.annotations);
+
+  o.step = 2;
+  o.annotations[""] = "nameless";
+  Status st = Save(sd, *w, o);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(st.ToString().find("annotations: an empty name"), std::string::npos) << st;
+  auto steps = Reader()->ListSteps();
+  ASSERT_TRUE(steps.ok());
+  EXPECT_EQ(steps->size(), 1u);
 }
 
 }  // namespace

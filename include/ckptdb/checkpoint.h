@@ -77,6 +77,13 @@ struct SaveOptions {
   // anything is written).
   std::map<std::string, double> metrics;
   std::string note;
+  // Records to store with the step, by name (StepMetadata::annotations):
+  // what an application needs to give back besides the entries, e.g. the DCP
+  // adaptor's copy of DCP's own metadata. Stored as they are, never
+  // interpreted; only the coordinator's are stored. Names must not be empty
+  // (InvalidArgument). They add to the step's metadata record, which every
+  // load reads whole: keep them small (kilobytes, not megabytes).
+  std::map<std::string, std::string> annotations;
 };
 
 // REQUIRES: every rank of the communicator calls Save with the same options

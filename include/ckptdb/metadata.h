@@ -24,6 +24,20 @@ namespace ckptdb {
 enum class EntryKind : int { kTensor = 1, kShardedTensor = 2, kBytes = 3 };
 const char* EntryKindName(EntryKind kind);  // "tensor", "sharded_tensor", "bytes"
 
+// How a bytes entry's bytes encode the value that was saved, recorded with
+// the entry so that a load gives back that value whatever the target holds
+// (the Python package: `bytes` as bytes, any other object as that object).
+// Persisted numbers; never change. ckptdb itself never decodes the bytes.
+enum class BytesEncoding : int {
+  kUnrecorded = 0,  // not recorded: stores written before it was; tensor entries
+  kRaw = 1,         // the value is the bytes themselves (the default of Bytes)
+  kPickle = 2,      // a Python object, pickled (pickle.dumps)
+  kTorchSave = 3,   // a Python object, torch.save'd (DCP's bytes items)
+};
+// "unrecorded", "raw", "pickle", "torch_save"; "unknown" for another number (a
+// newer writer's, kept as it is by readers).
+const char* BytesEncodingName(BytesEncoding encoding);
+
 // Names the stored bytes of one piece within a save attempt.
 struct StorageKey {
   uint32_t rank = 0;  // the rank that wrote the piece
@@ -119,6 +133,9 @@ struct EntryMetadata {
   DType dtype = DType::kU8;  // kU8 for bytes entries
   Shape shape;               // global shape; {length} for bytes entries
   std::vector<StoredPiece> pieces;
+  // Bytes entries: how the bytes encode the saved value (kUnrecorded in
+  // steps written before it was recorded, and for tensor entries).
+  BytesEncoding bytes_encoding = BytesEncoding::kUnrecorded;
 
   uint64_t logical_bytes() const;
   uint64_t stored_bytes() const;
@@ -146,6 +163,9 @@ struct StepMetadata {
   // empty in steps saved without them.
   std::map<std::string, double> metrics;
   std::string note;
+  // Records the application attached to the step (SaveOptions::annotations),
+  // by name, stored as they are; empty in steps written before.
+  std::map<std::string, std::string> annotations;
 
   const EntryMetadata* Find(const std::string& fqn) const;
   uint64_t logical_bytes() const;

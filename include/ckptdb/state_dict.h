@@ -7,7 +7,7 @@
 //
 // For a load, the state dict is the target: tensors are filled in place
 // (their memory must already have the saved dtype and shape), Bytes entries
-// are replaced with the saved bytes.
+// are replaced with the saved bytes and the encoding the step recorded.
 //
 // Thread safety: not thread-safe for mutation; const access may be shared.
 #ifndef CKPTDB_STATE_DICT_H_
@@ -20,6 +20,7 @@
 #include <variant>
 #include <vector>
 
+#include "ckptdb/metadata.h"
 #include "ckptdb/sharded_tensor.h"
 #include "ckptdb/status.h"
 #include "ckptdb/tensor.h"
@@ -28,6 +29,11 @@ namespace ckptdb {
 
 struct Bytes {
   std::string data;
+  // How `data` encodes the value (stored with the entry; ckptdb never
+  // decodes it; a save refuses a number BytesEncoding does not name with
+  // InvalidArgument). After a load: what the step recorded (kUnrecorded
+  // for a step written before encodings were recorded).
+  BytesEncoding encoding = BytesEncoding::kRaw;
 };
 
 using Entry = std::variant<Tensor, ShardedTensor, Bytes>;
@@ -43,7 +49,9 @@ class StateDict {
   Status Add(std::string fqn, Tensor tensor);
   Status Add(std::string fqn, ShardedTensor tensor);
   Status Add(std::string fqn, Bytes bytes);
-  Status AddBytes(std::string fqn, std::string data) { return Add(std::move(fqn), Bytes{std::move(data)}); }
+  Status AddBytes(std::string fqn, std::string data, BytesEncoding encoding = BytesEncoding::kRaw) {
+    return Add(std::move(fqn), Bytes{std::move(data), encoding});
+  }
   Status AddEntry(std::string fqn, Entry entry);
 
   size_t size() const { return entries_.size(); }

@@ -4,13 +4,16 @@ Tensors and arrays are handed over by address (no copy): the engine reads
 them during a save and writes into them during a load. A tensor or array
 that is not contiguous goes through a contiguous copy (saves) or is filled
 through one and copied back (loads). Everything that is not a tensor or
-array of a dtype ckptdb has becomes a bytes entry: ``bytes``/``bytearray`` as
-they are, any other object (a complex tensor, a uint32 array, an int, a
-dict of hyper-parameters) pickled, and replaced in its container by a load.
+array of a dtype ckptdb has becomes a bytes entry: ``bytes`` as they are, any
+other object (a bytearray, a complex tensor, a uint32 array, an int, a dict
+of hyper-parameters) pickled. The step records which (the entry's bytes
+encoding), so a load puts back what was saved, whatever the target held
+there (None, a fresh dict, bytes): bytes as bytes, an object as that object.
 """
 
 from __future__ import annotations
 
+import io
 import pickle
 import sys
 from dataclasses import dataclass, field
@@ -129,14 +132,45 @@ class Prepared:
     objects: dict = field(default_factory=dict)       # fqn -> (setter, target leaf)
 
 
-def encode_object(value: Any) -> bytes:
-    if isinstance(value, (bytes, bytearray)):
-        return bytes(value)
-    return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+# How a bytes entry's bytes encode its value, as the step records it
+# (BytesEncoding in include/ckptdb/metadata.h).
+RAW, PICKLE, TORCH_SAVE, UNRECORDED = "raw", "pickle", "torch_save", "unrecorded"
 
 
-def decode_object(fqn: str, data: bytes, target: Any) -> Any:
-    """The loaded value of a bytes entry, as the kind of the target leaf."""
+def encode_object(value: Any) -> tuple[bytes, str]:
+    """The bytes a value is saved as, and their encoding. Only ``bytes``
+    itself is stored as it is; everything else, bytearray and subclasses of
+    bytes included, is pickled so that it comes back as its own type."""
+    if type(value) is bytes:
+        return value, RAW
+    return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL), PICKLE
+
+
+def decode_object(fqn: str, data: bytes, encoding: str, target: Any) -> Any:
+    """The value a bytes entry was saved from. `encoding` is what the step
+    recorded; steps written before encodings were recorded ("unrecorded")
+    are decoded by the target's kind, as then: bytes for a bytes or
+    bytearray target, otherwise unpickled."""
+    if encoding == RAW:
+        return data
+    if encoding == PICKLE:
+        try:
+            return pickle.loads(data)
+        except Exception as e:  # noqa: BLE001 - reported with the entry's name
+            raise ValueError(f"entry '{fqn}': the saved object does not unpickle here "
+                             f"({type(e).__name__}: {e})") from e
+    if encoding == TORCH_SAVE:
+        torch = _torch()
+        if torch is None:
+            try:
+                import torch
+            except ImportError as e:
+                raise ValueError(f"entry '{fqn}' holds an object saved with torch.save (a DCP save): "
+                                 "loading it needs torch") from e
+        return torch.load(io.BytesIO(data), weights_only=False)
+    if encoding != UNRECORDED:
+        raise ValueError(f"entry '{fqn}': its bytes encoding is '{encoding}', which this version of ckptdb "
+                         "does not know (Store.read_bytes gives the bytes as they are)")
     if isinstance(target, bytes):
         return data
     if isinstance(target, bytearray):
@@ -178,11 +212,11 @@ def prepare(flat, for_load: bool) -> Prepared:
                 p.engine.add_bytes(fqn, b"")
             else:
                 try:
-                    data = encode_object(value)
+                    data, encoding = encode_object(value)
                 except Exception as e:  # noqa: BLE001 - pickle raises many kinds
                     raise TypeError(f"entry '{fqn}': a {type(value).__name__} value cannot be saved: it does not "
                                     f"pickle ({type(e).__name__}: {e})") from e
-                p.engine.add_bytes(fqn, data)
+                p.engine.add_bytes(fqn, data, encoding)
     return p
 
 
@@ -195,4 +229,4 @@ def finish_load(p: Prepared, missing: list[str], keys: list[str] | None) -> None
     only = set(keys) if keys else None
     for fqn, (setter, target) in p.objects.items():
         if fqn not in skip and (only is None or fqn in only):
-            setter(decode_object(fqn, p.engine.get_bytes(fqn), target))
+            setter(decode_object(fqn, p.engine.get_bytes(fqn), p.engine.bytes_encoding(fqn), target))

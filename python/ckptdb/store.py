@@ -114,6 +114,10 @@ class EntryInfo:
     shape: tuple[int, ...]
     logical_bytes: int
     stored_bytes: int
+    # Bytes entries: how the bytes encode the saved value ("raw", "pickle",
+    # "torch_save"; "unrecorded" in steps written before it was recorded).
+    # "" for tensors.
+    bytes_encoding: str = ""
 
 
 _TORCH_NAMES = {"f64": "float64", "f32": "float32", "f16": "float16", "bf16": "bfloat16",
@@ -238,26 +242,26 @@ class Store:
         """What a step holds, in the order it was saved."""
         n = self.resolve(step)
         return [EntryInfo(e["fqn"], e["kind"], e["dtype"], tuple(e["shape"]), e["logical_bytes"],
-                          e["stored_bytes"]) for e in self._reader().entries(n)]
+                          e["stored_bytes"], e["bytes_encoding"]) for e in self._reader().entries(n)]
 
     def read(self, step: StepRef, fqn: str, slice: Any = None, *, like: str | None = None) -> Any:
         """One entry of a step as a new CPU tensor (`like="torch"`, the
         default when torch is imported) or numpy array (`like="numpy"`);
-        a bytes entry as bytes. `slice`: an index of ints and slices with
+        a bytes entry as the value that was saved (bytes as bytes, any other
+        object unpickled; bytes as they are in steps written before the
+        step recorded which). `slice`: an index of ints and slices with
         step 1 (e.g. `(slice(0, 10), 3)`), reading only the chunks it
         touches."""
         n = self.resolve(step)
-        info = next((e for e in self._reader().entries(n) if e["fqn"] == fqn), None)
-        if info is None:
-            from ._errors import NotFoundError
-            raise NotFoundError(f"entry '{fqn}' is not in step {n}", code="NotFound")
+        info = self._entry_info(n, fqn)
         if info["kind"] == "bytes":
             if slice is not None:
                 raise ValueError(f"entry '{fqn}' is a bytes entry: it cannot be sliced")
-            sd = _ckptdb.StateDict()
-            sd.add_bytes(fqn, b"")
-            _ckptdb.load(sd, self._reader(), n, None, 0, [], False, False)
-            return sd.get_bytes(fqn)
+            from ._state import UNRECORDED, decode_object
+            data = self._read_bytes(n, fqn)
+            if info["bytes_encoding"] == UNRECORDED:
+                return data
+            return decode_object(fqn, data, info["bytes_encoding"], None)
         shape = list(info["shape"])
         offsets, sizes, keep = _region(fqn, shape, slice)
         out = _empty(fqn, info["dtype"], sizes, like)
@@ -268,11 +272,37 @@ class Store:
         _ckptdb.load(sd, self._reader(), n, None, 0, [], False, False)
         return out.reshape([s for s, k in zip(sizes, keep) if k])
 
+    def read_bytes(self, step: StepRef, fqn: str) -> bytes:
+        """A bytes entry's stored bytes as they are (a pickle, torch.save's
+        bytes, ...: `entries()` gives each one's bytes_encoding)."""
+        n = self.resolve(step)
+        if self._entry_info(n, fqn)["kind"] != "bytes":
+            raise ValueError(f"entry '{fqn}' of step {n} is a tensor, not a bytes entry")
+        return self._read_bytes(n, fqn)
+
     def read_object(self, step: StepRef, fqn: str) -> Any:
-        """A bytes entry holding a pickled object (what save makes of any
-        value that is not a tensor or array), unpickled."""
+        """A bytes entry holding an object (what save makes of any value that
+        is not a tensor or array), decoded: as `read`, except that in steps
+        written before encodings were recorded the bytes are unpickled."""
+        n = self.resolve(step)
+        info = self._entry_info(n, fqn)
+        if info["kind"] != "bytes":
+            raise ValueError(f"entry '{fqn}' of step {n} is a tensor, not a bytes entry")
         from ._state import decode_object
-        return decode_object(fqn, self.read(step, fqn), None)
+        return decode_object(fqn, self._read_bytes(n, fqn), info["bytes_encoding"], None)
+
+    def _entry_info(self, n: int, fqn: str) -> dict:
+        info = next((e for e in self._reader().entries(n) if e["fqn"] == fqn), None)
+        if info is None:
+            from ._errors import NotFoundError
+            raise NotFoundError(f"entry '{fqn}' is not in step {n}", code="NotFound")
+        return info
+
+    def _read_bytes(self, n: int, fqn: str) -> bytes:
+        sd = _ckptdb.StateDict()
+        sd.add_bytes(fqn, b"")
+        _ckptdb.load(sd, self._reader(), n, None, 0, [], False, False)
+        return sd.get_bytes(fqn)
 
     # --- changes (take the writer) ------------------------------------------------
     def tag(self, step: StepRef, name: str) -> int | None:

@@ -21,13 +21,24 @@ How DCP's items map onto the step
   chunk to one rank (a replicated tensor is written once), so the pieces of
   all ranks cover every tensor exactly once, which the save checks.
 * A bytes item (any non-tensor value: DCP ``torch.save``s it) is a bytes
-  entry holding those bytes as they are (``Store.read`` returns them;
-  ``torch.load(io.BytesIO(b), weights_only=False)`` decodes them). ckptdb
-  saves the coordinator's bytes entries, so the ranks' bytes items are
-  gathered to it over ckptdb's own connection first.
+  entry holding those bytes as they are, recorded as encoded by torch.save:
+  ``ckptdb.load`` and ``Store.read`` give back the object itself
+  (``Store.read_bytes`` the bytes). ckptdb saves the coordinator's bytes
+  entries, so the ranks' bytes items are gathered to it over ckptdb's own
+  connection first.
+* What DCP's ``Metadata`` carries besides the entries is stored with the
+  step (a step annotation, proto/FORMAT.md "Annotations"): ``planner_data``
+  (how each flattened FQN nests in the state dict), each tensor's
+  ``TensorProperties`` (requires_grad, strides, ...), DCP's format version
+  and the save id. ``read_metadata`` gives them back, so that planners which
+  rebuild a state dict from the metadata alone (``_EmptyStateDictLoadPlanner``,
+  ``_load_state_dict_from_keys``, ``format_utils.dcp_to_torch_save``) get the
+  nested structure, as from ``FileSystemReader``.
 * Metadata for a load is built from the step's entries: each sharded or
   plain tensor entry becomes a ``TensorStorageMetadata`` whose chunks are the
-  stored pieces, each bytes entry a ``BytesStorageMetadata``.
+  stored pieces, each bytes entry a ``BytesStorageMetadata``. A step saved
+  by ``ckptdb.save``, or by a DCP save before ckptdb stored DCP's metadata,
+  has none: every FQN is then a top-level key (``planner_data={fqn: (fqn,)}``).
 
 Commit: every rank's ``write_data`` runs one ckptdb collective save of the
 whole step (SPMD, like ``ckptdb.save``, through a connection of its own, made
@@ -51,15 +62,16 @@ save. The training process's own saves keep the store open for writing, as
 process-based save to the same store follows them.
 
 The exchange before the save sends each rank's list of entries (FQN, dtype,
-shape) to every rank, like the engine's own plan exchange.
+shape) to every rank, like the engine's own plan exchange, with what the
+coordinator needs for DCP's metadata when its planner keeps none
+(``DefaultSavePlanner`` keeps it in ``planner.metadata``): the rank's
+planner_data and tensor properties.
 
-Limitations: DCP's ``planner_data`` (how flattened FQNs nest) and
-``storage_meta`` are not stored: read_metadata gives every FQN as a
-top-level key (``planner_data={fqn: (fqn,)}``), which only matters to
-planners that rebuild a state dict from the metadata alone
-(``_EmptyStateDictLoadPlanner``, ``dcp_to_torch_save``: they return a flat
-dict). Tensors must have one of ckptdb's dtypes (f64, f32, f16, bf16, f8e4m3,
-f8e5m2, i64, i32, i16, i8, u8, bool). ``use_collectives=False`` saves are
+Limitations: a planner's ``planner_data`` is stored as JSON when it maps
+FQNs to paths of str and int keys (what DCP's planners make), and pickled
+otherwise; ``storage_data`` is ckptdb's own (the step number). Tensors must
+have one of ckptdb's dtypes (f64, f32, f16, bf16, f8e4m3, f8e5m2, i64, i32,
+i16, i8, u8, bool). ``use_collectives=False`` saves are
 refused (a step is one save by every rank). DCP's ``process_group`` must
 hold the same ranks as ckptdb's connection (the whole job), unless a
 ``communicator`` is given.
@@ -67,8 +79,10 @@ hold the same ranks as ckptdb's connection (the whole job), unless a
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import io
+import json
 import os
 import pickle
 import threading
@@ -101,6 +115,9 @@ __all__ = ["StorageWriter", "StorageReader"]
 # The job id of the connection DCP saves use (one per process, made by every
 # rank on its first distributed DCP save; see _dist.connect).
 _JOB_ID = "ckptdb-dcp"
+# The step annotation that holds what DCP's Metadata carries besides the
+# entries (proto/FORMAT.md, "Annotations").
+_ANNOTATION = "torch.distributed.checkpoint"
 _comm_lock = threading.Lock()
 _comm: Any = None
 _comm_made = False
@@ -259,10 +276,14 @@ class StorageWriter(_DcpStorageWriter):
         rank = comm.rank if comm is not None else 0
         with _save_lock:
             try:
-                mine = _LocalWrite(step, rank == info.coordinator, plan, planner)
+                mine = _LocalWrite(step, rank == info.coordinator, plan, planner, self._save_id)
                 everyone = _exchange(comm, mine.message())
                 sd = _merge_plan(step, everyone, rank, info.coordinator, mine)
-                _ckptdb.save(sd, self._store._writer(), step, comm, info.coordinator)
+                annotations = {}
+                if rank == info.coordinator:  # only the coordinator's are stored
+                    annotations[_ANNOTATION] = mine.record or _dcp_record(everyone, info.coordinator, None,
+                                                                          self._save_id)
+                _ckptdb.save(sd, self._store._writer(), step, comm, info.coordinator, annotations)
             finally:
                 if self._release_after_save:
                     self._store.close()
@@ -297,7 +318,7 @@ class _LocalWrite:
     WriteResults DCP expects. Preparation errors are recorded, not raised,
     so that every rank still reaches the exchange."""
 
-    def __init__(self, step: int, is_coordinator: bool, plan: SavePlan, planner: SavePlanner) -> None:
+    def __init__(self, step: int, is_coordinator: bool, plan: SavePlan, planner: SavePlanner, save_id: str) -> None:
         self.step = step
         self.is_coordinator = is_coordinator
         self.tensors: dict[str, tuple[str, list[int], list]] = {}   # fqn -> (dtype, shape, [shard spec])
@@ -311,7 +332,20 @@ class _LocalWrite:
         self.order = None
         if is_coordinator and isinstance(plan.planner_data, dict):
             self.order = list(plan.planner_data)
+        # DCP's global Metadata, as the coordinator's planner made it
+        # (DefaultSavePlanner keeps it); for a planner that keeps none, what
+        # DCP's Metadata takes from the plans: planner_data (merged over the
+        # ranks, as DefaultSavePlanner does) and each tensor's properties.
+        metadata = getattr(planner, "metadata", None) if is_coordinator else None
+        self.record: bytes | None = None   # the annotation, made from that Metadata
+        self.planner_data = plan.planner_data if isinstance(plan.planner_data, dict) else None
+        self.planner_data_pickle: bytes | None = None   # another kind of planner_data (the coordinator's)
+        self.properties: dict[str, dict] = {}            # fqn -> _properties_record
         try:
+            if isinstance(metadata, Metadata):
+                self.record = _dcp_record([], 0, metadata, save_id)
+            if is_coordinator and plan.planner_data is not None and self.planner_data is None:
+                self.planner_data_pickle = pickle.dumps(plan.planner_data, protocol=pickle.HIGHEST_PROTOCOL)
             for item in plan.items:
                 self._add(item, planner)
         except Exception as e:  # noqa: BLE001 - reported to every rank by the exchange
@@ -347,6 +381,8 @@ class _LocalWrite:
         if entry[0] != dtype or entry[1] != shape:
             raise ValueError(f"entry '{fqn}': chunks of dtypes/shapes {entry[0]}{entry[1]} and {dtype}{shape}")
         entry[2].append(([int(o) for o in td.chunk.offsets], r.shape, r.data, r.nbytes, r.device))
+        if fqn not in self.properties:
+            self.properties[fqn] = _properties_record(td.properties)
         self.results.append(WriteResult(index=item.index, size_in_bytes=r.nbytes, storage_data=self.step))
 
     def message(self) -> dict:
@@ -354,7 +390,9 @@ class _LocalWrite:
         same FQNs) and the bytes for the coordinator, which keeps its own."""
         return {"step": self.step, "error": self.error, "error_kind": self.error_kind, "order": self.order,
                 "tensors": [(fqn, d, s) for fqn, (d, s, _) in self.tensors.items()],
-                "bytes": {fqn: None if self.is_coordinator else b for fqn, b in self.bytes.items()}}
+                "bytes": {fqn: None if self.is_coordinator else b for fqn, b in self.bytes.items()},
+                "planner_data": self.planner_data, "planner_data_pickle": self.planner_data_pickle,
+                "properties": self.properties}
 
 
 def _exchange(comm: Any, message: dict) -> list[dict]:
@@ -415,10 +453,143 @@ def _merge_plan(step: int, everyone: list[dict], rank: int, coordinator: int, mi
             shards = mine.tensors[fqn][2] if fqn in mine.tensors else []
             sd.add_sharded(fqn, dtype, shape, shards)
         elif rank == coordinator:  # only the coordinator's bytes entries are stored
-            sd.add_bytes(fqn, mine.bytes[fqn] if fqn in mine.bytes else everyone[k[1]]["bytes"][fqn])
+            sd.add_bytes(fqn, mine.bytes[fqn] if fqn in mine.bytes else everyone[k[1]]["bytes"][fqn],
+                         _state.TORCH_SAVE)
         else:
-            sd.add_bytes(fqn, b"")
+            sd.add_bytes(fqn, b"", _state.TORCH_SAVE)
     return sd
+
+
+# --- DCP's metadata, kept with the step ------------------------------------------------
+# A JSON object (proto/FORMAT.md, "Annotations"): "format" (1), "version"
+# (DCP's format version, as FileSystemWriter records it), "save_id" (the
+# StorageWriter's), "planner_data" ({fqn: [key, ...]} or null) or
+# "planner_data_pickle" (base64 of a pickle, for planner_data of another
+# kind), "properties" ({fqn: {field: value}}: the TensorProperties fields
+# other than dtype that differ from their defaults).
+_RECORD_FORMAT = 1
+
+try:
+    from torch.distributed.checkpoint.filesystem import CURRENT_DCP_VERSION as _DCP_VERSION
+except ImportError:  # pragma: no cover - torch before DCP versioned its metadata
+    _DCP_VERSION = None
+
+
+def _json_value(value: Any) -> Any:
+    """A TensorProperties field as JSON (layouts and memory formats by their
+    names, sequences as lists); None when it has no JSON form."""
+    if isinstance(value, (torch.layout, torch.memory_format)):
+        return str(value)
+    if isinstance(value, (tuple, list)):
+        return [int(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return None
+
+
+def _properties_record(props: Any) -> dict:
+    out: dict[str, Any] = {}
+    if not dataclasses.is_dataclass(props):
+        return out
+    for f in dataclasses.fields(props):
+        if f.name == "dtype":
+            continue  # the entry's own
+        value = getattr(props, f.name, None)
+        if f.default is not dataclasses.MISSING:
+            default = f.default
+        elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+            default = f.default_factory()  # type: ignore[misc]
+        else:
+            default = dataclasses.MISSING
+        if value == default:
+            continue
+        encoded = _json_value(value)
+        if encoded is not None or value is None:
+            out[f.name] = encoded
+    return out
+
+
+def _properties_from(dtype: torch.dtype, record: dict) -> TensorProperties:
+    known = {f.name for f in dataclasses.fields(TensorProperties)}
+    kwargs: dict[str, Any] = {"dtype": dtype}
+    for name, value in record.items():
+        if name not in known or name == "dtype":
+            continue  # a field of another torch version
+        if name in ("layout", "memory_format") and isinstance(value, str):
+            value = getattr(torch, value.removeprefix("torch."))
+        elif isinstance(value, list):
+            value = tuple(value)
+        kwargs[name] = value
+    return TensorProperties(**kwargs)
+
+
+def _is_paths_map(planner_data: Any) -> bool:
+    """planner_data as DCP's planners make it: {fqn: (str or int key, ...)}."""
+    return isinstance(planner_data, dict) and all(
+        isinstance(fqn, str) and isinstance(path, (tuple, list)) and
+        all(isinstance(k, str) or (isinstance(k, int) and not isinstance(k, bool)) for k in path)
+        for fqn, path in planner_data.items())
+
+
+def _dcp_record(everyone: list[dict], coordinator: int, metadata: Metadata | None, save_id: str) -> bytes:
+    """The annotation the coordinator stores: from DCP's global Metadata when
+    its planner kept it, else planner_data merged over the ranks (the first
+    rank naming an FQN wins, as in DefaultSavePlanner's ChainMap) and each
+    tensor's properties as the first rank holding a chunk of it has them."""
+    record: dict[str, Any] = {"format": _RECORD_FORMAT, "version": _DCP_VERSION, "save_id": save_id}
+    other: bytes | None = None        # planner_data that is not a map of paths, pickled
+    if metadata is not None:
+        planner_data = metadata.planner_data
+        properties = {fqn: _properties_record(m.properties) for fqn, m in metadata.state_dict_metadata.items()
+                      if isinstance(m, TensorStorageMetadata)}
+    else:
+        planner_data = None
+        properties = {}
+        for m in everyone:
+            for fqn, p in m["properties"].items():
+                properties.setdefault(fqn, p)
+            if m["planner_data"] is not None:
+                planner_data = {} if planner_data is None else planner_data
+                for fqn, path in m["planner_data"].items():
+                    planner_data.setdefault(fqn, path)
+        other = everyone[coordinator]["planner_data_pickle"]
+    record["properties"] = {fqn: p for fqn, p in properties.items() if p}
+    if other is None and planner_data is not None and not _is_paths_map(planner_data):
+        other = pickle.dumps(planner_data, protocol=pickle.HIGHEST_PROTOCOL)
+    if other is not None:
+        record["planner_data_pickle"] = base64.b64encode(other).decode("ascii")
+    else:
+        record["planner_data"] = None if planner_data is None else {k: list(v) for k, v in planner_data.items()}
+    return json.dumps(record, separators=(",", ":")).encode()
+
+
+def _read_dcp_record(store: Store, n: int) -> dict | None:
+    """The DCP metadata stored with step n; None for a step that has none
+    (saved by ckptdb.save, or by a DCP save before ckptdb stored it)."""
+    blob = store._reader().annotations(n).get(_ANNOTATION)
+    if blob is None:
+        return None
+    try:
+        record = json.loads(blob)
+        if not isinstance(record, dict):
+            raise ValueError("not a JSON object")
+    except ValueError as e:
+        raise ValueError(f"step {n}: the DCP metadata stored with it (annotation '{_ANNOTATION}') does not "
+                         f"decode: {e}") from e
+    if record.get("format") != _RECORD_FORMAT:
+        raise ValueError(f"step {n}: its DCP metadata has format {record.get('format')!r}; this ckptdb reads "
+                         f"format {_RECORD_FORMAT} (a newer ckptdb wrote it)")
+    return record
+
+
+def _planner_data(record: dict | None, fqns: Any) -> Any:
+    if record is None:
+        return {fqn: (fqn,) for fqn in fqns}  # every FQN a top-level key
+    if "planner_data_pickle" in record:
+        return pickle.loads(base64.b64decode(record["planner_data_pickle"]))
+    if record.get("planner_data") is None:
+        return None
+    return {fqn: tuple(path) for fqn, path in record["planner_data"].items()}
 
 
 # --- loads -------------------------------------------------------------------------
@@ -478,20 +649,26 @@ class StorageReader(_DcpStorageReader):
         """DCP's Metadata of the step (see the module's docstring)."""
         n = self._store.resolve(self.step)
         self.step_loaded = n
+        entries = self._store._reader(refresh=True).entries(n)
+        record = _read_dcp_record(self._store, n)
+        properties = record.get("properties", {}) if record is not None else {}
         md: dict[str, Any] = {}
-        for e in self._store._reader(refresh=True).entries(n):
+        for e in entries:
             if e["kind"] == "bytes":
                 md[e["fqn"]] = BytesStorageMetadata()
                 continue
             md[e["fqn"]] = TensorStorageMetadata(
-                properties=TensorProperties(dtype=_torch_dtype(e["dtype"])),
+                properties=_properties_from(_torch_dtype(e["dtype"]), properties.get(e["fqn"], {})),
                 size=torch.Size(e["shape"]),
                 chunks=[ChunkStorageMetadata(offsets=torch.Size(o), sizes=torch.Size(s)) for o, s in e["pieces"]])
         kwargs: dict[str, Any] = {}
-        if any(f.name == "storage_meta" for f in dataclasses.fields(Metadata)):
-            kwargs["storage_meta"] = _storage_meta(self._store.path, load_id=self._load_id)
-        # Every FQN is a top-level key (the nesting of a DCP save is not kept).
-        return Metadata(state_dict_metadata=md, planner_data={fqn: (fqn,) for fqn in md},
+        fields = {f.name for f in dataclasses.fields(Metadata)}
+        if "storage_meta" in fields:
+            save_id = record.get("save_id") if record is not None else None
+            kwargs["storage_meta"] = _storage_meta(self._store.path, save_id=save_id, load_id=self._load_id)
+        if "version" in fields and record is not None:
+            kwargs["version"] = record.get("version")
+        return Metadata(state_dict_metadata=md, planner_data=_planner_data(record, md),
                         storage_data=_LoadInfo(n), **kwargs)
 
     def set_up_storage_reader(self, metadata: Metadata, is_coordinator: bool, *args: Any, **kwargs: Any) -> None:
@@ -522,7 +699,8 @@ class StorageReader(_DcpStorageReader):
         for rnd in _rounds(tensor_items):
             _read_tensors(reader, n, saved, rnd, planner)
         for item in byte_items:
-            planner.load_bytes(item, io.BytesIO(_as_torch_save(data[item.storage_index.fqn])))
+            fqn = item.storage_index.fqn
+            planner.load_bytes(item, io.BytesIO(_as_torch_save(fqn, data[fqn], saved[fqn]["bytes_encoding"])))
         fut: Future[None] = Future()
         fut.set_result(None)
         return fut
@@ -627,16 +805,22 @@ def _read_bytes(reader: Any, n: int, saved: dict, fqns: set[str]) -> dict[str, b
     return {fqn: sd.get_bytes(fqn) for fqn in fqns}
 
 
-def _as_torch_save(data: bytes) -> bytes:
-    """The bytes DCP's load_bytes expects (torch.save's). A DCP save stored
-    them so; ckptdb.save stores an object pickled (or bytes as they are):
-    those are turned into torch.save's form here."""
-    if data[:4] == b"PK\x03\x04":   # torch.save's zip format
+def _as_torch_save(fqn: str, data: bytes, encoding: str) -> bytes:
+    """The bytes DCP's load_bytes expects (torch.save's) for a bytes entry
+    of the encoding the step recorded: a DCP save's as they are, ckptdb.save's
+    (bytes, or a pickled object) turned into torch.save's form. Steps written
+    before encodings were recorded are told apart by their bytes."""
+    if encoding == _state.TORCH_SAVE:
         return data
-    try:
-        obj = pickle.loads(data)
-    except Exception:  # noqa: BLE001 - bytes saved as they are
-        obj = data
+    if encoding == _state.UNRECORDED:
+        if data[:4] == b"PK\x03\x04":   # torch.save's zip format
+            return data
+        try:
+            obj = pickle.loads(data)
+        except Exception:  # noqa: BLE001 - bytes saved as they are
+            obj = data
+    else:
+        obj = _state.decode_object(fqn, data, encoding, None)
     buf = io.BytesIO()
     torch.save(obj, buf)
     return buf.getvalue()

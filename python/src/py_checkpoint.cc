@@ -3,11 +3,13 @@
 // Ctrl-C: an interrupted rank stops at its next chunk and fails its part
 // ("interrupted"), so the save fails on every rank and commits nothing (or
 // the load stops), and the interrupted rank raises KeyboardInterrupt.
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -149,10 +151,12 @@ class PyAsyncSaver {
 void BindCheckpoint(nb::module_& m) {
   m.def(
       "save",
-      [](PyStateDict& sd, PyWriter& writer, int64_t step, PyCommunicator* comm, int coordinator) {
+      [](PyStateDict& sd, PyWriter& writer, int64_t step, PyCommunicator* comm, int coordinator,
+         const std::map<std::string, nb::bytes>& annotations) {
+        SaveOptions o;
+        for (const auto& [name, value] : annotations) o.annotations[name] = std::string(value.c_str(), value.size());
         Check(RunInterruptible([&](const std::atomic<bool>& cancel) {
           InterruptibleWriter w(*writer.writer, cancel);
-          SaveOptions o;
           o.step = step;
           o.coordinator_rank = coordinator;
           o.no_dist = comm == nullptr;
@@ -162,7 +166,9 @@ void BindCheckpoint(nb::module_& m) {
           return Save(sd.state, w, o);
         }));
       },
-      nb::arg("state_dict"), nb::arg("writer"), nb::arg("step"), nb::arg("comm").none(), nb::arg("coordinator"));
+      nb::arg("state_dict"), nb::arg("writer"), nb::arg("step"), nb::arg("comm").none(), nb::arg("coordinator"),
+      nb::arg("annotations") = std::map<std::string, nb::bytes>{},
+      "Saves a step; `annotations` (name -> bytes) are stored with it (SaveOptions::annotations)");
 
   m.def(
       "load",

@@ -33,6 +33,16 @@ DType DTypeOf(const std::string& fqn, const std::string& name) {
   return *d;
 }
 
+BytesEncoding EncodingOf(const std::string& fqn, const std::string& name) {
+  for (BytesEncoding e :
+       {BytesEncoding::kUnrecorded, BytesEncoding::kRaw, BytesEncoding::kPickle, BytesEncoding::kTorchSave}) {
+    if (name == BytesEncodingName(e)) return e;
+  }
+  throw nb::value_error(
+      ("entry '" + fqn + "': unknown bytes encoding '" + name + "' (known: raw, pickle, torch_save, unrecorded)")
+          .c_str());
+}
+
 }  // namespace
 
 void BindStateDict(nb::module_& m) {
@@ -41,9 +51,8 @@ void BindStateDict(nb::module_& m) {
       .def(
           "add_tensor",
           [](PyStateDict& self, const std::string& fqn, const std::string& dtype, const std::vector<int64_t>& shape,
-             uintptr_t data, size_t nbytes, int device) {
-            Check(self.state.Add(fqn, ViewOf(fqn, DTypeOf(fqn, dtype), shape, data, nbytes, device)));
-          },
+             uintptr_t data, size_t nbytes,
+             int device) { Check(self.state.Add(fqn, ViewOf(fqn, DTypeOf(fqn, dtype), shape, data, nbytes, device))); },
           nb::arg("fqn"), nb::arg("dtype"), nb::arg("shape"), nb::arg("data"), nb::arg("nbytes"),
           nb::arg("device") = -1,
           "A replicated tensor: a view of `nbytes` bytes at address `data` (device -1: CPU, else a CUDA "
@@ -65,10 +74,12 @@ void BindStateDict(nb::module_& m) {
           "A sharded tensor: this rank's shards as (offsets, shape, data, nbytes, device)")
       .def(
           "add_bytes",
-          [](PyStateDict& self, const std::string& fqn, nb::bytes data) {
-            Check(self.state.AddBytes(fqn, std::string(data.c_str(), data.size())));
+          [](PyStateDict& self, const std::string& fqn, nb::bytes data, const std::string& encoding) {
+            Check(self.state.AddBytes(fqn, std::string(data.c_str(), data.size()), EncodingOf(fqn, encoding)));
           },
-          nb::arg("fqn"), nb::arg("data"))
+          nb::arg("fqn"), nb::arg("data"), nb::arg("encoding") = "raw",
+          "A bytes entry; `encoding` says how the bytes encode the value: \"raw\", \"pickle\", \"torch_save\" "
+          "(or \"unrecorded\", as stores written before encodings were recorded)")
       .def(
           "get_bytes",
           [](const PyStateDict& self, const std::string& fqn) {
@@ -80,6 +91,16 @@ void BindStateDict(nb::module_& m) {
             return nb::bytes(data.data(), data.size());
           },
           nb::arg("fqn"))
+      .def(
+          "bytes_encoding",
+          [](const PyStateDict& self, const std::string& fqn) {
+            const Entry* e = self.state.Find(fqn);
+            if (e == nullptr || !std::holds_alternative<Bytes>(*e)) {
+              throw nb::key_error(("no bytes entry '" + fqn + "'").c_str());
+            }
+            return std::string(BytesEncodingName(std::get<Bytes>(*e).encoding));
+          },
+          nb::arg("fqn"), "How a bytes entry's bytes encode its value (after a load: what the step recorded)")
       .def("__len__", [](const PyStateDict& self) { return self.state.size(); });
 }
 

@@ -75,6 +75,7 @@ nb::dict EntryDict(const EntryMetadata& e) {
   nb::list pieces;
   for (const StoredPiece& p : e.pieces) pieces.append(nb::make_tuple(p.offsets, p.sizes));
   d["pieces"] = pieces;
+  d["bytes_encoding"] = e.kind == EntryKind::kBytes ? std::string(BytesEncodingName(e.bytes_encoding)) : std::string();
   return d;
 }
 
@@ -213,7 +214,20 @@ void BindStore(nb::module_& m) {
             for (const EntryMetadata& e : md.entries) out.append(EntryDict(e));
             return out;
           },
-          nb::arg("step"));
+          nb::arg("step"))
+      .def(
+          "annotations",
+          [](PyReader& r, int64_t step) {
+            StepMetadata md = Released([&] {
+              std::lock_guard<std::mutex> l(r.mu);
+              return r.reader->ReadMetadata(step);
+            });
+            nb::dict out;
+            for (const auto& [name, value] : md.annotations)
+              out[nb::str(name.data(), name.size())] = nb::bytes(value.data(), value.size());
+            return out;
+          },
+          nb::arg("step"), "The records the step's save attached, by name (SaveOptions::annotations)");
 }
 
 }  // namespace ckptdb::py

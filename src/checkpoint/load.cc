@@ -36,6 +36,7 @@ struct BytesTarget {
   const std::string* fqn;
   Bytes* bytes;
   const StoredPiece* piece;
+  BytesEncoding encoding;  // the step's
 };
 
 // What a rank will read and where it goes. Making one changes nothing in the
@@ -252,7 +253,8 @@ Status PlanLoad(StateDict& target, const StepMetadata& md, const LoadOptions& op
                                      ", the step holds " + EntryKindName(saved->kind));
     }
     if (target_is_bytes) {
-      plan->bytes_targets.push_back(BytesTarget{&fqn, &std::get<Bytes>(entry), &saved->pieces.at(0)});
+      plan->bytes_targets.push_back(
+          BytesTarget{&fqn, &std::get<Bytes>(entry), &saved->pieces.at(0), saved->bytes_encoding});
       continue;
     }
     if (!IsTensorKind(saved->kind)) return Status::Internal("unexpected entry kind for '" + fqn + "'");
@@ -292,6 +294,7 @@ void Prefault(const std::vector<std::pair<char*, size_t>>& ranges) {
 Status ExecuteLoad(LoadPlan& plan, StorageReader& reader, const StepMetadata& md, LoadStats* stats) {
   for (const BytesTarget& b : plan.bytes_targets) {
     b.bytes->data.assign(b.piece->nbytes, '\0');
+    b.bytes->encoding = b.encoding;
     plan.reads.push_back(ReadItem{*b.fqn, *b.piece, 0, b.piece->nbytes, b.bytes->data.data(), {}});
   }
   // The targets' pages faulted in beside the reads (which wait on the disk

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <string_view>
 
 #include "ckptdb.pb.h"
 #include "format/metadata_codec.h"
@@ -86,6 +87,11 @@ StatusOr<LocalPlan> PlanLocal(const StateDict& state_dict, int rank, int coordin
       const Bytes& b = std::get<Bytes>(entry);
       e.kind = EntryKind::kBytes;
       e.dtype = DType::kU8;
+      if (std::string_view(BytesEncodingName(b.encoding)) == "unknown") {
+        return Status::InvalidArgument("entry '" + fqn + "' has unknown bytes encoding " +
+                                       std::to_string(static_cast<int>(b.encoding)));
+      }
+      e.bytes_encoding = b.encoding;
       e.shape = {static_cast<int64_t>(b.data.size())};
       if (writes_replicated) {
         StorageKey key = add_item(fqn, e.kind, e.dtype, b.data.data(), b.data.size(), e.shape);

@@ -128,6 +128,10 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
         // (Checked here, so that every rank fails alike before storage is
         // touched.)
         planned = ValidateMetricsAndNote(options.metrics, options.note).WithContext("SaveOptions");
+        metadata.annotations = options.annotations;
+        for (const auto& [name, value] : metadata.annotations) {
+          if (name.empty()) planned = Status::InvalidArgument("SaveOptions::annotations: an empty name");
+        }
       } else {
         planned = merged.status();
       }

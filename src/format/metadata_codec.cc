@@ -111,6 +111,7 @@ void ToProto(const EntryMetadata& e, proto::Entry* out) {
   out->set_dtype(static_cast<proto::DType>(static_cast<int>(e.dtype)));
   for (int64_t d : e.shape) out->add_shape(d);
   for (const StoredPiece& p : e.pieces) ToProto(p, out->add_pieces());
+  out->set_bytes_encoding(static_cast<proto::BytesEncoding>(static_cast<int>(e.bytes_encoding)));
 }
 
 void ToProto(const StepMetadata& m, proto::Metadata* out) {
@@ -123,6 +124,7 @@ void ToProto(const StepMetadata& m, proto::Metadata* out) {
   for (const EntryMetadata& e : m.entries) ToProto(e, out->add_entries());
   for (const auto& [name, value] : m.metrics) (*out->mutable_metrics())[name] = value;
   out->set_note(m.note);
+  for (const auto& [name, value] : m.annotations) (*out->mutable_annotations())[name] = value;
 }
 
 StatusOr<EntryMetadata> FromProto(const proto::Entry& e) {
@@ -137,6 +139,9 @@ StatusOr<EntryMetadata> FromProto(const proto::Entry& e) {
   out.dtype = *dt;
   out.shape.assign(e.shape().begin(), e.shape().end());
   for (const proto::Piece& q : e.pieces()) out.pieces.push_back(FromProto(q));
+  // A number this build does not know (a newer writer's) is kept: the bytes
+  // still load, and the caller that decodes them says what it lacks.
+  out.bytes_encoding = static_cast<BytesEncoding>(static_cast<int>(e.bytes_encoding()));
   return out;
 }
 
@@ -156,6 +161,7 @@ StatusOr<StepMetadata> FromProto(const proto::Metadata& m) {
   }
   out.metrics.insert(m.metrics().begin(), m.metrics().end());
   out.note = m.note();
+  out.annotations.insert(m.annotations().begin(), m.annotations().end());
   return out;
 }
 
@@ -229,6 +235,9 @@ Status ValidateStepMetadata(const StepMetadata& m, bool check_storage) {
                                    std::to_string(m.coordinator_rank));
   }
   if (Status st = ValidateMetricsAndNote(m.metrics, m.note); !st.ok()) return st;
+  for (const auto& [name, value] : m.annotations) {
+    if (name.empty()) return Status::InvalidArgument("an annotation with an empty name");
+  }
   std::unordered_set<std::string> seen;
   for (const EntryMetadata& e : m.entries) {
     if (e.fqn.empty()) return Status::InvalidArgument("entry with an empty FQN");
@@ -237,6 +246,10 @@ Status ValidateStepMetadata(const StepMetadata& m, bool check_storage) {
     if (!numel.ok()) return numel.status().WithContext("entry '" + e.fqn + "'");
     if (e.kind == EntryKind::kBytes && (e.shape.size() != 1 || e.dtype != DType::kU8 || e.pieces.size() != 1)) {
       return Status::InvalidArgument("bytes entry '" + e.fqn + "' must be one u8 piece of shape [length]");
+    }
+    if (e.kind != EntryKind::kBytes && e.bytes_encoding != BytesEncoding::kUnrecorded) {
+      return Status::InvalidArgument(std::string(EntryKindName(e.kind)) + " entry '" + e.fqn +
+                                     "' records a bytes encoding (" + BytesEncodingName(e.bytes_encoding) + ")");
     }
     if (e.kind == EntryKind::kTensor && e.pieces.size() != 1) {
       return Status::InvalidArgument("tensor entry '" + e.fqn + "' has " + std::to_string(e.pieces.size()) +

@@ -68,6 +68,16 @@ uint64_t StoredPiece::referenced_chunks() const {
   return n;
 }
 
+const char* BytesEncodingName(BytesEncoding encoding) {
+  switch (encoding) {
+    case BytesEncoding::kUnrecorded: return "unrecorded";
+    case BytesEncoding::kRaw: return "raw";
+    case BytesEncoding::kPickle: return "pickle";
+    case BytesEncoding::kTorchSave: return "torch_save";
+  }
+  return "unknown";
+}
+
 uint64_t EntryMetadata::logical_bytes() const {
   uint64_t n = 0;
   for (const StoredPiece& p : pieces) n += p.nbytes;

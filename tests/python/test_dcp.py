@@ -168,13 +168,28 @@ def test_a_dcp_save_is_one_ckptdb_step_that_ckptdb_load_reads(saved):
     expected = torch.load(base / "expected.pt", weights_only=False)
     tensors = {k: v for k, v in expected.items() if isinstance(v, torch.Tensor)}
     target = {k: torch.zeros_like(v) for k, v in tensors.items()}
-    target["extra.counter"] = b""  # a DCP bytes entry: torch.save's bytes, as they are
+    target["extra.counter"] = b""  # a DCP bytes entry (torch.save's bytes): the object comes back
     assert ckptdb.load(target, s) == 5
     for k, v in tensors.items():
         assert torch.equal(target[k], v), k
-    assert torch.load(io.BytesIO(target["extra.counter"]), weights_only=False) == 7
+    assert target["extra.counter"] == 7 and s.read(5, "extra.counter") == 7
+    assert torch.load(io.BytesIO(s.read_bytes(5, "extra.counter")), weights_only=False) == 7
     assert s.read(5, "extra.dt", (slice(2, 4),)).equal(tensors["extra.dt"][2:4])
     s.close()
+
+
+@needs_fsdp2
+def test_the_2_rank_steps_dcp_metadata_equals_filesystem_writers(saved):
+    # DCP's Metadata (how the FQNs nest, the tensors' properties and chunks)
+    # as the ranks' plans gave it, merged by the coordinator.
+    base, out = saved
+    assert out.returncode == 0, out.stdout
+    want = dcp.FileSystemReader(str(base / "fs")).read_metadata()
+    got = ckptdb.torch.StorageReader(str(base / "store")).read_metadata()
+    assert got.planner_data == want.planner_data
+    assert got.planner_data["model.0.weight"] == ("model", "0.weight")
+    assert got.state_dict_metadata == want.state_dict_metadata
+    ckptdb.Store(base / "store").close()
 
 
 @needs_fsdp2
