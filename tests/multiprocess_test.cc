@@ -47,6 +47,12 @@ JobResult RunJob(int world, const std::vector<std::string>& args, const std::str
   return result;
 }
 
+std::string ThisHost() {
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  return name;
+}
+
 class MultiProcessTest : public ::testing::Test {
  protected:
   std::string FileRendezvous() { return "file://" + dir_.Sub("rdv"); }
@@ -247,6 +253,22 @@ TEST_F(MultiProcessTest, RankThatNeverArrivesIsARendezvousTimeout) {
     EXPECT_NE(job.ranks[r].text.find("rank(s) 3 of 4 never arrived"), std::string::npos) << job.ranks[r].text;
   }
   EXPECT_FALSE(std::filesystem::exists(store_ + "/db"));  // nothing was touched
+}
+
+// A store one rank cannot see (on its host the store's path is a disk of its
+// own: here, another directory): that rank fails naming its host, and every
+// rank reports it, also with a timeout shorter than the wait for a network
+// file system to show the coordinator's staging directory (10 s).
+TEST_F(MultiProcessTest, ARankThatCannotSeeTheStoreIsNamedOnEveryRankWhateverTheTimeout) {
+  std::vector<testing::Proc> procs;
+  for (int r = 0; r < 4; ++r) procs.push_back(testing::Proc{r, 4, Args("save", 1), {}});
+  procs[2].args[1] = dir_.Sub("elsewhere");
+  JobResult job;
+  job.ranks = testing::RunProcs(procs, FileRendezvous(), "unseen-" + std::to_string(getpid()), /*timeout_ms=*/2000,
+                                dir_.path());
+  ExpectFailedAlike(job, "2", "is not shared with the coordinator: on this host (" + ThisHost() + ")");
+  for (const RankResult& r : job.ranks) EXPECT_EQ(r.code, "FailedPrecondition") << r.text;
+  ExpectStoreHoldsOnly(0);
 }
 
 TEST_F(MultiProcessTest, HappyPathWithRedisRendezvous) {

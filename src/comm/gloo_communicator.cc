@@ -65,6 +65,7 @@ class GlooCommunicator final : public Communicator {
     std::lock_guard<std::mutex> lock(mu_);
     return stats_;
   }
+  std::chrono::milliseconds timeout() const override { return timeout_; }
 
   // Point to point through gloo's unbound buffers: the slot of a message is
   // its sequence number in its direction between the two ranks (under a
