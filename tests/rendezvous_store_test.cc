@@ -66,6 +66,7 @@ TEST(RedisRendezvousStore, ACommandWaitsOnlyForTheTimeLeftBeforeTheDeadline) {
   c.rendezvous = redis.uri();
   c.job_id = "deadline-" + std::to_string(getpid());
   c.timeout = std::chrono::milliseconds(4000);
+  c.bind_address = "127.0.0.1";
   const auto t0 = Clock::now();
   std::thread pause([&] {
     std::this_thread::sleep_until(t0 + std::chrono::seconds(3));
