@@ -43,6 +43,7 @@ DistributedConfig Config(int rank, int world, const std::string& job) {
   c.job_id = job;
   c.launch_id = "launch-1";
   c.timeout = std::chrono::milliseconds(10000);
+  c.bind_address = "127.0.0.1";
   return c;
 }
 

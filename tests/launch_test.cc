@@ -20,7 +20,9 @@ namespace {
 using Launched = ckptdb::testing::CommandResult;
 
 Launched Launch(const std::string& args) {
-  return ckptdb::testing::RunCommand(std::string(CKPTDB_LAUNCH) + " " + args + " 2>&1");
+  // (The ranks listen on 127.0.0.1, whatever this host's name resolves to.)
+  return ckptdb::testing::RunCommand("CKPTDB_BIND_ADDRESS=127.0.0.1 " + std::string(CKPTDB_LAUNCH) + " " + args +
+                                     " 2>&1");
 }
 
 TEST(Launch, SetsEachRanksEnvironmentAndPrefixesItsOutput) {

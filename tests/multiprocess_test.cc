@@ -3,11 +3,7 @@
 // arrives, both rendezvous kinds, and 32 ranks on two cores.
 #include <gtest/gtest.h>
 
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,6 +16,7 @@
 
 #include "ckptdb/ckptdb.h"
 #include "rank_jobs.h"
+#include "redis_server.h"
 #include "test_util.h"
 
 namespace ckptdb {
@@ -48,6 +45,12 @@ JobResult RunJob(int world, const std::vector<std::string>& args, const std::str
   result.ranks = testing::RunProcs(procs, rendezvous, job_id, timeout_ms, out_dir, static_cast<double>(limit.count()));
   for (const RankResult& r : result.ranks) result.seconds = std::max(result.seconds, r.seconds);
   return result;
+}
+
+std::string ThisHost() {
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  return name;
 }
 
 class MultiProcessTest : public ::testing::Test {
@@ -252,54 +255,24 @@ TEST_F(MultiProcessTest, RankThatNeverArrivesIsARendezvousTimeout) {
   EXPECT_FALSE(std::filesystem::exists(store_ + "/db"));  // nothing was touched
 }
 
-// A redis-server of our own on a free loopback port, for the test's lifetime.
-class RedisServer {
- public:
-  RedisServer() {
-    int s = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    socklen_t len = sizeof a;
-    getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
-    close(s);
-    pid_ = fork();
-    if (pid_ == 0) {
-      std::string port = std::to_string(port_);
-      int devnull = open("/dev/null", O_WRONLY);
-      dup2(devnull, STDOUT_FILENO);
-      execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--loglevel", "warning", static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    // Wait until it accepts connections.
-    for (int i = 0; i < 200 && !ready_; ++i) {
-      int c = socket(AF_INET, SOCK_STREAM, 0);
-      a.sin_port = htons(static_cast<uint16_t>(port_));
-      ready_ = connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-      close(c);
-      if (!ready_) std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    }
-  }
-  ~RedisServer() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-  bool ready() const { return ready_; }
-  std::string uri() const { return "redis://127.0.0.1:" + std::to_string(port_); }
-
- private:
-  pid_t pid_ = -1;
-  int port_ = 0;
-  bool ready_ = false;
-};
+// A store one rank cannot see (on its host the store's path is a disk of its
+// own: here, another directory): that rank fails naming its host, and every
+// rank reports it, also with a timeout shorter than the wait for a network
+// file system to show the coordinator's staging directory (10 s).
+TEST_F(MultiProcessTest, ARankThatCannotSeeTheStoreIsNamedOnEveryRankWhateverTheTimeout) {
+  std::vector<testing::Proc> procs;
+  for (int r = 0; r < 4; ++r) procs.push_back(testing::Proc{r, 4, Args("save", 1), {}});
+  procs[2].args[1] = dir_.Sub("elsewhere");
+  JobResult job;
+  job.ranks = testing::RunProcs(procs, FileRendezvous(), "unseen-" + std::to_string(getpid()), /*timeout_ms=*/2000,
+                                dir_.path());
+  ExpectFailedAlike(job, "2", "is not shared with the coordinator: on this host (" + ThisHost() + ")");
+  for (const RankResult& r : job.ranks) EXPECT_EQ(r.code, "FailedPrecondition") << r.text;
+  ExpectStoreHoldsOnly(0);
+}
 
 TEST_F(MultiProcessTest, HappyPathWithRedisRendezvous) {
-  RedisServer redis;
+  testing::RedisServer redis;
   ASSERT_TRUE(redis.ready()) << "redis-server did not start (tools/install-deps.sh installs it)";
   JobResult saved = RunJob(4, Args("save", 5), redis.uri(), dir_.path());
   for (const RankResult& r : saved.ranks) ASSERT_EQ(r.code, "OK") << r.text;

@@ -135,6 +135,7 @@ class DyingCommunicator final : public Communicator {
     return inner_->Send(peer, data, n);
   }
   Status Recv(int peer, void* data, size_t n) override { return inner_->Recv(peer, data, n); }
+  std::chrono::milliseconds timeout() const override { return inner_->timeout(); }
   CollectiveStats stats() const override { return inner_->stats(); }
 
  private:

@@ -33,6 +33,9 @@ std::vector<ProcResult> RunProcs(const std::vector<Proc>& procs, const std::stri
       setenv("CKPTDB_JOB_ID", job_id.c_str(), 1);
       setenv("CKPTDB_TIMEOUT_MS", std::to_string(timeout_ms).c_str(), 1);
       setenv("CKPTDB_TEST_REPORT", report.c_str(), 1);
+      // On 127.0.0.1, whatever this host's name resolves to (the default
+      // bind address).
+      setenv("CKPTDB_BIND_ADDRESS", "127.0.0.1", 1);
       for (const char* v : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "CKPTDB_LAUNCH_ID", "TORCHELASTIC_RUN_ID",
                             "TORCHELASTIC_RESTART_COUNT"}) {
         unsetenv(v);

@@ -76,6 +76,7 @@ class FlippingCommunicator final : public Communicator {
     return inner_.Send(peer, copy.data(), n);
   }
   Status Recv(int peer, void* data, size_t n) override { return inner_.Recv(peer, data, n); }
+  std::chrono::milliseconds timeout() const override { return inner_.timeout(); }
 
  private:
   Communicator& inner_;

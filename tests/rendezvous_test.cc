@@ -103,13 +103,20 @@ TEST_F(RendezvousTest, AWorldSizeDisagreementIsNamedOnEveryRank) {
 }
 
 TEST_F(RendezvousTest, TwoProcessesWithOneRankIdAreNamedOnEveryRank) {
-  // Ranks 0, 1, 2, 2 of a world of 4: rank 3 never comes, rank 2 twice.
-  std::vector<Proc> procs = Job(4, dir_.Sub("store"), 1);
-  procs[3].rank = 2;
-  std::vector<ProcResult> results = RunProcs(procs, Rendezvous(), JobId(), kTimeoutMs, dir_.path());
-  PrintFigures("two processes as rank 2", results);
-  ExpectAllFailWithin(results, kBoundS, "rank 2");
-  for (const ProcResult& r : results) EXPECT_NE(r.text.find("two processes claim rank 2"), std::string::npos) << r.text;
+  // Ranks 0, 1, 2, R of a world of 4: rank 3 never comes, rank R twice.
+  // Rank 0 too: the second finds the launch opened already, and every
+  // process (the first rank 0 included) names rank 0, not a stale launch.
+  for (int twice : {2, 0}) {
+    SCOPED_TRACE("rank " + std::to_string(twice) + " twice");
+    std::vector<Proc> procs = Job(4, dir_.Sub("store"), 1);
+    procs[3].rank = twice;
+    std::vector<ProcResult> results = RunProcs(procs, Rendezvous(), JobId(), kTimeoutMs, dir_.path());
+    PrintFigures(twice == 0 ? "two processes as rank 0" : "two processes as rank 2", results);
+    const std::string named = "two processes claim rank " + std::to_string(twice) + " ";
+    ExpectAllFailWithin(results, kBoundS, named);
+    for (const ProcResult& r : results) EXPECT_EQ(r.code, "AlreadyExists") << r.text;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir_.Sub("store") + "/db"));  // nothing was touched
 }
 
 // The step of `store` holds exactly what launch `tag` of ckptdb_rank_helper

@@ -3,12 +3,16 @@
 # network namespace with its own address, joined by veth pairs to a bridge
 # that lives in a namespace of its own, so nothing is added to this
 # machine's own network. The addresses (198.18.0.0/24, a range reserved for
-# network tests) exist only inside these namespaces. Every host sees the
-# same file system unless a test gives it a directory of its own.
+# network tests) exist only inside these namespaces. Each host has a name of
+# its own (NAME-hI, in a UTS namespace per command) that resolves, on every
+# host, to its address (an /etc/hosts of the test bed's own, which `ip netns
+# exec` mounts from /etc/netns/NAME-hI/), as host names do in a cluster.
+# Every host sees the same file system unless a test gives it a directory of
+# its own.
 #   tools/hosts.sh up NAME N        create NAME-sw and NAME-h0 .. NAME-h{N-1}
 #   tools/hosts.sh down NAME N      delete them (missing ones are fine)
 #   tools/hosts.sh addr I           the address of host I (198.18.0.(I+1))
-#   tools/hosts.sh exec NAME I CMD  run CMD on host I
+#   tools/hosts.sh exec NAME I CMD  run CMD on host I (its host name NAME-hI)
 #   tools/hosts.sh cut NAME I       unplug host I (its link goes down)
 #   tools/hosts.sh plug NAME I      plug it back in
 # NAME keeps concurrent test beds apart (short: interface names are derived
@@ -35,18 +39,28 @@ case "${1:-}" in
       ip -n "$ns" addr add "$(addr "$i")/24" dev eth0
       ip -n "$ns" link set eth0 up
     done
+    for i in $(seq 0 $(( n - 1 ))); do
+      mkdir -p "/etc/netns/$name-h$i"
+      { printf '127.0.0.1 localhost\n::1 localhost\n'
+        for j in $(seq 0 $(( n - 1 ))); do printf '%s %s\n' "$(addr "$j")" "$name-h$j"; done
+      } >"/etc/netns/$name-h$i/hosts"
+    done
     ;;
   down)
     name="$2"; n="$3"
-    for i in $(seq 0 $(( n - 1 ))); do ip netns del "$name-h$i" 2>/dev/null || true; done
+    for i in $(seq 0 $(( n - 1 ))); do
+      ip netns del "$name-h$i" 2>/dev/null || true
+      rm -rf "/etc/netns/$name-h$i"
+    done
     ip netns del "$name-sw" 2>/dev/null || true
+    rmdir /etc/netns 2>/dev/null || true  # (only when no other test bed uses it)
     ;;
   addr)
     addr "$2"
     ;;
   exec)
     name="$2"; i="$3"; shift 3
-    exec ip netns exec "$name-h$i" "$@"
+    exec ip netns exec "$name-h$i" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$name-h$i" "$@"
     ;;
   cut)
     ip -n "$2-sw" link set "p$3" down
@@ -55,7 +69,7 @@ case "${1:-}" in
     ip -n "$2-sw" link set "p$3" up
     ;;
   *)
-    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

@@ -12,6 +12,7 @@
 #ifndef CKPTDB_COMMUNICATOR_H_
 #define CKPTDB_COMMUNICATOR_H_
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -58,6 +59,13 @@ class Communicator {
 
   // Accumulated since the communicator was made.
   virtual CollectiveStats stats() const { return {}; }
+
+  // How long a call waits for the other ranks before it fails; zero when no
+  // bound is known (the default). Save tells its StorageWriter
+  // (SaveContext::collective_timeout), so that a rank waiting for storage
+  // between two collectives keeps within it. A communicator that wraps
+  // another forwards it.
+  virtual std::chrono::milliseconds timeout() const { return std::chrono::milliseconds(0); }
 };
 
 // A communicator of world size 1 (rank 0), used for `no_dist` runs.

@@ -11,8 +11,10 @@
 //   CKPTDB_LAUNCH_ID                   this launch of the job (ckptdb-launch sets a fresh
 //     or TORCHELASTIC_RUN_ID           one per launch; torchrun's run id is used, with
 //        [+ TORCHELASTIC_RESTART_COUNT] its restart count, when CKPTDB_LAUNCH_ID is unset)
-//   CKPTDB_BIND_ADDRESS                address this rank listens on (default 127.0.0.1;
-//                                      set it to a reachable address across hosts)
+//   CKPTDB_BIND_ADDRESS                address this rank listens on; default, as PyTorch's
+//                                      gloo: the first address this host's name resolves
+//                                      to that can be bound here, else 127.0.0.1 (so across
+//                                      hosts whose names resolve, nothing to set)
 //   CKPTDB_TIMEOUT_MS                  bound on the rendezvous and every collective
 //                                      (default 60000)
 #ifndef CKPTDB_DISTRIBUTED_H_
@@ -44,9 +46,14 @@ struct DistributedConfig {
   // ConnectGloo).
   std::string launch_id;
   // The address this rank's TCP listener binds to and advertises: a host
-  // name or a numeric address of one of this host's interfaces. Must not be
-  // empty.
-  std::string bind_address = "127.0.0.1";
+  // name or a numeric address of one of this host's interfaces. Empty (the
+  // default), as PyTorch's gloo does: the first address that this host's
+  // name (gethostname) resolves to and that can be bound here; 127.0.0.1
+  // when it does not resolve or none can be bound. Across hosts whose names
+  // resolve to addresses the others reach, that needs no setting; where a
+  // name resolves to a loopback address (127.0.1.1 in many /etc/hosts), set
+  // it.
+  std::string bind_address;
   // Bounds the rendezvous (waiting for every rank to arrive) and every
   // collective: a dead or hung peer becomes an error, never a hang.
   std::chrono::milliseconds timeout{60000};
@@ -54,8 +61,8 @@ struct DistributedConfig {
   // Reads the variables above. InvalidArgument naming the variable when one
   // is missing, malformed or contradicts another (CKPTDB_RANK=1 with RANK=2).
   static StatusOr<DistributedConfig> FromEnvironment();
-  // Checks ranges, the rendezvous URI, and that job_id and bind_address are
-  // not empty (it does not resolve bind_address: ConnectGloo does).
+  // Checks ranges, the rendezvous URI, and that job_id is not empty (it
+  // does not resolve bind_address: ConnectGloo does).
   Status Validate() const;
 };
 
@@ -65,11 +72,14 @@ struct DistributedConfig {
 //   1. The rendezvous: every rank claims its rank id under the job's keys
 //      and waits for every rank of its world; the ranks exchange addresses.
 //      DeadlineExceeded naming the missing ranks when some never arrive.
-//      Ranks that disagree on the world size fail at once, on every rank
-//      that sees it, naming it ("rank 0 says world size 5, rank 2 says world
-//      size 4"); so do two processes given one rank id ("two processes claim
-//      rank 2 ..."). A rank that finds such a problem records it in the
-//      rendezvous, and every rank still waiting there fails with it.
+//      Every call to the rendezvous store waits only for what is left of
+//      the phase (a redis:// server that stops answering fails the call at
+//      the deadline). Ranks that disagree on the world size fail at once, on
+//      every rank that sees it, naming it ("rank 0 says world size 5, rank 2
+//      says world size 4"); so do two processes given one rank id ("two
+//      processes claim rank 2 ...", rank 0 included). A rank that finds such
+//      a problem records it in the rendezvous, and every rank still waiting
+//      there fails with it.
 //   2. Connecting to every peer at once: DeadlineExceeded (or Unavailable)
 //      naming the peers that did not connect (a rank that died after the
 //      rendezvous).
@@ -77,19 +87,19 @@ struct DistributedConfig {
 //
 // Launches. With a launch id, the ranks of one launch only ever form a job
 // together: every key lives under the job id, the launch id, and a random
-// nonce that rank 0 draws and the others read. Keys that a finished or killed launch left in
-// the rendezvous are never reused: a launch with a new launch id
-// (ckptdb-launch, torchrun) does not see them; a launch with the same job id
-// and launch id (or none) is refused on rank 0 with AlreadyExists naming the
-// job and the rendezvous, and saying what to do (remove the directory, or
-// the Redis keys, or use a new CKPTDB_JOB_ID); its other ranks fail with the
-// same message, or, when rank 0 is late, with "two processes claim rank R"
-// and the same advice.
+// nonce that rank 0 draws and the others read. Keys that a finished or
+// killed launch left in the rendezvous are never reused: a launch with a new
+// launch id (ckptdb-launch, torchrun) does not see them; a launch with the
+// same job id and launch id (or none) finds every rank id claimed, and each
+// of its ranks fails with AlreadyExists, "two processes claim rank R of job
+// ... on rendezvous ...", naming the process that claimed it first and
+// saying what to do (remove the directory, or the Redis keys, or use a new
+// CKPTDB_JOB_ID).
 // Two launches with one job id and no launch id on one rendezvous at the
 // same time cannot be told apart (a process of one is indistinguishable
 // from the same rank of the other). A collision is caught where it is seen
-// (the second rank 0 refuses, a rank that finds its rank id claimed records
-// it, and every rank still in ConnectGloo fails with that), but processes
+// (a rank that finds its rank id claimed, rank 0 included, records it, and
+// every rank still in ConnectGloo fails with that), but processes
 // that start late can find a job of mixed launches already formed: in a
 // test of two 4-rank launches started at once on 2 cores, about 2 trials
 // in 100 (measured before a losing claim was recorded at once; not
@@ -98,10 +108,11 @@ struct DistributedConfig {
 // count is each node's own, so across nodes set CKPTDB_LAUNCH_ID to a value
 // every node shares for the launch.
 //
-// Before the rendezvous, config.bind_address is resolved and bound once:
-// InvalidArgument naming the address (and CKPTDB_BIND_ADDRESS) when it does
-// not resolve or is not an address of this host (Unavailable when the
-// resolver failed temporarily).
+// Before the rendezvous, config.bind_address (when set) is resolved and
+// bound once: InvalidArgument naming the address (and CKPTDB_BIND_ADDRESS)
+// when it does not resolve or is not an address of this host (Unavailable
+// when the resolver failed temporarily). Unset, the host name's address is
+// chosen (see DistributedConfig::bind_address).
 // SIGPIPE: where the process left it at its default action, the first call
 // sets it to ignored, so that a peer that dies turns into an error on every
 // survivor instead of killing them (a handler the process installed, or

@@ -22,6 +22,7 @@
 #define CKPTDB_STORAGE_H_
 
 #include <cstdint>
+#include <chrono>
 #include <functional>
 #include <string>
 #include <vector>
@@ -39,6 +40,12 @@ struct SaveContext {
   int rank = 0;
   int world_size = 1;
   int coordinator_rank = 0;
+  // How long the other ranks wait for this one at the save's next
+  // collective (Communicator::timeout; zero when unknown). A writer that
+  // waits for something in PrepareStorage or Write (the RocksDB store waits
+  // to see the coordinator's staging directory) keeps well within it, so
+  // that its verdict reaches the others before they time out.
+  std::chrono::milliseconds collective_timeout{0};
 };
 
 // A stored piece whose chunks a piece of the new save may share instead of

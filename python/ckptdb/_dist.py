@@ -68,11 +68,13 @@ def _launch_id() -> str:
 
 def _bind_address(master: str | None, port: int | None) -> str:
     """CKPTDB_BIND_ADDRESS, else the address of the interface that reaches
-    the master (127.0.0.1 when the master is this host's loopback)."""
+    the master (127.0.0.1 when the master is this host's loopback), else ""
+    (no master known: the library's default, the address this host's name
+    resolves to, as PyTorch's gloo chooses it)."""
     if _env("CKPTDB_BIND_ADDRESS"):
         return os.environ["CKPTDB_BIND_ADDRESS"]
     if not master:
-        return "127.0.0.1"
+        return ""
     try:
         addr = socket.gethostbyname(master)
         if ipaddress.ip_address(addr).is_loopback:
@@ -81,7 +83,7 @@ def _bind_address(master: str | None, port: int | None) -> str:
             s.connect((addr, port or 29500))  # a UDP connect sends nothing
             return s.getsockname()[0]
     except OSError:
-        return "127.0.0.1"
+        return ""
 
 
 class C10dRendezvous:

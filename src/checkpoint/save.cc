@@ -169,7 +169,7 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
   if (prepared.has_status() && prepared.status().code() != 0) {
     return Status::CheckpointError("failed to prepare storage", {{coordinator, StatusFromProto(prepared.status())}});
   }
-  SaveContext ctx{options.step, prepared.save_id(), rank, comm->world_size(), coordinator};
+  SaveContext ctx{options.step, prepared.save_id(), rank, comm->world_size(), coordinator, comm->timeout()};
   metadata.save_id = ctx.save_id;
   // This rank's pieces that may share stored chunks.
   std::vector<ReuseCandidate> candidates;

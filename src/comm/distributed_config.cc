@@ -103,7 +103,6 @@ Status ValidateConfigExceptRendezvous(const DistributedConfig& c) {
   const int world_size = c.world_size, rank = c.rank;
   const std::string& job_id = c.job_id;
   const std::string& launch_id = c.launch_id;
-  const std::string& bind_address = c.bind_address;
   const auto timeout = c.timeout;
   if (world_size < 1) return Status::InvalidArgument("world size " + std::to_string(world_size) + " must be at least 1");
   if (rank < 0 || rank >= world_size) {
@@ -123,10 +122,6 @@ Status ValidateConfigExceptRendezvous(const DistributedConfig& c) {
     return Status::InvalidArgument("timeout " + std::to_string(timeout.count()) + " ms is not in [1, " +
                                    std::to_string(kMaxTimeoutMs) + "]");
   }
-  if (bind_address.empty()) {
-    return Status::InvalidArgument("empty bind address (DistributedConfig::bind_address; the default is 127.0.0.1)");
-  }
-  if (timeout.count() <= 0) return Status::InvalidArgument("timeout must be positive");
   return Status::OK();
 }
 

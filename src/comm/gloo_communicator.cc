@@ -12,12 +12,8 @@
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
 #include <gloo/types.h>
-#include <netdb.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstring>
@@ -26,6 +22,7 @@
 #include <vector>
 
 #include "ckptdb/distributed.h"
+#include "comm/bind_address.h"
 #include "comm/rendezvous.h"
 #include "comm/rendezvous_store.h"
 #include "util/le_bytes.h"
@@ -68,6 +65,7 @@ class GlooCommunicator final : public Communicator {
     std::lock_guard<std::mutex> lock(mu_);
     return stats_;
   }
+  std::chrono::milliseconds timeout() const override { return timeout_; }
 
   // Point to point through gloo's unbound buffers: the slot of a message is
   // its sequence number in its direction between the two ranks (under a
@@ -258,44 +256,6 @@ class GlooCommunicator final : public Communicator {
   CollectiveStats stats_;
 };
 
-// Checks config.bind_address the way gloo's tcp::CreateDevice will use it
-// (getaddrinfo, then bind to the first address that can be bound), because
-// gloo does not check getaddrinfo's error and crashes on a name that does
-// not resolve. Runs before the rendezvous, so that a typo fails at once.
-Status CheckBindAddress(const std::string& host) {
-  const std::string what = "bind address '" + host + "' (CKPTDB_BIND_ADDRESS, DistributedConfig::bind_address)";
-  addrinfo hints;
-  std::memset(&hints, 0, sizeof hints);
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* result = nullptr;
-  const int rv = getaddrinfo(host.c_str(), nullptr, &hints, &result);
-  if (rv != 0) {
-    std::string why = rv == EAI_SYSTEM ? std::strerror(errno) : gai_strerror(rv);
-    std::string m = what + " does not resolve: " + why;
-    return rv == EAI_AGAIN ? Status::Unavailable(m) : Status::InvalidArgument(m);
-  }
-  std::string last_error = "no address";
-  bool bound = false;
-  for (addrinfo* a = result; a != nullptr && !bound; a = a->ai_next) {
-    int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
-    if (fd < 0) {
-      last_error = std::strerror(errno);
-      continue;
-    }
-    // Port 0 (getaddrinfo was given no service): any free port, released again.
-    bound = bind(fd, a->ai_addr, a->ai_addrlen) == 0;
-    if (!bound) last_error = std::strerror(errno);
-    close(fd);
-  }
-  freeaddrinfo(result);
-  if (!bound) {
-    return Status::InvalidArgument(what + " resolves, but cannot be bound on this host (" + last_error +
-                                   "): set it to an address of one of this host's interfaces");
-  }
-  return Status::OK();
-}
-
 // gloo writes to its sockets with writev: once a peer has died, a write to
 // it raises SIGPIPE, whose default action kills this (surviving) rank
 // before the write's error can become a Status. So a process that left
@@ -361,14 +321,13 @@ Status ConnectPairs(gloo::transport::Context& pairs, const DistributedConfig& c,
   return timed_out ? Status::DeadlineExceeded(m) : Status::Unavailable(m);
 }
 
-// Both ConnectGloo: the rendezvous in `store`, then the pairs.
+// Both ConnectGloo: the rendezvous in `store`, then the pairs. `deadline`
+// bounds phase 1 (config.timeout from the start of the call): every rank
+// arrives, the ranks agree, and they exchange their addresses.
 StatusOr<std::unique_ptr<Communicator>> ConnectThrough(const DistributedConfig& config, RendezvousStore& store,
+                                                       Clock::time_point deadline, const std::string& bind_address,
                                                        const std::string& what_to_do) {
-  RETURN_IF_ERROR(CheckBindAddress(config.bind_address));
   IgnoreSigpipeUnlessHandled();
-  // Phase 1, bounded by config.timeout: every rank arrives, the ranks agree,
-  // and they exchange their addresses.
-  const auto deadline = Clock::now() + config.timeout;
   const std::string where = "job '" + config.job_id + "'" +
                             (config.launch_id.empty() ? "" : " (launch '" + config.launch_id + "')") +
                             " on rendezvous " + config.rendezvous;
@@ -377,7 +336,7 @@ StatusOr<std::unique_ptr<Communicator>> ConnectThrough(const DistributedConfig& 
   RETURN_IF_ERROR(rdv.Join(deadline));
   try {
     gloo::transport::tcp::attr attr;
-    attr.hostname = config.bind_address;
+    attr.hostname = bind_address;
     std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
     std::shared_ptr<gloo::transport::Context> pairs = device->createContext(config.rank, config.world_size);
     // gloo waits 5 times a pair's timeout for its connection: phase 2,
@@ -410,23 +369,28 @@ StatusOr<std::unique_ptr<Communicator>> ConnectThrough(const DistributedConfig& 
 }  // namespace
 
 StatusOr<std::unique_ptr<Communicator>> ConnectGloo(const DistributedConfig& config) {
+  const auto deadline = Clock::now() + config.timeout;
   RETURN_IF_ERROR(config.Validate());
-  ASSIGN_OR_RETURN(std::unique_ptr<RendezvousStore> store, OpenRendezvousStore(config.rendezvous, config.timeout));
+  // Before the rendezvous, so that a typo fails at once.
+  ASSIGN_OR_RETURN(const std::string bind_address, ChooseBindAddress(config.bind_address));
+  ASSIGN_OR_RETURN(std::unique_ptr<RendezvousStore> store, OpenRendezvousStore(config.rendezvous, deadline));
   const bool is_file = config.rendezvous.rfind("file://", 0) == 0;
   const std::string what_to_do =
       (is_file ? "Remove the rendezvous directory " + config.rendezvous.substr(7)
                : "Delete the rendezvous's keys '" + config.job_id + "/*'") +
       " once no launch of this job runs, or use a new CKPTDB_JOB_ID; a launch id per launch (CKPTDB_LAUNCH_ID, "
       "set by ckptdb-launch; torchrun's TORCHELASTIC_RUN_ID) keeps launches apart";
-  return ConnectThrough(config, *store, what_to_do);
+  return ConnectThrough(config, *store, deadline, bind_address, what_to_do);
 }
 
 StatusOr<std::unique_ptr<Communicator>> ConnectGloo(const DistributedConfig& config, RendezvousStore& store) {
+  const auto deadline = Clock::now() + config.timeout;
   RETURN_IF_ERROR(ValidateConfigExceptRendezvous(config));
   if (config.rendezvous.empty()) {
     return Status::InvalidArgument("DistributedConfig::rendezvous must name the store the application brings");
   }
-  return ConnectThrough(config, store,
+  ASSIGN_OR_RETURN(const std::string bind_address, ChooseBindAddress(config.bind_address));
+  return ConnectThrough(config, store, deadline, bind_address,
                         "Use a job id of its own for each connection through one store (keys of job '" +
                             config.job_id + "' are there already)");
 }

@@ -45,6 +45,16 @@ std::string DescribeClaim(const std::string& claim) {
   return "pid " + std::to_string(pid) + " on host " + host + " (world size " + std::to_string(world) + ")";
 }
 
+// A launch's nonce: 64 random bits, drawn for each launch (no generator
+// shared between the threads of a process).
+std::string NewNonce() {
+  std::random_device rd;
+  const uint64_t v = (uint64_t{rd()} << 32) | rd();
+  char nonce[17];
+  std::snprintf(nonce, sizeof nonce, "%016llx", static_cast<unsigned long long>(v));
+  return nonce;
+}
+
 // Polls with a short, growing interval: the first checks are quick, and a
 // long wait does not flood a shared file system.
 class Poller {
@@ -65,19 +75,17 @@ StatusOr<std::string> LaunchPrefix(RendezvousStore& store, const DistributedConf
                                    const std::string& what_to_do) {
   const std::string base = config.job_id + "/" + (config.launch_id.empty() ? "-" : config.launch_id) + "/";
   if (config.rank == 0) {
-    char nonce[17];
-    std::snprintf(nonce, sizeof nonce, "%016llx",
-                  static_cast<unsigned long long>(std::mt19937_64{std::random_device{}()}()));
+    const std::string nonce = NewNonce();
     ASSIGN_OR_RETURN(bool created, store.CreateKey(base + "launch", nonce));
     if (created) return base + nonce + "/";
-    Status refused = Status::AlreadyExists(
-        where + " already holds the keys of a launch: a finished or killed launch of this job left them, or "
-        "another launch with the same job id runs now (two launches must not share a job id on one "
-        "rendezvous). " + what_to_do);
-    // Ranks that read the old nonce fail with this message too.
-    StatusOr<std::optional<std::string>> old = store.Get(base + "launch");
-    if (old.ok() && old->has_value()) (void)store.CreateKey(base + **old + "/refused", EncodeStatus(refused));
-    return refused;
+    // Rank 0 is claimed already: by another process given rank 0, by rank 0
+    // of another launch with the same ids, or by one that finished or was
+    // killed and left its keys. The three look alike from here; this is
+    // rank 0 claimed twice, told and recorded as any rank's claim is (no
+    // refusal of a "launch" is written into a live one's keys).
+    ASSIGN_OR_RETURN(std::optional<std::string> old, store.Get(base + "launch"));
+    if (!old) return Status::Internal("rendezvous: '" + base + "launch' exists and does not (" + where + ")");
+    return Rendezvous(store, config, base + *old + "/", where, what_to_do).ClaimedTwice();
   }
   Poller poller;
   while (true) {
@@ -96,15 +104,11 @@ Rendezvous::Rendezvous(RendezvousStore& store, const DistributedConfig& config, 
       what_to_do_(std::move(what_to_do)) {}
 
 Status Rendezvous::RecordedFailure() {
-  // A refusal by a later rank 0 first: it explains a failure of this launch.
-  for (const char* key : {"refused", "failed"}) {
-    ASSIGN_OR_RETURN(std::optional<std::string> failed, store_.Get(prefix_ + key));
-    if (!failed) continue;
-    Status st = DecodeStatus(*failed);
-    if (st.ok()) return Status::Internal("rendezvous: an unreadable failure is recorded for " + where_);
-    return st;
-  }
-  return Status::OK();
+  ASSIGN_OR_RETURN(std::optional<std::string> failed, store_.Get(prefix_ + "failed"));
+  if (!failed) return Status::OK();
+  Status st = DecodeStatus(*failed);
+  if (st.ok()) return Status::Internal("rendezvous: an unreadable failure is recorded for " + where_);
+  return st;
 }
 
 Status Rendezvous::CheckNoFailure() { return RecordedFailure(); }
@@ -115,32 +119,25 @@ Status Rendezvous::Fail(const Status& st) {
   return st;
 }
 
+Status Rendezvous::ClaimedTwice() {
+  const int me = config_.rank;
+  StatusOr<std::optional<std::string>> first = store_.Get(prefix_ + "rank/" + std::to_string(me));
+  const std::string who = first.ok() && first->has_value() ? DescribeClaim(**first) : "another process";
+  // Recorded at once, so that the ranks whose claims won fail too instead
+  // of forming a job with a process of another launch.
+  return Fail(Status::AlreadyExists(
+      "two processes claim rank " + std::to_string(me) + " of " + where_ + ": " + who + " and " +
+      DescribeClaim(ClaimValue(config_.world_size)) +
+      "; give every process a rank of its own (if the first belongs to another launch with the same job id, or is "
+      "not running and its launch left its keys behind: " +
+      what_to_do_ + ")"));
+}
+
 Status Rendezvous::Join(Deadline deadline) {
   const int me = config_.rank, world = config_.world_size;
-  const std::string mine = ClaimValue(world);
   const std::string my_key = prefix_ + "rank/" + std::to_string(me);
-  ASSIGN_OR_RETURN(bool created, store_.CreateKey(my_key, mine));
-  if (!created) {
-    StatusOr<std::optional<std::string>> other = store_.Get(my_key);
-    const std::string first = other.ok() && other->has_value() ? DescribeClaim(**other) : "another process";
-    const Status duplicate = Status::AlreadyExists(
-        "two processes claim rank " + std::to_string(me) + " of " + where_ + ": " + first + " and " +
-        DescribeClaim(mine) + "; give every process a rank of its own (if the first is not running, its launch "
-        "left its keys behind: " + what_to_do_ + ")");
-    // Recorded at once, so that the ranks whose claims won fail too instead
-    // of forming a job with a process of another launch.
-    (void)Fail(duplicate);
-    // A stale launch that rank 0 refuses (it records why) rather than a
-    // duplicate rank: wait a little for that explanation.
-    const auto grace = std::min(deadline, Clock::now() + std::chrono::milliseconds(500));
-    for (Poller p; Clock::now() < grace; p.Sleep()) {
-      ASSIGN_OR_RETURN(std::optional<std::string> refused, store_.Get(prefix_ + "refused"));
-      if (!refused) continue;
-      Status st = DecodeStatus(*refused);
-      if (!st.ok()) return st;
-    }
-    return duplicate;
-  }
+  ASSIGN_OR_RETURN(bool created, store_.CreateKey(my_key, ClaimValue(world)));
+  if (!created) return ClaimedTwice();
   auto disagree = [&](int a, int wa, int b, int wb) {
     return Fail(Status::InvalidArgument("the ranks of " + where_ + " disagree on the world size: rank " +
                                         std::to_string(a) + " says world size " + std::to_string(wa) + ", rank " +
@@ -148,7 +145,7 @@ Status Rendezvous::Join(Deadline deadline) {
                                         "; start every rank with the same CKPTDB_WORLD_SIZE"));
   };
   std::vector<bool> seen;
-  Status st = WaitForEveryRank(
+  StatusOr<bool> all = WaitForEveryRank(
       prefix_ + "rank/", deadline,
       [&](int r, std::string claim) -> Status {
         const int w = ClaimWorld(claim);
@@ -162,15 +159,15 @@ Status Rendezvous::Join(Deadline deadline) {
         return Status::OK();
       },
       &seen);
-  if (st.code() != StatusCode::kDeadlineExceeded) return st;
+  if (!all.ok() || *all) return all.status();
   return Status::DeadlineExceeded("rendezvous timed out after " + std::to_string(config_.timeout.count()) +
                                   " ms: rank(s) " + Missing(seen) + " of " + std::to_string(world) +
                                   " never arrived (" + where_ + ")");
 }
 
-Status Rendezvous::WaitForEveryRank(const std::string& base, Deadline deadline,
-                                    const std::function<Status(int rank, std::string value)>& take,
-                                    const std::function<Status()>& check, std::vector<bool>* seen) {
+StatusOr<bool> Rendezvous::WaitForEveryRank(const std::string& base, Deadline deadline,
+                                            const std::function<Status(int rank, std::string value)>& take,
+                                            const std::function<Status()>& check, std::vector<bool>* seen) {
   const int world = config_.world_size;
   seen->assign(world, false);
   (*seen)[config_.rank] = true;
@@ -185,8 +182,8 @@ Status Rendezvous::WaitForEveryRank(const std::string& base, Deadline deadline,
       (*seen)[r] = true;
     }
     RETURN_IF_ERROR(check());
-    if (std::all_of(seen->begin(), seen->end(), [](bool b) { return b; })) return Status::OK();
-    if (Clock::now() >= deadline) return Status::DeadlineExceeded("");
+    if (std::all_of(seen->begin(), seen->end(), [](bool b) { return b; })) return true;
+    if (Clock::now() >= deadline) return false;
     poller.Sleep();
   }
 }
@@ -211,15 +208,15 @@ StatusOr<std::vector<std::string>> Rendezvous::AllGather(const std::string& name
   std::vector<std::string> out(world);
   out[config_.rank] = mine;
   std::vector<bool> seen;
-  Status st = WaitForEveryRank(
+  StatusOr<bool> all = WaitForEveryRank(
       base, deadline,
       [&](int r, std::string value) {
         out[r] = std::move(value);
         return Status::OK();
       },
       [] { return Status::OK(); }, &seen);
-  if (st.ok()) return out;
-  if (st.code() != StatusCode::kDeadlineExceeded) return st;
+  if (!all.ok()) return all.status();
+  if (*all) return out;
   return Status::DeadlineExceeded("rendezvous timed out after " + std::to_string(config_.timeout.count()) +
                                   " ms: rank(s) " + Missing(seen) + " of " + std::to_string(world) +
                                   " arrived but never published their " + name + " (died?) (" + where_ + ")");

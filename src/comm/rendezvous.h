@@ -5,16 +5,18 @@
 // "<job id>/<launch id>/" ("-" without a launch id). Rank 0 draws a random
 // nonce and creates "launch" there, holding it; the other ranks read it. All
 // further keys live under "<job id>/<launch id>/<nonce>/", so ranks only
-// ever meet ranks that read the same nonce. When "launch" exists already
-// (keys of a finished or killed launch, or of another launch with the same
-// job id and launch id running now), rank 0 refuses, naming the job, the
-// rendezvous and what to do, and records the refusal under the old nonce,
-// so that ranks which read that nonce fail with the same message.
+// ever meet ranks that read the same nonce. Creating "launch" is rank 0's
+// claim: when it exists already (another process given rank 0, rank 0 of
+// another launch with the same job id and launch id, or of a finished or
+// killed one that left its keys: they look alike), rank 0 is claimed twice,
+// and fails as any rank does whose claim is taken (below), under the nonce
+// it found.
 //
 // Under that prefix each rank claims its
 // rank id ("rank/R", holding its world size, pid and host), then waits until
 // every rank of its world has claimed one, checking as claims appear:
-//   - a rank id claimed twice: "two processes claim rank R of job ...";
+//   - a rank id claimed twice: "two processes claim rank R of job ...",
+//     naming both processes, with what to do about keys left behind;
 //   - a claim whose world size differs, or a claim of rank W in a world of
 //     W: "... rank A says world size X, rank B says Y".
 // A rank that finds a problem also records it under "failed", and every
@@ -68,20 +70,24 @@ class Rendezvous {
   // ranks waiting in the rendezvous fail with it. Returns `st`.
   Status Fail(const Status& st);
 
-  // The failure (or refusal) recorded for this launch, OK when none.
+  // The failure recorded for this launch, OK when none.
   Status CheckNoFailure();
+
+  // This rank's claim was taken: records and returns AlreadyExists naming
+  // the rank and both processes.
+  Status ClaimedTwice();
 
  private:
   // The recorded failure, if any (OK otherwise).
   Status RecordedFailure();
 
-  // Polls base + "R" for every other rank R until all are there, handing
-  // each value to `take` once and calling `check` after each round; stops at
-  // the first error of either, at a recorded failure, or with an empty
-  // DeadlineExceeded at the deadline. `seen` says which ranks arrived.
-  Status WaitForEveryRank(const std::string& base, Deadline deadline,
-                          const std::function<Status(int rank, std::string value)>& take,
-                          const std::function<Status()>& check, std::vector<bool>* seen);
+  // Polls base + "R" for every other rank R until all are there (true),
+  // handing each value to `take` once and calling `check` after each round;
+  // stops at the first error of either or of the store, at a recorded
+  // failure, or at the deadline (false). `seen` says which ranks arrived.
+  StatusOr<bool> WaitForEveryRank(const std::string& base, Deadline deadline,
+                                  const std::function<Status(int rank, std::string value)>& take,
+                                  const std::function<Status()>& check, std::vector<bool>* seen);
   // "1, 3": the ranks not seen.
   static std::string Missing(const std::vector<bool>& seen);
 

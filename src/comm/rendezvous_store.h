@@ -14,12 +14,16 @@
 
 namespace ckptdb {
 
-
-
 // Opens the store named by `uri` (file:// creates the directory when
-// missing). Each network call to Redis is bounded by `timeout`.
+// missing). Each network call to Redis, connecting included, waits for its
+// reply only for the time left before `deadline` (at least
+// kRendezvousCommandFloor, so that a last poll at the deadline can still be
+// answered): a server that stops answering fails the call with
+// DeadlineExceeded at the deadline, not a whole timeout later.
 StatusOr<std::unique_ptr<RendezvousStore>> OpenRendezvousStore(const std::string& uri,
-                                                               std::chrono::milliseconds timeout);
+                                                               std::chrono::steady_clock::time_point deadline);
+
+inline constexpr std::chrono::milliseconds kRendezvousCommandFloor{100};
 
 }  // namespace ckptdb
 

@@ -95,8 +95,16 @@ rocksdb::Status OpenRocksDatabase(rocksdb::Options o, const std::string& db_dir,
 
 namespace {
 
-// How long a rank waits to see the coordinator's staging directory.
+// How long a rank waits to see the coordinator's staging directory: up to
+// 10 s (a network file system may show a new directory late), but within
+// half the job's collective timeout, so that a rank that cannot see it
+// reports so before the others, waiting for its write report, time out.
 constexpr std::chrono::milliseconds kStagingVisibleWithin{10000};
+
+std::chrono::milliseconds StagingVisibilityWait(const SaveContext& ctx) {
+  if (ctx.collective_timeout.count() <= 0) return kStagingVisibleWithin;
+  return std::min(kStagingVisibleWithin, ctx.collective_timeout / 2);
+}
 
 uint64_t NewSaveId() {
   static std::mutex mu;
@@ -247,7 +255,7 @@ class RocksDBStoreWriter final : public StoreWriter {
     }
     // The coordinator made the directory and marked it: a rank that does not
     // see it is on a host where the store is not the coordinator's.
-    return WaitForStagingMark(path_, ctx.save_id, kStagingVisibleWithin);
+    return WaitForStagingMark(path_, ctx.save_id, StagingVisibilityWait(ctx));
   }
 
   FileDelivery delivery() const override {

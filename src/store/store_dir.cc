@@ -128,8 +128,8 @@ Status WaitForStagingMark(const std::string& store, uint64_t save_id, std::chron
   return Status::FailedPrecondition(
       "store '" + store + "' is not shared with the coordinator: on this host (" + ThisHost() +
       ") the coordinator's staging directory for this save (" + mark.parent_path().string() + ") did not appear within " +
-      std::to_string(limit.count() / 1000) +
-      " s. Every rank writes its files into the store for the coordinator to commit: put the store on a file "
+      std::to_string(limit.count()) +
+      " ms. Every rank writes its files into the store for the coordinator to commit: put the store on a file "
       "system every host sees, at the same path");
 }
 
