@@ -30,6 +30,9 @@ def free_port() -> int:
 def _child_env(extra: dict | None = None) -> dict:
     env = dict(os.environ)
     env.setdefault("CKPTDB_TIMEOUT_MS", "30000")
+    # Ranks listen on loopback only, whatever this machine's name resolves to
+    # (the default bind address follows it, as PyTorch's gloo does).
+    env.setdefault("CKPTDB_BIND_ADDRESS", "127.0.0.1")
     env["OMP_NUM_THREADS"] = "1"
     # A test's ranks find each other through torch; a CKPTDB_RENDEZVOUS of
     # the caller's would take precedence.

@@ -38,7 +38,8 @@ Runs PROGRAM as N ranks of one job on this host, each with its environment
 set for ckptdb::DistributedConfig::FromEnvironment():
   CKPTDB_RANK, CKPTDB_WORLD_SIZE, CKPTDB_LOCAL_RANK (and RANK, WORLD_SIZE,
   LOCAL_RANK), CKPTDB_RENDEZVOUS, CKPTDB_JOB_ID, and CKPTDB_LAUNCH_ID (new
-  for every launch: a rendezvous and job id used before can be used again).
+  for every launch: a rendezvous and job id used before can be used again),
+  and CKPTDB_BIND_ADDRESS=127.0.0.1 unless it is set (every rank is here).
 Every output line is prefixed with "[rank R] ".
 
 options:
@@ -233,6 +234,9 @@ int main(int argc, char** argv) {
       setenv("CKPTDB_JOB_ID", job_id.c_str(), 1);
       setenv("CKPTDB_LAUNCH_ID", launch_id.c_str(), 1);
       if (!timeout_ms.empty()) setenv("CKPTDB_TIMEOUT_MS", timeout_ms.c_str(), 1);
+      // Every rank is on this host: they listen on loopback unless told
+      // otherwise (the library's default is the host name's address).
+      setenv("CKPTDB_BIND_ADDRESS", "127.0.0.1", 0);
       execvp(argv[i], argv + i);
       std::fprintf(stderr, "ckptdb-launch: cannot run '%s': %s\n", argv[i], std::strerror(errno));
       _exit(127);
