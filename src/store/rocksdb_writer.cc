@@ -48,6 +48,12 @@ rocksdb::Options DatabaseOptions() {
   // and verified on every read: see chunk_reader.cc.
   rocksdb::BlockBasedTableOptions table;
   table.checksum = rocksdb::kXXH3;
+  // Index keys are the blocks' last keys, not shortened separators, so that
+  // the size of a key range estimated from the index (ReclaimSpace: the
+  // unused chunks of a file) is exact to a block: a shortened separator can
+  // stand for keys past the block's last one, counting its block in a range
+  // that starts right after it (a whole chunk).
+  table.index_shortening = rocksdb::BlockBasedTableOptions::IndexShorteningMode::kNoShortening;
   o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
   o.write_buffer_size = 16 << 20;
   o.max_background_jobs = 2;
@@ -653,25 +659,44 @@ class RocksDBStoreWriter final : public StoreWriter {
       }
       auto u = used.find(SaveRef{a.step, a.save_id});
       if (u == used.end() || in_flight_.count(a.save_id) > 0) continue;
-      std::vector<KeyRange> unused =
-          SubtractRanges({KeyRange(f.smallestkey, f.largestkey + std::string(1, '\0'))}, u->second);
+      const KeyRange span(f.smallestkey, f.largestkey + std::string(1, '\0'));
+      std::vector<KeyRange> unused = SubtractRanges({span}, u->second);
       if (unused.empty()) continue;
-      std::vector<rocksdb::Range> ranges;
-      ranges.reserve(unused.size());
-      for (const KeyRange& r : unused) ranges.emplace_back(r.first, r.second);
-      std::vector<uint64_t> sizes(ranges.size(), 0);
-      rocksdb::SizeApproximationOptions so;
-      so.include_memtables = false;
-      so.include_files = true;
-      RETURN_IF_ERROR(FromRocks(db_->GetApproximateSizes(so, db_->DefaultColumnFamily(), ranges.data(),
-                                                         static_cast<int>(ranges.size()), sizes.data()),
-                                "estimating the unused bytes of " + f.name));
-      uint64_t bytes = 0;
-      for (uint64_t s : sizes) bytes += s;
+      ASSIGN_OR_RETURN(uint64_t bytes, EstimateBytes(f, span, unused));
       if (bytes == 0) continue;  // only gaps between chunks
       out.push_back(UnusedInFile{std::move(f), std::move(unused), bytes});
     }
     return out;
+  }
+
+  // The bytes of `ranges` (sorted, inside `span`, the key span of file `f`)
+  // in `f`, from its index, to a block. A range that runs to the end of the
+  // span would also count the file's index, filter and properties blocks;
+  // they are left out.
+  StatusOr<uint64_t> EstimateBytes(const rocksdb::LiveFileMetaData& f, const KeyRange& span,
+                                   const std::vector<KeyRange>& ranges) {
+    std::vector<rocksdb::Range> r;
+    r.reserve(ranges.size() + 1);
+    for (const KeyRange& k : ranges) r.emplace_back(k.first, k.second);
+    r.emplace_back(span.first, span.second);
+    std::vector<uint64_t> sizes(r.size(), 0);
+    rocksdb::SizeApproximationOptions so;
+    so.include_memtables = false;
+    so.include_files = true;
+    const std::string what = "estimating the unused bytes of " + f.name;
+    RETURN_IF_ERROR(FromRocks(
+        db_->GetApproximateSizes(so, db_->DefaultColumnFamily(), r.data(), static_cast<int>(r.size()), sizes.data()),
+        what));
+    uint64_t bytes = 0;
+    for (size_t i = 0; i + 1 < sizes.size(); ++i) bytes += sizes[i];
+    if (ranges.back().second != span.second) return bytes;
+    rocksdb::TablePropertiesCollection props;
+    RETURN_IF_ERROR(FromRocks(db_->GetPropertiesOfTablesInRange(db_->DefaultColumnFamily(), &r.back(), 1, &props), what));
+    auto p = props.find(f.db_path + f.name);
+    if (p == props.end() || !p->second) return bytes;
+    const uint64_t whole = sizes.back();
+    const uint64_t past_data = whole > p->second->data_size ? whole - p->second->data_size : 0;
+    return bytes - std::min(sizes[sizes.size() - 2], past_data);
   }
 
   // Compacts `f` alone into its own level with its unused chunks filtered
