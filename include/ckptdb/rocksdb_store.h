@@ -213,10 +213,12 @@ struct ReclaimOptions {
   // A data file that still holds chunks kept steps share is rewritten when
   // at least this fraction of its bytes belongs to chunks no step uses any
   // more (deleted steps' chunks). Rewriting costs reading and writing the
-  // file's used bytes once; what is left unrewritten stays below this
-  // fraction of each file. Range [0, 1]; 0 rewrites every file with any
-  // unused chunk. Default 0.25.
-  double min_unused_fraction = 0.25;
+  // file's used bytes once (a file is rewritten again only when more of its
+  // chunks fall out of use). What is left unrewritten stays below this
+  // fraction of each file, so by default a store holds at most about 1.05x
+  // what its steps use. Range [0, 1]; 0 rewrites every file with any unused
+  // chunk. Default 0.05.
+  double min_unused_fraction = 0.05;
   // Only say what would be rewritten.
   bool dry_run = false;
 };

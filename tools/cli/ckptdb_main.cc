@@ -241,7 +241,7 @@ const char kGcHelp[] =
     "Chunks that a kept step shares with a removed one (unchanged since) stay;\n"
     "the rest of the removed steps' data goes: a file none of whose chunks is\n"
     "used is dropped whole, and a file whose unused chunks make up at least\n"
-    "--min-unused of it (default 0.25) is rewritten with only its used chunks\n"
+    "--min-unused of it (default 0.05) is rewritten with only its used chunks\n"
     "(this reads and writes its used bytes once). The bytes printed for\n"
     "removed steps are what they added to the store when they were saved.\n"
     "\n" WRITE_TEXT
@@ -250,7 +250,7 @@ const char kGcHelp[] =
     "  --keep-last K   keep the newest K steps (K >= 1)\n"
     "  --keep-every M  keep steps whose number is a multiple of M (M >= 1)\n"
     "  --min-unused F  rewrite a file when this fraction of it is unused\n"
-    "                  chunks (0 to 1; default 0.25)\n"
+    "                  chunks (0 to 1; default 0.05)\n"
     "  --dry-run       say what would be removed; change nothing\n"
     "  --json          {\"dry_run\", \"failed_saves\", \"staging_dirs\",\n"
     "                  \"unaccounted_saves\", \"deleted_saves_reclaimed\",\n"
