@@ -622,8 +622,7 @@ TEST_F(ReclaimTest, GcLeavesTheStoreTheSizeOfOneHoldingOnlyTheKeptStep) {
     ASSERT_TRUE(w.ok());
     ASSERT_OK(testing::SaveNoDist(Step(4, 1024), **w, 4));
   }
-  testing::CommandResult gc =
-      testing::RunCommand(std::string(CKPTDB_CLI) + " gc " + store_ + " --keep-last 1 2>&1");
+  testing::CommandResult gc = testing::RunCommand(std::string(CKPTDB_CLI) + " gc " + store_ + " --keep-last 1 2>&1");
   ASSERT_EQ(gc.code, 0) << gc.out;
   EXPECT_NE(gc.out.find("rewrote 1 file(s) holding chunks kept steps share, without their unused chunks: 8"),
             std::string::npos)

@@ -653,8 +653,8 @@ class RocksDBStoreWriter final : public StoreWriter {
       // others and cannot be compacted alone; a file of keys of several
       // saves or of records besides data is left alone too.
       DataKey a, b;
-      if (f.level == 0 || !ParseDataKey(f.smallestkey, &a) || !ParseDataKey(f.largestkey, &b) ||
-          a.step != b.step || a.save_id != b.save_id) {
+      if (f.level == 0 || !ParseDataKey(f.smallestkey, &a) || !ParseDataKey(f.largestkey, &b) || a.step != b.step ||
+          a.save_id != b.save_id) {
         continue;
       }
       auto u = used.find(SaveRef{a.step, a.save_id});
@@ -691,7 +691,8 @@ class RocksDBStoreWriter final : public StoreWriter {
     for (size_t i = 0; i + 1 < sizes.size(); ++i) bytes += sizes[i];
     if (ranges.back().second != span.second) return bytes;
     rocksdb::TablePropertiesCollection props;
-    RETURN_IF_ERROR(FromRocks(db_->GetPropertiesOfTablesInRange(db_->DefaultColumnFamily(), &r.back(), 1, &props), what));
+    RETURN_IF_ERROR(
+        FromRocks(db_->GetPropertiesOfTablesInRange(db_->DefaultColumnFamily(), &r.back(), 1, &props), what));
     auto p = props.find(f.db_path + f.name);
     if (p == props.end() || !p->second) return bytes;
     const uint64_t whole = sizes.back();

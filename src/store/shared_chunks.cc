@@ -53,9 +53,10 @@ void AddReferencedRanges(const StepMetadata& m, const std::set<int64_t>& steps, 
 namespace {
 
 Status UnreadableReferences(int64_t step, const std::string& what) {
-  return Status::DataLoss("the chunk references of step " + std::to_string(step) +
-                          " are unreadable (its references record and its metadata are damaged): nothing "
-                          "can be " + what + " safely while it stays; delete step " + std::to_string(step) + " first");
+  const std::string s = std::to_string(step);
+  return Status::DataLoss("the chunk references of step " + s +
+                          " are unreadable (its references record and its metadata are damaged): nothing can be " +
+                          what + " safely while it stays; delete step " + s + " first");
 }
 
 }  // namespace
