@@ -235,7 +235,8 @@ struct ReclaimStats {
 };
 
 // Thread safety: the methods of one StoreWriter may be called from several
-// threads; commits, deletes, tags and sweeps are serialised internally.
+// threads; commits, deletes, tags, sweeps and rewrites are serialised
+// internally.
 class StoreWriter : public StorageWriter {
  public:
   // Opens the database for writing if it is not yet open (creating the store
@@ -249,7 +250,8 @@ class StoreWriter : public StorageWriter {
   virtual StatusOr<SweepStats> FindLeftovers() = 0;
   // Deletes a committed step, and the tags on it, and gives its space back
   // (less the chunks that other steps share with it: they stay as long as a
-  // step uses them). NotFound if absent; DataLoss, deleting nothing, when a
+  // step uses them, and so does the rest of the file holding them until
+  // ReclaimSpace rewrites it). NotFound if absent; DataLoss, deleting nothing, when a
   // step that stays has unreadable chunk references.
   virtual Status DeleteStep(int64_t step) = 0;
   // Deletes every step in `steps` (and their tags) in one synced WriteBatch:

@@ -220,7 +220,9 @@ const char kRmHelp[] =
     "\n"
     "Deletes the given steps, and the tags on them, in one atomic commit:\n"
     "all of them go, or (when any STEP is unknown) none. Their space is given\n"
-    "back at once (whole files are dropped, no data is rewritten).\n"
+    "back at once where whole files fall out of use (they are dropped, no data\n"
+    "is rewritten); 'ckptdb gc' also rewrites files that later steps still\n"
+    "partly share.\n"
     "\n" STEP_TEXT "\n" WRITE_TEXT
     "\n"
     "options:\n"
