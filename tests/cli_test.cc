@@ -522,7 +522,9 @@ TEST_F(CliTest, TagRmAndGcChangeTheStore) {
             "{\"dry_run\": false, \"failed_saves\": 0, \"staging_dirs\": 0, \"unaccounted_saves\": 0, "
             "\"deleted_saves_reclaimed\": 0, "
             "\"removed_steps\": [12, 30], "
-            "\"removed_stored_bytes\": 131, \"kept_steps\": [4, 20, 40, 50]}\n");
+            "\"removed_stored_bytes\": 131, \"kept_steps\": [4, 20, 40, 50], \"rewritten_files\": 0, "
+            "\"rewritten_bytes_before\": 0, \"rewritten_bytes_after\": 0, \"files_left\": 0, "
+            "\"unused_bytes_left\": 0}\n");
   EXPECT_EQ(StepsInStore(), (std::vector<int64_t>{4, 20, 40, 50}));
   CliRun rm = Ckptdb("rm " + store_ + " best 40");
   EXPECT_EQ(rm.code, 0) << rm.out;

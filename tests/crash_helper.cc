@@ -4,7 +4,8 @@
 // test runs it as a separate process and then inspects the store.
 //
 // ckptdb_crash_helper --dedup STORE N: runs DedupScenario (deduplicated
-// saves, a delete, a commit with retention, a prune and a sweep) and crashes
+// saves, a delete, the rewrite of a file without its unused chunks, a commit
+// with retention, a prune and a sweep) and crashes
 // at its N-th file write (exit 42); exits 0 when the scenario ends first.
 //
 // ckptdb_crash_helper --keep-best STORE N: saves steps 0..5 with metric

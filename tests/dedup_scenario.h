@@ -16,7 +16,8 @@ namespace ckptdb::testing {
 // never changes (shared by every step) and an adapter that changes each step.
 StateDict DedupScenarioStep(int64_t step);
 
-// On a fresh store: saves steps 1 and 2, deletes step 1, saves step 3 with
+// On a fresh store: saves steps 1 and 2, deletes step 1, rewrites step 1's
+// file without its unused chunks (ReclaimSpace), saves step 3 with
 // retention keep_last 1 in the commit (dropping step 2), saves step 4,
 // prunes to the newest step and sweeps; every file write through `env`.
 Status DedupScenario(const std::string& store, rocksdb::Env* env);

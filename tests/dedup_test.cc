@@ -572,3 +572,129 @@ TEST_F(DedupTest, TheFilesOfADeleteInterruptedByACrashAreGivenBack) {
 
 }  // namespace
 }  // namespace ckptdb
+
+namespace ckptdb {
+namespace {
+
+// Giving back the space of unused chunks inside files that still hold
+// shared ones (StoreWriter::ReclaimSpace, `ckptdb gc`).
+class ReclaimTest : public DedupTest {
+ protected:
+  // A step of a fine-tuning-like run: "frozen" never changes, "trained"
+  // changes every step (`trained_rows` rows of 4 KiB).
+  StateDict Step(int64_t step, int64_t trained_rows) const {
+    StateDict sd;
+    (void)sd.Add("frozen", frozen_);
+    (void)sd.Add("trained", Trained(step, trained_rows));
+    return sd;
+  }
+  static Tensor Trained(int64_t step, int64_t rows) {
+    return PatternTensor(DType::kF32, {rows, 1024}, 200 + static_cast<uint32_t>(step));
+  }
+  uint64_t SstBytes(const std::string& store) {
+    auto r = OpenStoreReader(store);
+    EXPECT_TRUE(r.ok()) << r.status();
+    auto st = (*r)->GetStoreStats();
+    EXPECT_TRUE(st.ok()) << st.status();
+    return st.ok() ? st->sst_bytes : 0;
+  }
+  StatusOr<ReclaimStats> Reclaim(double fraction, bool dry_run = false) {
+    auto w = OpenStoreWriter(store_, Options());
+    if (!w.ok()) return w.status();
+    ReclaimOptions o;
+    o.min_unused_fraction = fraction;
+    o.dry_run = dry_run;
+    return (*w)->ReclaimSpace(o);
+  }
+  Tensor frozen_ = PatternTensor(DType::kF32, {1024, 1024}, 199);  // 4 MiB
+};
+
+// The demo's case: every step but the newest removed by `ckptdb gc`. The
+// first step's file keeps the frozen chunks every later step shares; its
+// trained chunks, half the file, are unused. gc rewrites it, and the store
+// is then about the size of one that only ever held the kept step (it was
+// 1.5x before gc rewrote files).
+TEST_F(ReclaimTest, GcLeavesTheStoreTheSizeOfOneHoldingOnlyTheKeptStep) {
+  for (int64_t step = 1; step <= 4; ++step) SaveStep(Step(step, 1024), step);
+  const std::string alone = tmp_.Sub("alone");
+  {
+    auto w = OpenStoreWriter(alone, Options());
+    ASSERT_TRUE(w.ok());
+    ASSERT_OK(testing::SaveNoDist(Step(4, 1024), **w, 4));
+  }
+  testing::CommandResult gc = testing::RunCommand(std::string(CKPTDB_CLI) + " gc " + store_ + " --keep-last 1 2>&1");
+  ASSERT_EQ(gc.code, 0) << gc.out;
+  EXPECT_NE(gc.out.find("rewrote 1 file(s) holding chunks kept steps share, without their unused chunks: 8"),
+            std::string::npos)
+      << gc.out;
+  const double ratio = static_cast<double>(SstBytes(store_)) / static_cast<double>(SstBytes(alone));
+  EXPECT_LE(ratio, 1.05) << "the store holds " << ratio << "x a store of only the kept step";
+  ExpectLoads(4, {{"frozen", frozen_}, {"trained", Trained(4, 1024)}});
+  // Nothing is left to rewrite; the next step still shares the frozen
+  // chunks of the rewritten file.
+  testing::CommandResult again = testing::RunCommand(std::string(CKPTDB_CLI) + " gc " + store_ + " 2>&1");
+  EXPECT_EQ(again.out.find("rewrote"), std::string::npos) << again.out;
+  SaveStep(Step(5, 1024), 5);
+  EXPECT_EQ(Info(5).stored_bytes, Info(4).stored_bytes);
+  ExpectLoads(5, {{"frozen", frozen_}, {"trained", Trained(5, 1024)}});
+  Delete({4, 5});
+  EXPECT_EQ(testing::CountDataKeys(store_), 0u);
+  EXPECT_LT(SstBytes(store_), 64u << 10) << "data files are left after every step was deleted";
+}
+
+// A file is rewritten only when its unused part reaches the fraction asked
+// for; a dry run changes nothing; a rewritten file is not rewritten again.
+TEST_F(ReclaimTest, OnlyFilesWhoseUnusedPartReachesTheFractionAreRewritten) {
+  SaveStep(Step(1, 256), 1);  // 4 MiB frozen + 1 MiB trained
+  SaveStep(Step(2, 256), 2);
+  Delete({1});  // step 1's file: 1 MiB of its 5 unused
+  const uint64_t before = SstBytes(store_);
+  auto left = Reclaim(0.25);
+  ASSERT_TRUE(left.ok()) << left.status();
+  EXPECT_EQ(left->files_rewritten, 0u);
+  EXPECT_EQ(left->files_left, 1u);
+  // (An estimate from the file's index: the last unused range also counts
+  // the index blocks after it.)
+  EXPECT_NEAR(static_cast<double>(left->unused_bytes_left), 1 << 20, 128 << 10);
+  auto dry = Reclaim(0.15, /*dry_run=*/true);
+  ASSERT_TRUE(dry.ok()) << dry.status();
+  EXPECT_EQ(dry->files_rewritten, 1u);
+  EXPECT_EQ(SstBytes(store_), before) << "a dry run changed the store";
+  auto done = Reclaim(0.15);
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->files_rewritten, 1u);
+  EXPECT_NEAR(static_cast<double>(done->bytes_before - done->bytes_after), 1 << 20, 64 << 10);
+  EXPECT_NEAR(static_cast<double>(before - SstBytes(store_)), 1 << 20, 64 << 10);
+  ExpectLoads(2, {{"frozen", frozen_}, {"trained", Trained(2, 256)}});
+  auto again = Reclaim(0);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->files_rewritten, 0u);
+  EXPECT_EQ(again->files_left, 0u);
+  EXPECT_EQ(Reclaim(1.5).status().code(), StatusCode::kInvalidArgument);
+}
+
+// The chunks a step uses are never rewritten away, even when its records
+// are damaged: with its metadata unreadable, the save it shares is left as
+// it is; with its references unknown, nothing is rewritten (DataLoss).
+TEST_F(ReclaimTest, FilesAStepWithDamagedRecordsSharesAreLeftWhole) {
+  SaveStep(Step(1, 1024), 1);
+  SaveStep(Step(2, 1024), 2);
+  Delete({1});
+  const std::string m2 = RawGet(store_, MetadataKey(2)), r2 = RawGet(store_, ReferencesKey(2));
+  RawPut(store_, MetadataKey(2), "damaged");
+  auto kept = Reclaim(0);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(kept->files_rewritten, 0u);
+  RawPut(store_, ReferencesKey(2), "damaged");
+  auto refused = Reclaim(0);
+  EXPECT_EQ(refused.status().code(), StatusCode::kDataLoss) << refused.status();
+  RawPut(store_, MetadataKey(2), m2);
+  RawPut(store_, ReferencesKey(2), r2);
+  auto done = Reclaim(0);
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->files_rewritten, 1u);
+  ExpectLoads(2, {{"frozen", frozen_}, {"trained", Trained(2, 1024)}});
+}
+
+}  // namespace
+}  // namespace ckptdb

@@ -88,5 +88,46 @@ TEST(SharedChunks, TheLastStepUsingAChunkOfADeletedStepTakesItAlong) {
   EXPECT_EQ(Drop({2, 3}, view), (std::vector<KeyRange>{R(DataSaveBegin(2, 0), DataSaveEnd(3, UINT64_MAX))}));
 }
 
+// What ReclaimSpace may rewrite away: in a save no committed step owns,
+// everything but the chunks committed steps use.
+TEST(SharedChunks, UsedRangesOfASharedSaveAreTheChunksCommittedStepsUse) {
+  // Steps 2 and 3 use chunks 2..4 and 4..5 of item 0 of deleted step 1's
+  // save 11; step 3 also uses save 22 of step 2, which step 2 owns.
+  StepMetadata m2 = WithReference(2, ChunkReference{0, 3, 1, 11, StorageKey{0, 0}, 2});
+  StepMetadata m3 = WithReference(3, ChunkReference{0, 2, 1, 11, StorageKey{0, 0}, 4});
+  m3.entries[0].pieces[0].references.push_back(ChunkReference{2, 1, 2, 22, StorageKey{0, 1}, 0});
+  SharedChunkView view;
+  view.kept_refs[2] = std::vector<SaveRef>{{1, 11}};
+  view.kept_refs[3] = std::vector<SaveRef>{{1, 11}, {2, 22}};
+  view.kept_owns = [](const SaveRef& s) { return s.step == 2 && s.save_id == 22; };
+  view.metadata_of = [&](int64_t s) -> StatusOr<StepMetadata> { return s == 2 ? m2 : m3; };
+  auto used = UsedRangesOfSharedSaves(view);
+  ASSERT_TRUE(used.ok()) << used.status();
+  ASSERT_EQ(used->size(), 1u) << "only the save no committed step owns";
+  EXPECT_EQ(used->at(SaveRef{1, 11}), (std::vector<KeyRange>{R(Key(1, 11, 0, 2), Key(1, 11, 0, 6))}));
+  // A step using it whose metadata is unreadable: which chunks it uses is
+  // unknown, so the save is left out (nothing of it is rewritten).
+  view.metadata_of = [&](int64_t s) -> StatusOr<StepMetadata> {
+    if (s == 2) return Status::DataLoss("damaged");
+    return m3;
+  };
+  used = UsedRangesOfSharedSaves(view);
+  ASSERT_TRUE(used.ok()) << used.status();
+  EXPECT_TRUE(used->empty());
+  // A references record naming a save whose chunks the metadata never uses
+  // (records that disagree): left out too.
+  view.metadata_of = [&](int64_t s) -> StatusOr<StepMetadata> { return s == 2 ? m2 : m3; };
+  view.kept_refs[2] = std::vector<SaveRef>{{1, 11}, {0, 5}};
+  used = UsedRangesOfSharedSaves(view);
+  ASSERT_TRUE(used.ok()) << used.status();
+  EXPECT_EQ(used->count(SaveRef{0, 5}), 0u);
+  EXPECT_EQ(used->count(SaveRef{1, 11}), 1u);
+  // A committed step's references unknown: refused, naming it.
+  view.kept_refs[3] = std::nullopt;
+  used = UsedRangesOfSharedSaves(view);
+  EXPECT_EQ(used.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(used.status().message().find("delete step 3 first"), std::string::npos) << used.status();
+}
+
 }  // namespace
 }  // namespace ckptdb

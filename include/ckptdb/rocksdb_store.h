@@ -228,8 +228,35 @@ struct SweepStats {
   uint64_t deleted_saves_reclaimed = 0;
 };
 
+// Which files StoreWriter::ReclaimSpace rewrites.
+struct ReclaimOptions {
+  // A data file that still holds chunks kept steps share is rewritten when
+  // at least this fraction of its bytes belongs to chunks no step uses any
+  // more (deleted steps' chunks). Rewriting costs reading and writing the
+  // file's used bytes once (a file is rewritten again only when more of its
+  // chunks fall out of use). What is left unrewritten stays below this
+  // fraction of each file, so by default a store holds at most about 1.05x
+  // what its steps use. Range [0, 1]; 0 rewrites every file with any unused
+  // chunk. Default 0.05.
+  double min_unused_fraction = 0.05;
+  // Only say what would be rewritten.
+  bool dry_run = false;
+};
+
+// What ReclaimSpace found and did. Byte counts of unused chunks are
+// estimates from the files' indexes (to a block).
+struct ReclaimStats {
+  uint64_t files_rewritten = 0;  // (with dry_run: that would be)
+  uint64_t bytes_before = 0;     // the rewritten files' sizes
+  uint64_t bytes_after = 0;      // the sizes of the files that replace them (with dry_run: estimated)
+  // Unused bytes left in files below min_unused_fraction, and how many.
+  uint64_t files_left = 0;
+  uint64_t unused_bytes_left = 0;
+};
+
 // Thread safety: the methods of one StoreWriter may be called from several
-// threads; commits, deletes, tags and sweeps are serialised internally.
+// threads; commits, deletes, tags, sweeps and rewrites are serialised
+// internally.
 //
 // fork(): a writer whose database is open belongs to the process that
 // opened it. In a child forked from that process, its calls fail with
@@ -250,14 +277,29 @@ class StoreWriter : public StorageWriter {
   virtual StatusOr<SweepStats> FindLeftovers() = 0;
   // Deletes a committed step, and the tags on it, and gives its space back
   // (less the chunks that other steps share with it: they stay as long as a
-  // step uses them). NotFound if absent; DataLoss, deleting nothing, when a
+  // step uses them, and so does the rest of the file holding them until
+  // ReclaimSpace rewrites it). NotFound if absent; DataLoss, deleting nothing, when a
   // step that stays has unreadable chunk references.
   virtual Status DeleteStep(int64_t step) = 0;
   // Deletes every step in `steps` (and their tags) in one synced WriteBatch:
   // all of them go or, on error, none. NotFound naming the first absent step,
-  // before anything is deleted. Space is given back after the commit
-  // (DeleteFilesInRange, then a compaction of what straddles the ranges).
+  // before anything is deleted. Space is given back after the commit by
+  // dropping the files none of whose chunks is used (DeleteFilesInRange; no
+  // data is rewritten): ReclaimSpace gives back the rest.
   virtual Status DeleteSteps(const std::vector<int64_t>& steps) = 0;
+  // Gives back the space of unused chunks inside files that still hold
+  // chunks kept steps share (a deleted step's file keeps its unchanged chunks
+  // for the later steps that share them; the delete drops only files none of
+  // whose chunks is used): rewrites each such file whose unused part reaches
+  // options.min_unused_fraction with only its used chunks, one file at a
+  // time, as one RocksDB compaction each. Crash-safe: a file is replaced
+  // atomically, and nothing any committed step uses is ever dropped. A reader
+  // that opened the store earlier and opens files lazily gets IOError (No
+  // such file) reading a replaced file: Refresh. InvalidArgument for a
+  // fraction outside [0, 1]; DataLoss, rewriting nothing, when a committed
+  // step's chunk references are unreadable (as for DeleteStep). Saves
+  // started on this writer stay safe (commits wait for it).
+  virtual StatusOr<ReclaimStats> ReclaimSpace(const ReclaimOptions& options) = 0;
   // Applies `policy` to the committed steps now: returns the steps it drops
   // (increasing), deleted as by DeleteSteps unless dry_run. A disabled policy
   // drops nothing.

@@ -318,14 +318,19 @@ class Store:
         self._writer().delete_steps([self.resolve(s) for s in steps])
 
     def gc(self, keep_last: int = 0, keep_every: int = 0, keep_tagged: bool = True,
-           dry_run: bool = False) -> dict:
-        """Applies a retention policy (when keep_last or keep_every is set)
-        and sweeps what failed saves left. Returns {"pruned": [steps],
-        "orphan_saves", "staging_dirs", "unaccounted_saves"}."""
+           dry_run: bool = False, min_unused: float = 0.05) -> dict:
+        """Applies a retention policy (when keep_last or keep_every is set),
+        sweeps what failed saves left, and rewrites each file that still
+        holds chunks kept steps share once at least `min_unused` of it is
+        chunks no step uses (as `ckptdb gc`). Returns {"pruned": [steps],
+        "orphan_saves", "staging_dirs", "unaccounted_saves",
+        "rewritten_files", "rewritten_bytes_before", "rewritten_bytes_after",
+        "files_left", "unused_bytes_left"}."""
         w = self._writer()
         pruned = w.prune(keep_last, keep_every, keep_tagged, dry_run)
         swept = w.find_leftovers() if dry_run else w.sweep()
-        return {"pruned": list(pruned), **swept}
+        reclaimed = w.reclaim_space(min_unused, dry_run)
+        return {"pruned": list(pruned), **swept, **reclaimed}
 
 
 def _region(fqn: str, shape: list[int], index: Any) -> tuple[list[int], list[int], list[bool]]:

@@ -87,6 +87,16 @@ nb::dict SweepDict(const SweepStats& s) {
   return d;
 }
 
+nb::dict ReclaimDict(const ReclaimStats& s) {
+  nb::dict d;
+  d["rewritten_files"] = s.files_rewritten;
+  d["rewritten_bytes_before"] = s.bytes_before;
+  d["rewritten_bytes_after"] = s.bytes_after;
+  d["files_left"] = s.files_left;
+  d["unused_bytes_left"] = s.unused_bytes_left;
+  return d;
+}
+
 RetentionPolicy Policy(int64_t keep_last, int64_t keep_every, bool keep_tagged) {
   RetentionPolicy p;
   p.keep_last = keep_last;
@@ -145,7 +155,16 @@ void BindStore(nb::module_& m) {
           },
           nb::arg("keep_last"), nb::arg("keep_every"), nb::arg("keep_tagged"), nb::arg("dry_run"))
       .def("sweep", [](PyWriter& w) { return SweepDict(Released([&] { return w.writer->Sweep(); })); })
-      .def("find_leftovers", [](PyWriter& w) { return SweepDict(Released([&] { return w.writer->FindLeftovers(); })); });
+      .def("find_leftovers", [](PyWriter& w) { return SweepDict(Released([&] { return w.writer->FindLeftovers(); })); })
+      .def(
+          "reclaim_space",
+          [](PyWriter& w, double min_unused_fraction, bool dry_run) {
+            ReclaimOptions o;
+            o.min_unused_fraction = min_unused_fraction;
+            o.dry_run = dry_run;
+            return ReclaimDict(Released([&] { return w.writer->ReclaimSpace(o); }));
+          },
+          nb::arg("min_unused_fraction"), nb::arg("dry_run"));
 
   nb::class_<PyReader>(m, "Reader", "A read-only view of a store as of opening or the last refresh()")
       .def(

@@ -2,6 +2,7 @@
 // commit, and sweeping what failed saves left behind.
 #include <rocksdb/convenience.h>
 #include <rocksdb/db.h>
+#include <rocksdb/listener.h>
 #include <rocksdb/sst_file_writer.h>
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
@@ -34,6 +35,7 @@
 #include "store/store_dir.h"
 #include "store/unsynced_env.h"
 #include "store/fork_safe_env.h"
+#include "store/unused_chunk_filter.h"
 
 namespace fs = std::filesystem;
 
@@ -48,6 +50,12 @@ rocksdb::Options DatabaseOptions() {
   // and verified on every read: see chunk_reader.cc.
   rocksdb::BlockBasedTableOptions table;
   table.checksum = rocksdb::kXXH3;
+  // Index keys are the blocks' last keys, not shortened separators, so that
+  // the size of a key range estimated from the index (ReclaimSpace: the
+  // unused chunks of a file) is exact to a block: a shortened separator can
+  // stand for keys past the block's last one, counting its block in a range
+  // that starts right after it (a whole chunk).
+  table.index_shortening = rocksdb::BlockBasedTableOptions::IndexShorteningMode::kNoShortening;
   o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
   o.write_buffer_size = 16 << 20;
   o.max_background_jobs = 2;
@@ -466,6 +474,33 @@ class RocksDBStoreWriter final : public StoreWriter {
     return drop;
   }
 
+  StatusOr<ReclaimStats> ReclaimSpace(const ReclaimOptions& options) override {
+    if (!(options.min_unused_fraction >= 0 && options.min_unused_fraction <= 1)) {
+      return Status::InvalidArgument("ReclaimOptions.min_unused_fraction " +
+                                     std::to_string(options.min_unused_fraction) + " is outside [0, 1]");
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    RETURN_IF_ERROR(OpenLocked());
+    ASSIGN_OR_RETURN(std::vector<UnusedInFile> files, FindUnusedChunks());
+    ReclaimStats stats;
+    for (const UnusedInFile& f : files) {
+      if (static_cast<double>(f.unused_bytes) < options.min_unused_fraction * static_cast<double>(f.file.size)) {
+        stats.files_left++;
+        stats.unused_bytes_left += f.unused_bytes;
+        continue;
+      }
+      stats.files_rewritten++;
+      stats.bytes_before += f.file.size;
+      if (options.dry_run) {
+        stats.bytes_after += f.file.size - std::min(f.file.size, f.unused_bytes);
+        continue;
+      }
+      ASSIGN_OR_RETURN(uint64_t after, RewriteWithout(f));
+      stats.bytes_after += after;
+    }
+    return stats;
+  }
+
   std::vector<int64_t> PrunedByLastCommit() const override {
     std::lock_guard<std::mutex> lock(mu_);
     return pruned_by_last_commit_;
@@ -638,6 +673,105 @@ class RocksDBStoreWriter final : public StoreWriter {
     return reclaimed;
   }
 
+  // A data file holding chunks that kept steps share, and the key ranges of
+  // the chunks in it that no step uses (already range-deleted).
+  struct UnusedInFile {
+    rocksdb::LiveFileMetaData file;
+    std::vector<KeyRange> unused;
+    uint64_t unused_bytes = 0;  // estimated from the file's index
+  };
+
+  // Every data file of a save that committed steps share chunks of but none
+  // owns, with unused chunks in it.
+  StatusOr<std::vector<UnusedInFile>> FindUnusedChunks() {
+    ASSIGN_OR_RETURN(auto refs, ReadReferenceRecords());
+    ASSIGN_OR_RETURN(auto committed, ReadCommitted());
+    SharedChunkView view;
+    for (auto& [step, saves] : refs) {
+      if (committed.count(step) > 0) view.kept_refs[step] = std::move(saves);
+    }
+    view.kept_owns = [&](const SaveRef& save) {
+      auto c = committed.find(save.step);
+      return c != committed.end() && (c->second == save.save_id || c->second == kUnreadable);
+    };
+    view.metadata_of = [&](int64_t step) -> StatusOr<StepMetadata> {
+      std::string v;
+      RETURN_IF_ERROR(FromRocks(db_->Get(rocksdb::ReadOptions(), MetadataKey(step), &v),
+                                "reading the metadata of step " + std::to_string(step)));
+      return DecodeMetadataValue(v);
+    };
+    ASSIGN_OR_RETURN(auto used, UsedRangesOfSharedSaves(view));
+    std::vector<UnusedInFile> out;
+    if (used.empty()) return out;
+    std::vector<rocksdb::LiveFileMetaData> files;
+    db_->GetLiveFilesMetaData(&files);
+    for (rocksdb::LiveFileMetaData& f : files) {
+      // Level 0 files (flushed, or ingested over a flushed one) overlap
+      // others and cannot be compacted alone; a file of keys of several
+      // saves or of records besides data is left alone too.
+      DataKey a, b;
+      if (f.level == 0 || !ParseDataKey(f.smallestkey, &a) || !ParseDataKey(f.largestkey, &b) || a.step != b.step ||
+          a.save_id != b.save_id) {
+        continue;
+      }
+      auto u = used.find(SaveRef{a.step, a.save_id});
+      if (u == used.end() || in_flight_.count(a.save_id) > 0) continue;
+      const KeyRange span(f.smallestkey, f.largestkey + std::string(1, '\0'));
+      std::vector<KeyRange> unused = SubtractRanges({span}, u->second);
+      if (unused.empty()) continue;
+      ASSIGN_OR_RETURN(uint64_t bytes, EstimateBytes(f, span, unused));
+      if (bytes == 0) continue;  // only gaps between chunks
+      out.push_back(UnusedInFile{std::move(f), std::move(unused), bytes});
+    }
+    return out;
+  }
+
+  // The bytes of `ranges` (sorted, inside `span`, the key span of file `f`)
+  // in `f`, from its index, to a block. A range that runs to the end of the
+  // span would also count the file's index, filter and properties blocks;
+  // they are left out.
+  StatusOr<uint64_t> EstimateBytes(const rocksdb::LiveFileMetaData& f, const KeyRange& span,
+                                   const std::vector<KeyRange>& ranges) {
+    std::vector<rocksdb::Range> r;
+    r.reserve(ranges.size() + 1);
+    for (const KeyRange& k : ranges) r.emplace_back(k.first, k.second);
+    r.emplace_back(span.first, span.second);
+    std::vector<uint64_t> sizes(r.size(), 0);
+    rocksdb::SizeApproximationOptions so;
+    so.include_memtables = false;
+    so.include_files = true;
+    const std::string what = "estimating the unused bytes of " + f.name;
+    RETURN_IF_ERROR(FromRocks(
+        db_->GetApproximateSizes(so, db_->DefaultColumnFamily(), r.data(), static_cast<int>(r.size()), sizes.data()),
+        what));
+    uint64_t bytes = 0;
+    for (size_t i = 0; i + 1 < sizes.size(); ++i) bytes += sizes[i];
+    if (ranges.back().second != span.second) return bytes;
+    rocksdb::TablePropertiesCollection props;
+    RETURN_IF_ERROR(
+        FromRocks(db_->GetPropertiesOfTablesInRange(db_->DefaultColumnFamily(), &r.back(), 1, &props), what));
+    auto p = props.find(f.db_path + f.name);
+    if (p == props.end() || !p->second) return bytes;
+    const uint64_t whole = sizes.back();
+    const uint64_t past_data = whole > p->second->data_size ? whole - p->second->data_size : 0;
+    return bytes - std::min(sizes[sizes.size() - 2], past_data);
+  }
+
+  // Compacts `f` alone into its own level with its unused chunks filtered
+  // out: RocksDB writes and syncs the new file, then swaps the two in one
+  // MANIFEST edit (a crash leaves one or the other). Returns the new size.
+  StatusOr<uint64_t> RewriteWithout(const UnusedInFile& f) {
+    rocksdb::CompactionOptions co;
+    co.compression = rocksdb::kNoCompression;  // chunks are compressed by ckptdb
+    rocksdb::CompactionJobInfo info;
+    std::vector<std::string> outputs;
+    unused_chunk_filter_.Arm(f.unused);
+    rocksdb::Status s = db_->CompactFiles(co, {f.file.name}, f.file.level, -1, &outputs, &info);
+    unused_chunk_filter_.Disarm();
+    RETURN_IF_ERROR(FromRocks(s, "rewriting " + f.file.name + " without its unused chunks"));
+    return info.stats.total_output_bytes;
+  }
+
   // Every step's references record (R key) -> the saves it refers to; a
   // damaged record is read from the step's metadata instead, and is
   // nullopt when that is unreadable too.
@@ -690,6 +824,8 @@ class RocksDBStoreWriter final : public StoreWriter {
     rocksdb::Options o = DatabaseOptions();
     o.max_open_files = options_.max_open_files;
     o.env = db_env_.get();
+    // (Inert unless ReclaimSpace armed it; a reader needs none.)
+    o.compaction_filter = &unused_chunk_filter_;
     return o;
   }
 
@@ -968,6 +1104,8 @@ class RocksDBStoreWriter final : public StoreWriter {
   // (fork_safe_env.h).
   const std::unique_ptr<rocksdb::Env> db_env_;
   mutable std::mutex mu_;  // guards db_, the step check + commit, deletes and tags
+  // The database's compaction filter: outlives db_.
+  UnusedChunkFilter unused_chunk_filter_;
   std::unique_ptr<rocksdb::DB> db_;
   pid_t db_opened_in_ = 0;  // the process that opened db_
   std::vector<int64_t> pruned_by_last_commit_;

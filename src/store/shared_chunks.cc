@@ -50,14 +50,62 @@ void AddReferencedRanges(const StepMetadata& m, const std::set<int64_t>& steps, 
   }
 }
 
+namespace {
+
+Status UnreadableReferences(int64_t step, const std::string& what) {
+  const std::string s = std::to_string(step);
+  return Status::DataLoss("the chunk references of step " + s +
+                          " are unreadable (its references record and its metadata are damaged): nothing can be " +
+                          what + " safely while it stays; delete step " + s + " first");
+}
+
+}  // namespace
+
+StatusOr<std::map<SaveRef, std::vector<KeyRange>>> UsedRangesOfSharedSaves(const SharedChunkView& view) {
+  for (const auto& [k, refs] : view.kept_refs) {
+    if (!refs) return UnreadableReferences(k, "rewritten");
+  }
+  std::map<SaveRef, std::vector<KeyRange>> used;
+  std::set<SaveRef> unknown;  // referred to by a step whose exact chunks are unknown
+  for (const auto& [k, refs] : view.kept_refs) {
+    std::set<int64_t> steps;
+    std::vector<SaveRef> unowned;
+    for (const SaveRef& t : *refs) {
+      if (view.kept_owns(t)) continue;
+      used[t];
+      unowned.push_back(t);
+      steps.insert(t.step);
+    }
+    if (unowned.empty()) continue;
+    StatusOr<StepMetadata> md = view.metadata_of(k);
+    if (!md.ok()) {
+      unknown.insert(unowned.begin(), unowned.end());
+      continue;
+    }
+    std::vector<KeyRange> ranges;
+    AddReferencedRanges(*md, steps, &ranges);
+    for (KeyRange& r : ranges) {
+      DataKey key;
+      if (!ParseDataKey(r.first, &key)) continue;
+      // (A reference into a save of the same step number that a committed
+      // step owns is not this function's business.)
+      auto u = used.find(SaveRef{key.step, key.save_id});
+      if (u != used.end()) u->second.push_back(std::move(r));
+    }
+  }
+  for (const SaveRef& t : unknown) used.erase(t);
+  for (auto it = used.begin(); it != used.end();) {
+    it->second = MergeRanges(std::move(it->second));
+    // A step's references record names the save, but its metadata uses no
+    // chunk of it: the two disagree (never written so), so keep it all.
+    it = it->second.empty() ? used.erase(it) : std::next(it);
+  }
+  return used;
+}
+
 StatusOr<std::vector<KeyRange>> DataRangesToDrop(const std::set<int64_t>& deleted, const SharedChunkView& view) {
   for (const auto& [k, refs] : view.kept_refs) {
-    if (!refs) {
-      return Status::DataLoss("the chunk references of step " + std::to_string(k) +
-                              " are unreadable (its references record and its metadata are damaged): nothing "
-                              "can be deleted safely while it stays; delete step " +
-                              std::to_string(k) + " first");
-    }
+    if (!refs) return UnreadableReferences(k, "deleted");
   }
   std::vector<KeyRange> drop;
   std::set<int64_t> touched = deleted;  // steps whose data keys may be dropped

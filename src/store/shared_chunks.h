@@ -51,6 +51,18 @@ struct SharedChunkView {
 // could drop what it uses, and keeping the data would leak it.
 StatusOr<std::vector<KeyRange>> DataRangesToDrop(const std::set<int64_t>& deleted, const SharedChunkView& view);
 
+// The saves that committed steps refer to and that no committed step owns
+// (chunks deleted steps left for the steps that share them), each with the
+// data key ranges of the chunks the committed steps use in it, sorted and
+// merged. Every other key of such a save was range-deleted by the delete
+// that dropped its owner (DataRangesToDrop), so it is unused: what
+// StoreWriter::ReclaimSpace may rewrite away. `view.kept_refs` holds every
+// committed step (deleted_refs is not used). A save that a step whose
+// metadata is unreadable refers to is left out (which of its chunks that
+// step uses is unknown). DataLoss naming the step, as DataRangesToDrop,
+// when a committed step's references cannot be known at all.
+StatusOr<std::map<SaveRef, std::vector<KeyRange>>> UsedRangesOfSharedSaves(const SharedChunkView& view);
+
 // The data keys of the chunks `m`'s references point to, within the saves
 // of `steps`, as ranges (unsorted).
 void AddReferencedRanges(const StepMetadata& m, const std::set<int64_t>& steps, std::vector<KeyRange>* out);

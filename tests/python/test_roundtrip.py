@@ -191,6 +191,23 @@ def test_steps_tags_and_errors(store):
     s.close()
 
 
+def test_gc_rewrites_a_file_whose_chunks_later_steps_only_partly_share(store):
+    frozen = torch.arange(512 * 1024, dtype=torch.float32).reshape(512, 1024)  # 2 MiB, never changes
+    for s in (1, 2):
+        ckptdb.save({"frozen": frozen, "trained": torch.full((512, 1024), float(s))}, store, s)
+    st = ckptdb.Store(store)
+    r = st.gc(keep_last=1)
+    # Step 1's file keeps the frozen chunks step 2 shares; its trained
+    # chunks, half of it, are rewritten away.
+    assert r["pruned"] == [1] and r["rewritten_files"] == 1, r
+    assert r["rewritten_bytes_after"] < 0.6 * r["rewritten_bytes_before"], r
+    assert st.gc()["rewritten_files"] == 0
+    t = {"frozen": torch.zeros(512, 1024), "trained": torch.zeros(512, 1024)}
+    assert ckptdb.load(t, store) == 2
+    assert torch.equal(t["frozen"], frozen) and bool((t["trained"] == 2.0).all())
+    st.close()
+
+
 def test_store_read_returns_slices_reading_what_they_touch(store):
     w = torch.arange(64 * 1024, dtype=torch.float32).reshape(1024, 64)
     ckptdb.save({"w": w, "b": b"blob", "o": {"x": 1}}, ckptdb.Store(store, chunk_bytes=4096), 2)

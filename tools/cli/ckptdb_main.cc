@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -58,7 +59,7 @@ const char kMainHelp[] =
     "write commands (open the store for writing: they fail, changing nothing,\n"
     "while a training job has the store open):\n"
     "  rm STORE STEP...             delete steps\n"
-    "  gc STORE [--keep-last K] [--keep-every M]\n"
+    "  gc STORE [--keep-last K] [--keep-every M] [--min-unused F]\n"
     "           [--keep-best K --metric NAME [--mode min|max]] [--dry-run]\n"
     "                               sweep failed saves, prune old steps\n"
     "  tag STORE STEP NAME          name a step; tag STORE --delete NAME\n"
@@ -239,14 +240,16 @@ const char kRmHelp[] =
     "\n"
     "Deletes the given steps, and the tags on them, in one atomic commit:\n"
     "all of them go, or (when any STEP is unknown) none. Their space is given\n"
-    "back at once (whole files are dropped, no data is rewritten).\n"
+    "back at once where whole files fall out of use (they are dropped, no data\n"
+    "is rewritten); 'ckptdb gc' also rewrites files that later steps still\n"
+    "partly share.\n"
     "\n" STEP_TEXT "\n" WRITE_TEXT
     "\n"
     "options:\n"
     "  --help   this text\n" EXIT_CODES;
 
 const char kGcHelp[] =
-    "usage: ckptdb gc STORE [--keep-last K] [--keep-every M]\n"
+    "usage: ckptdb gc STORE [--keep-last K] [--keep-every M] [--min-unused F]\n"
     "                 [--keep-best K --metric NAME [--mode min|max]] [--dry-run] [--json]\n"
     "\n"
     "Removes what failed or interrupted saves left behind (data of saves that\n"
@@ -261,9 +264,11 @@ const char kGcHelp[] =
     "always kept. Without a --keep-... rule no step is removed.\n"
     "\n"
     "Chunks that a kept step shares with a removed one (unchanged since) stay;\n"
-    "the rest of the removed steps' data goes, and a file's space comes back\n"
-    "once none of its chunks is used. The bytes printed are what the removed\n"
-    "steps added to the store when they were saved, not what is freed now.\n"
+    "the rest of the removed steps' data goes: a file none of whose chunks is\n"
+    "used is dropped whole, and a file whose unused chunks make up at least\n"
+    "--min-unused of it (default 0.05) is rewritten with only its used chunks\n"
+    "(this reads and writes its used bytes once). The bytes printed for\n"
+    "removed steps are what they added to the store when they were saved.\n"
     "\n" WRITE_TEXT
     "\n"
     "options:\n"
@@ -272,11 +277,16 @@ const char kGcHelp[] =
     "  --keep-best K   keep the K steps with the best value of --metric (K >= 1)\n"
     "  --metric NAME   the metric --keep-best ranks steps by\n"
     "  --mode min|max  whether smaller (min, the default) or larger is better\n"
+    "  --min-unused F  rewrite a file when this fraction of it is unused\n"
+    "                  chunks (0 to 1; default 0.05)\n"
     "  --dry-run       say what would be removed; change nothing\n"
     "  --json          {\"dry_run\", \"failed_saves\", \"staging_dirs\",\n"
     "                  \"unaccounted_saves\", \"deleted_saves_reclaimed\",\n"
     "                  \"removed_steps\",\n"
-    "                  \"removed_stored_bytes\", \"kept_steps\"}\n"
+    "                  \"removed_stored_bytes\", \"kept_steps\",\n"
+    "                  \"rewritten_files\", \"rewritten_bytes_before\",\n"
+    "                  \"rewritten_bytes_after\", \"files_left\",\n"
+    "                  \"unused_bytes_left\"}\n"
     "  --help          this text\n" EXIT_CODES;
 
 const char kTagHelp[] =
@@ -504,10 +514,19 @@ bool ParseCount(const std::string& text, int64_t* out) {
   return *out >= 1;
 }
 
+// A fraction: a decimal number in [0, 1].
+bool ParseFraction(const std::string& text, double* out) {
+  if (text.empty() || text.size() > 32 || text.find_first_not_of("0123456789.") != std::string::npos) return false;
+  char* end = nullptr;
+  *out = std::strtod(text.c_str(), &end);
+  return end == text.c_str() + text.size() && *out >= 0 && *out <= 1;
+}
+
 int RunGc(int argc, char** argv) {
   Args a = ckptdb::cli::ParseArgs(argc, argv, 2,
                                   ArgSpec{{"--dry-run", "--json"},
-                                          {"--keep-last", "--keep-every", "--keep-best", "--metric", "--mode"}});
+                                          {"--keep-last", "--keep-every", "--keep-best", "--metric", "--mode",
+                                           "--min-unused"}});
   if (a.help) return std::cout << kGcHelp, kExitOk;
   if (!a.error.empty()) return Usage("gc: " + a.error, kGcHelp);
   if (a.positional.size() != 1) return Usage("gc: expected STORE", kGcHelp);
@@ -538,6 +557,11 @@ int RunGc(int argc, char** argv) {
     }
   } else if (a.Value("--metric") != nullptr || a.Value("--mode") != nullptr) {
     return Usage("gc: --metric and --mode go with --keep-best K", kGcHelp);
+  }
+  if (const std::string* f = a.Value("--min-unused")) {
+    if (!ParseFraction(*f, &o.reclaim.min_unused_fraction)) {
+      return Usage("gc: --min-unused needs a number from 0 to 1, not '" + *f + "'", kGcHelp);
+    }
   }
   o.dry_run = a.Has("--dry-run");
   o.json = a.Has("--json");

@@ -83,8 +83,10 @@ struct GcOptions {
   RetentionPolicy policy;  // keep_tagged is always true from the command line
   bool dry_run = false;
   bool json = false;
+  ReclaimOptions reclaim;  // (dry_run is taken from above)
 };
-// gc: sweeps leftovers of failed saves, then prunes by `policy`.
+// gc: sweeps leftovers of failed saves, prunes by `policy`, then rewrites
+// files whose unused chunks reach reclaim.min_unused_fraction.
 Status CollectGarbage(const std::string& store, const GcOptions& options, std::ostream& out);
 
 // tag STEP NAME / tag --delete NAME.

@@ -101,6 +101,10 @@ Status CollectGarbage(const std::string& store, const GcOptions& options, std::o
   policy.keep_tagged = true;
   auto pruned = o->writer->Prune(policy, options.dry_run);
   if (!pruned.ok()) return pruned.status();
+  ReclaimOptions ro = options.reclaim;
+  ro.dry_run = options.dry_run;
+  auto reclaimed = o->writer->ReclaimSpace(ro);
+  if (!reclaimed.ok()) return reclaimed.status();
   uint64_t freed = 0;
   std::vector<int64_t> kept;
   for (const StepInfo& s : *listed) {
@@ -116,7 +120,10 @@ Status CollectGarbage(const std::string& store, const GcOptions& options, std::o
         << ", \"unaccounted_saves\": " << swept->unaccounted_saves
         << ", \"deleted_saves_reclaimed\": " << swept->deleted_saves_reclaimed
         << ", \"removed_steps\": " << JsonIntList(*pruned) << ", \"removed_stored_bytes\": " << freed
-        << ", \"kept_steps\": " << JsonIntList(kept) << "}\n";
+        << ", \"kept_steps\": " << JsonIntList(kept) << ", \"rewritten_files\": " << reclaimed->files_rewritten
+        << ", \"rewritten_bytes_before\": " << reclaimed->bytes_before
+        << ", \"rewritten_bytes_after\": " << reclaimed->bytes_after << ", \"files_left\": " << reclaimed->files_left
+        << ", \"unused_bytes_left\": " << reclaimed->unused_bytes_left << "}\n";
     return Status::OK();
   }
   const char* verb = options.dry_run ? "would " : "";
@@ -142,6 +149,17 @@ Status CollectGarbage(const std::string& store, const GcOptions& options, std::o
   }
   out << (options.dry_run ? "would keep " : "kept ") << kept.size() << (kept.size() == 1 ? " step" : " steps")
       << (kept.empty() ? "" : ": " + JoinSteps(kept)) << "\n";
+  if (reclaimed->files_rewritten > 0) {
+    out << (options.dry_run ? "would rewrite " : "rewrote ") << reclaimed->files_rewritten
+        << " file(s) holding chunks kept steps share, without their unused chunks: "
+        << HumanBytes(reclaimed->bytes_before) << " -> " << HumanBytes(reclaimed->bytes_after)
+        << (options.dry_run ? " (estimated)" : "") << "\n";
+  }
+  if (reclaimed->files_left > 0) {
+    out << (options.dry_run ? "would leave " : "left ") << HumanBytes(reclaimed->unused_bytes_left)
+        << " of unused chunks in " << reclaimed->files_left
+        << " file(s), below --min-unused of each (rewriting costs their used bytes)\n";
+  }
   return Status::OK();
 }
 
