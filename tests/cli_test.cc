@@ -17,7 +17,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <regex>
+#include <sstream>
 #include <thread>
 
 #include "ckptdb/ckptdb.h"
@@ -112,9 +114,9 @@ TEST_F(CliTest, LsListsStepsWithTags) {
   EXPECT_EQ(MaskTimes(j.out),
             "[\n"
             " {\"step\": 4, \"created\": \"YYYY-MM-DDTHH:MM:SSZ\", \"created_unix_ms\": MS, \"world_size\": 1, "
-            "\"entries\": 8, \"bytes\": 40093, \"stored_bytes\": 40237, \"tags\": []},\n"
+            "\"entries\": 8, \"bytes\": 40093, \"stored_bytes\": 40237, \"tags\": [], \"metrics\": {}, \"note\": \"\"},\n"
             " {\"step\": 12, \"created\": \"YYYY-MM-DDTHH:MM:SSZ\", \"created_unix_ms\": MS, \"world_size\": 1, "
-            "\"entries\": 8, \"bytes\": 40089, \"stored_bytes\": 131, \"tags\": [\"best\"]}\n"
+            "\"entries\": 8, \"bytes\": 40089, \"stored_bytes\": 131, \"tags\": [\"best\"], \"metrics\": {}, \"note\": \"\"}\n"
             "]\n");
 }
 
@@ -634,7 +636,7 @@ TEST_F(CliTest, BadInputGetsAClearMessageAndExitCode) {
   const Case cases[] = {
       {"ls " + store_ + " 5", 1, "step 5 not found in store '" + store_ + "' (latest step is 12)"},
       {"ls " + store_ + " abc", 1, "no tag 'abc' in store"},
-      {"ls " + store_ + " a/b", 1, "invalid step 'a/b': expected a number, 'latest' or a tag name"},
+      {"ls " + store_ + " a/b", 1, "invalid step 'a/b': expected a number, 'latest', a tag name or best:METRIC[:min|max]"},
       {"ls " + store_ + " 99999999999999999999", 1, "is out of range"},
       {"ls " + store_ + " -3", 1, "step -3 is out of range"},
       {"ls " + store_ + " --shards", 2, "--shards needs a STEP"},
@@ -961,6 +963,66 @@ TEST(CliMemoryTest, CatRawAndExportOfAOneRowTensorStayInBoundedMemory) {
   for (int64_t i = 0; i < 4096; ++i) {
     ASSERT_EQ(static_cast<uint8_t>(tail[i]), static_cast<uint8_t>((kBytes - 4096 + i) % 251)) << i;
   }
+}
+
+// Steps saved with metrics: ls shows and sorts by them, info STEP shows all
+// of a step's, best:METRIC names a step, gc --keep-best prunes by them.
+TEST(CliMetricsTest, LsSortsInfoShowsBestResolvesAndGcKeepsTheBest) {
+  testing::TempDir dir;
+  const std::string store = dir.Sub("m.ckptdb");
+  {
+    auto w = OpenStoreWriter(store);
+    ASSERT_TRUE(w.ok()) << w.status();
+    const double loss[4] = {2.5, 1.5, 3.5, 2.0};
+    for (int64_t step = 0; step < 4; ++step) {
+      SaveOptions o;
+      o.step = step;
+      o.no_dist = true;
+      o.metrics = {{"val_loss", loss[step]}, {"acc", 0.1 * static_cast<double>(step)}};
+      o.note = "run " + std::to_string(step);
+      ASSERT_OK(Save(MakeStep(false), **w, o));
+    }
+  }
+  CliRun ls = Ckptdb("ls " + store + " --sort val_loss", true);
+  ASSERT_EQ(ls.code, 0) << ls.out;
+  std::istringstream lines(ls.out);
+  std::string header, row;
+  std::getline(lines, header);
+  std::istringstream words(header);
+  std::vector<std::string> columns{std::istream_iterator<std::string>(words), std::istream_iterator<std::string>()};
+  EXPECT_EQ(columns, (std::vector<std::string>{"STEP", "CREATED", "WORLD", "ENTRIES", "BYTES", "ADDED", "acc",
+                                               "val_loss", "TAGS"}));
+  std::vector<std::string> order;
+  while (std::getline(lines, row)) order.push_back(row.substr(0, row.find(' ')));
+  EXPECT_EQ(order, (std::vector<std::string>{"1", "3", "0", "2"}));
+  CliRun rev = Ckptdb("ls " + store + " --sort val_loss --reverse --json", true);
+  ASSERT_EQ(rev.code, 0);
+  EXPECT_LT(rev.out.find("\"step\": 2"), rev.out.find("\"step\": 0")) << rev.out;
+  EXPECT_NE(rev.out.find("\"metrics\": {\"acc\": 0.1, \"val_loss\": 1.5}, \"note\": \"run 1\""), std::string::npos)
+      << rev.out;
+  CliRun info = Ckptdb("info " + store + " best:val_loss", true);
+  ASSERT_EQ(info.code, 0) << info.out;
+  EXPECT_NE(info.out.find("step             1\n"), std::string::npos) << info.out;
+  EXPECT_NE(info.out.find("metric val_loss  1.5\n"), std::string::npos) << info.out;
+  EXPECT_NE(info.out.find("note\nrun 1\n"), std::string::npos) << info.out;
+  EXPECT_NE(Ckptdb("info " + store + " best:acc:max --json", true).out.find("\"step\": 3,"), std::string::npos);
+  CliRun none = Ckptdb("info " + store + " best:accuracy");
+  EXPECT_EQ(none.code, 1);
+  EXPECT_NE(none.out.find("no step of store"), std::string::npos) << none.out;
+  EXPECT_EQ(Ckptdb("info " + store + " best:val_loss:median").code, 1);
+  // Usage errors change nothing.
+  EXPECT_EQ(Ckptdb("gc " + store + " --keep-best 2").code, 2);
+  EXPECT_EQ(Ckptdb("gc " + store + " --keep-best 2 --metric val_loss --mode best").code, 2);
+  EXPECT_EQ(Ckptdb("gc " + store + " --metric val_loss").code, 2);
+  EXPECT_EQ(Ckptdb("ls " + store + " --sort 'val loss'").code, 2);
+  CliRun gc = Ckptdb("gc " + store + " --keep-best 2 --metric val_loss");
+  ASSERT_EQ(gc.code, 0) << gc.out;
+  // The two best (1, 3), and 3 is also the newest.
+  CliRun left = Ckptdb("ls " + store + " --json", true);
+  EXPECT_EQ(left.out.find("\"step\": 0"), std::string::npos) << left.out;
+  EXPECT_EQ(left.out.find("\"step\": 2"), std::string::npos) << left.out;
+  EXPECT_NE(left.out.find("\"step\": 1"), std::string::npos) << left.out;
+  EXPECT_NE(left.out.find("\"step\": 3"), std::string::npos) << left.out;
 }
 
 }  // namespace

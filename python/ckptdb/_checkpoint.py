@@ -37,8 +37,30 @@ def _check_coordinator(coordinator: Any) -> int:
     return coordinator
 
 
+def _check_metrics(metrics: Any, note: Any) -> tuple[dict[str, float], str]:
+    """metrics as {str: float} (any real number: int, float, a 0-d tensor or
+    numpy scalar) and note as str; TypeError naming what is wrong. Names and
+    values are checked by the library (ValueError on every rank)."""
+    out: dict[str, float] = {}
+    if metrics is not None:
+        if not isinstance(metrics, dict):
+            raise TypeError(f"metrics must be a dict of name -> number, not {type(metrics).__name__}")
+        for name, value in metrics.items():
+            if not isinstance(name, str):
+                raise TypeError(f"metric names must be str, not {type(name).__name__} ({name!r})")
+            if isinstance(value, bool):
+                raise TypeError(f"metric '{name}' is a bool; give a number")
+            try:
+                out[name] = float(value)
+            except (TypeError, ValueError):
+                raise TypeError(f"metric '{name}' must be a number, not {type(value).__name__}") from None
+    if note is not None and not isinstance(note, str):
+        raise TypeError(f"note must be a str, not {type(note).__name__}")
+    return out, note or ""
+
+
 def save(state_dict: dict, store: Any, step: int, *, coordinator: int = 0,
-         communicator: Any = None) -> None:
+         communicator: Any = None, metrics: dict[str, float] | None = None, note: str | None = None) -> None:
     """Saves `state_dict` as step `step` of `store`, atomically, on every rank.
 
     Args:
@@ -51,16 +73,24 @@ def save(state_dict: dict, store: Any, step: int, *, coordinator: int = 0,
         coordinator: the rank that commits.
         communicator: ckptdb's connection to the other ranks (default: found
             as ckptdb._dist describes; None in a single process).
+        metrics: numbers to commit with the step ({"val_loss": 2.31}), which
+            Store(keep_best=..., best_metric=...) keeps the best steps by,
+            and Store.steps(), Store.best(), step="best" and `ckptdb ls`
+            read. Names: 1-128 characters without whitespace; values finite.
+        note: free-form text committed with the step (a config as JSON, a
+            commit id; at most 64 KiB).
+        (Only the coordinator's metrics and note are stored.)
 
     Raises CheckpointError (the same on every rank) when any rank failed;
     nothing is committed then. TypeError/ValueError for a bad argument.
     """
     step = _check_step(step)
     coordinator = _check_coordinator(coordinator)
+    metrics, note = _check_metrics(metrics, note)
     s = _store(store)
     comm = _comm(communicator)
     prepared = _prepared_everywhere(comm, state_dict, for_load=False)
-    _ckptdb.save(prepared.engine, s._writer(), step, comm, coordinator)
+    _ckptdb.save(prepared.engine, s._writer(), step, comm, coordinator, metrics=metrics, note=note)
 
 
 def _prepared_everywhere(comm: Any, state_dict: Any, for_load: bool) -> _state.Prepared:
@@ -98,7 +128,7 @@ def _resolve_step(s: Store, step: StepRef, comm: Any, coordinator: int) -> int:
     if isinstance(step, int) and not isinstance(step, bool):
         return _check_step(step)
     if not isinstance(step, str):
-        raise TypeError(f"step must be an int, 'latest' or a tag name, not {type(step).__name__}")
+        raise TypeError(f"step must be an int, 'latest', 'best' or a tag name, not {type(step).__name__}")
     if comm is None:
         return s.resolve(step, refresh=False)
     answer = b""
@@ -123,7 +153,8 @@ def load(state_dict: dict, store: Any, step: StepRef = "latest", keys: Iterable[
 
     Tensors, arrays, DTensors and ShardedTensors are filled in place from
     whatever sharding and world size the step was saved with; other objects
-    are replaced in their containers. `step` is a number, "latest" or a tag.
+    are replaced in their containers. `step` is a number, "latest", a tag,
+    "best" (the best step by the Store's best_metric) or "best:NAME[:max]".
     `keys`: load only these FQNs. `strict=False`: entries the step lacks are
     left as they are. `convert_dtype=True`: values are converted to the
     target's dtype. The whole target is checked on every rank before
@@ -178,18 +209,20 @@ class SaveFuture:
 
 
 def async_save(state_dict: dict, store: Any, step: int, *, coordinator: int = 0,
-               max_in_flight: int = 1) -> SaveFuture:
+               max_in_flight: int = 1, metrics: dict[str, float] | None = None,
+               note: str | None = None) -> SaveFuture:
     """Saves like ckptdb.save, in the background: returns once the state is
     copied into staging memory (the caller may change its tensors at once);
     the save commits later. Runs on a connection of its own (made on the
     first call), never the one synchronous saves use. At most
     `max_in_flight` saves are in flight (each holds a copy of the state);
-    a call waits while all are busy."""
+    a call waits while all are busy. `metrics` and `note` as in ckptdb.save."""
     step = _check_step(step)
     coordinator = _check_coordinator(coordinator)
+    metrics, note = _check_metrics(metrics, note)
     s = _store(store)
     saver = s._async_saver(coordinator, max_in_flight)
     # Agreed on the synchronous connection: the saver's belongs to its
     # background thread.
     prepared = _prepared_everywhere(_dist.default_communicator(), state_dict, for_load=False)
-    return SaveFuture(saver.save_async(prepared.engine, step))
+    return SaveFuture(saver.save_async(prepared.engine, step, metrics=metrics, note=note))

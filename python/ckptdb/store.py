@@ -104,6 +104,10 @@ class StepInfo:
     stored_bytes: int
     tags: list[str] = field(default_factory=list)
     damaged: bool = False
+    # What the step's save recorded about it: ckptdb.save(..., metrics=...,
+    # note=...).
+    metrics: dict[str, float] = field(default_factory=dict)
+    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -137,6 +141,13 @@ class Store:
             include/ckptdb/rocksdb_store.h).
         keep_last, keep_every, keep_tagged: a retention policy applied by
             every commit (0 and 0: keep everything).
+        keep_best, best_metric, best_mode: keep the `keep_best` steps with
+            the best value of metric `best_metric` (ckptdb.save(...,
+            metrics=...)), the smallest with best_mode="min", the largest
+            with "max", inside the same atomic commit (RetentionPolicy). Steps
+            without the metric are never among the best; of equal values the
+            newer step ranks first; the newest step is always kept.
+            best_metric is also what step="best" means (Store.best).
         deduplicate: store a chunk that is unchanged since the store's latest
             step once, shared by both steps (StoreOptions.deduplicate; on by
             default). Off writes every chunk anew, e.g. to write a fresh copy
@@ -160,7 +171,8 @@ class Store:
     def __init__(self, path: str | os.PathLike, *, chunk_bytes: int = 4 << 20, compression: str = "none",
                  zstd_level: int = 1, threads: int = 0, keep_last: int = 0, keep_every: int = 0,
                  keep_tagged: bool = True, deduplicate: bool = True, chunk_layout: str = "boxes",
-                 access: str = "shared", local_staging_dir: str | os.PathLike | None = None) -> None:
+                 access: str = "shared", local_staging_dir: str | os.PathLike | None = None,
+                 keep_best: int = 0, best_metric: str | None = None, best_mode: str = "min") -> None:
         self.path = os.path.abspath(os.fspath(path))
         if access not in ("shared", "coordinator_only"):
             raise ValueError(f"access '{access}' is not one of 'shared', 'coordinator_only'")
@@ -174,6 +186,13 @@ class Store:
             raise ValueError(f"compression '{compression}' is not one of 'none', 'zstd', 'auto'")
         if chunk_layout not in ("boxes", "rows"):
             raise ValueError(f"chunk_layout '{chunk_layout}' is not one of 'boxes', 'rows'")
+        if best_mode not in ("min", "max"):
+            raise ValueError(f"best_mode '{best_mode}' is not one of 'min', 'max'")
+        if keep_best and not best_metric:
+            raise ValueError(f"keep_best={keep_best} needs best_metric, the metric to rank steps by")
+        self.best_metric = best_metric
+        self.best_mode = best_mode
+        self._options.update(keep_best=keep_best, best_metric=best_metric or "", best_mode=best_mode)
         self._h = _handles_for(self.path)
 
     def __repr__(self) -> str:
@@ -232,11 +251,44 @@ class Store:
             return step
         if step == "latest":
             return r.latest()
+        if isinstance(step, str) and (step == "best" or step.startswith("best:")):
+            name, mode = self._best_ref(step)
+            return r.best(name, mode)
         if isinstance(step, str):
             if step.isdigit():
                 return int(step)
             return r.resolve_tag(step)
-        raise TypeError(f"step must be an int, 'latest' or a tag name, not {type(step).__name__}")
+        raise TypeError(f"step must be an int, 'latest', 'best' or a tag name, not {type(step).__name__}")
+
+    def _best_ref(self, step: str) -> tuple[str, str]:
+        """The metric and mode "best" ("best:NAME", "best:NAME:max") names."""
+        if step == "best":
+            if not self.best_metric:
+                raise ValueError("step 'best' needs a best metric: ckptdb.Store(path, best_metric=NAME"
+                                 "[, best_mode='max']), or step='best:NAME' ('best:NAME:max')")
+            return self.best_metric, self.best_mode
+        name, _, mode = step[len("best:"):].partition(":")
+        if not name or mode not in ("", "min", "max"):
+            raise ValueError(f"step '{step}' is not 'best', 'best:NAME', 'best:NAME:min' or 'best:NAME:max'")
+        return name, mode or "min"
+
+    def best(self, name: str | None = None, mode: str | None = None) -> int | None:
+        """The step with the best value of metric `name` (default: the
+        store's best_metric): the smallest with mode "min", the largest with
+        "max" (default: the store's best_mode); of equal values the newest.
+        None when no step has that metric."""
+        from ._errors import NotFoundError
+        if name is None:
+            if not self.best_metric:
+                raise ValueError("Store.best() needs a metric name, or a Store made with best_metric=NAME")
+            name = self.best_metric
+        mode = mode or (self.best_mode if name == self.best_metric else "min")
+        if mode not in ("min", "max"):
+            raise ValueError(f"mode '{mode}' is not one of 'min', 'max'")
+        try:
+            return self._reader(refresh=True).best(name, mode)
+        except NotFoundError:
+            return None
 
     def entries(self, step: StepRef = "latest") -> list[EntryInfo]:
         """What a step holds, in the order it was saved."""
@@ -318,16 +370,23 @@ class Store:
         self._writer().delete_steps([self.resolve(s) for s in steps])
 
     def gc(self, keep_last: int = 0, keep_every: int = 0, keep_tagged: bool = True,
-           dry_run: bool = False, min_unused: float = 0.05) -> dict:
-        """Applies a retention policy (when keep_last or keep_every is set),
+           dry_run: bool = False, min_unused: float = 0.05, keep_best: int = 0,
+           best_metric: str | None = None, best_mode: str | None = None) -> dict:
+        """Applies a retention policy (when keep_last, keep_every or
+        keep_best is set; keep_best ranks by best_metric and best_mode,
+        default: the store's),
         sweeps what failed saves left, and rewrites each file that still
         holds chunks kept steps share once at least `min_unused` of it is
         chunks no step uses (as `ckptdb gc`). Returns {"pruned": [steps],
         "orphan_saves", "staging_dirs", "unaccounted_saves",
         "rewritten_files", "rewritten_bytes_before", "rewritten_bytes_after",
         "files_left", "unused_bytes_left"}."""
+        best_metric = best_metric or (self.best_metric if keep_best else None) or ""
+        if keep_best and not best_metric:
+            raise ValueError(f"keep_best={keep_best} needs best_metric, the metric to rank steps by")
+        best_mode = best_mode or (self.best_mode if best_metric == self.best_metric else "min")
         w = self._writer()
-        pruned = w.prune(keep_last, keep_every, keep_tagged, dry_run)
+        pruned = w.prune(keep_last, keep_every, keep_tagged, dry_run, keep_best, best_metric, best_mode)
         swept = w.find_leftovers() if dry_run else w.sweep()
         reclaimed = w.reclaim_space(min_unused, dry_run)
         return {"pruned": list(pruned), **swept, **reclaimed}

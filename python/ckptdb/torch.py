@@ -101,7 +101,7 @@ from torch.distributed.checkpoint.storage import WriteResult
 from torch.futures import Future
 
 from . import _ckptdb, _dist, _state
-from ._checkpoint import _check_step, _store
+from ._checkpoint import _check_metrics, _check_step, _store
 from ._errors import CheckpointError, InvalidArgumentError, NotFoundError
 from .store import _TORCH_NAMES, Store, StepRef
 
@@ -186,12 +186,19 @@ class StorageWriter(_DcpStorageWriter):
             ``writer.step`` (or make a new writer) for the next save.
         communicator: ckptdb's connection to DCP's ranks (default: one made
             for DCP saves as ckptdb._dist describes, None in one process).
+        metrics, note: committed with the step, as ckptdb.save's (set
+            ``writer.metrics`` / ``writer.note`` for the next save; the
+            coordinator's are stored).
 
     ``dcp.save(..., checkpoint_id=path)`` with this writer saves to `path`.
     """
 
-    def __init__(self, store: Any, step: int, *, communicator: Any = None) -> None:
+    def __init__(self, store: Any, step: int, *, communicator: Any = None,
+                 metrics: dict[str, float] | None = None, note: str | None = None) -> None:
         super().__init__()
+        _check_metrics(metrics, note)
+        self.metrics = metrics
+        self.note = note
         self._store: Store = _store(store)
         _refuse_coordinator_only(self._store, "StorageWriter", "ckptdb.save")
         self.step = _check_step(step)
@@ -283,7 +290,9 @@ class StorageWriter(_DcpStorageWriter):
                 if rank == info.coordinator:  # only the coordinator's are stored
                     annotations[_ANNOTATION] = mine.record or _dcp_record(everyone, info.coordinator, None,
                                                                           self._save_id)
-                _ckptdb.save(sd, self._store._writer(), step, comm, info.coordinator, annotations)
+                metrics, note = _check_metrics(self.metrics, self.note)
+                _ckptdb.save(sd, self._store._writer(), step, comm, info.coordinator, annotations, metrics=metrics,
+                             note=note)
             finally:
                 if self._release_after_save:
                     self._store.close()

@@ -127,10 +127,11 @@ class PyAsyncSaver {
   }
   ~PyAsyncSaver() { Close(); }
 
-  std::shared_ptr<SaveHandle> SaveAsync(PyStateDict& sd, int64_t step) {
+  std::shared_ptr<SaveHandle> SaveAsync(PyStateDict& sd, int64_t step, const std::map<std::string, double>& metrics,
+                                        const std::string& note) {
     StatusOr<std::shared_ptr<SaveHandle>> h = [&] {
       nb::gil_scoped_release release;
-      return saver_->SaveAsync(sd.state, step);
+      return saver_->SaveAsync(sd.state, step, metrics, note);
     }();
     return Take(std::move(h));
   }
@@ -152,8 +153,11 @@ void BindCheckpoint(nb::module_& m) {
   m.def(
       "save",
       [](PyStateDict& sd, PyWriter& writer, int64_t step, PyCommunicator* comm, int coordinator,
-         const std::map<std::string, nb::bytes>& annotations) {
+         const std::map<std::string, nb::bytes>& annotations, const std::map<std::string, double>& metrics,
+         const std::string& note) {
         SaveOptions o;
+        o.metrics = metrics;
+        o.note = note;
         for (const auto& [name, value] : annotations) o.annotations[name] = std::string(value.c_str(), value.size());
         Check(RunInterruptible([&](const std::atomic<bool>& cancel) {
           InterruptibleWriter w(*writer.writer, cancel);
@@ -168,7 +172,9 @@ void BindCheckpoint(nb::module_& m) {
       },
       nb::arg("state_dict"), nb::arg("writer"), nb::arg("step"), nb::arg("comm").none(), nb::arg("coordinator"),
       nb::arg("annotations") = std::map<std::string, nb::bytes>{},
-      "Saves a step; `annotations` (name -> bytes) are stored with it (SaveOptions::annotations)");
+      nb::arg("metrics") = std::map<std::string, double>{}, nb::arg("note") = "",
+      "Saves a step; `annotations` (name -> bytes), `metrics` (name -> float) and `note` are stored with it "
+      "(SaveOptions)");
 
   m.def(
       "load",
@@ -236,7 +242,8 @@ void BindCheckpoint(nb::module_& m) {
   nb::class_<PyAsyncSaver>(m, "AsyncSaver", "Background saves on a communicator of their own")
       .def(nb::init<PyWriter&, PyCommunicator*, int, int>(), nb::arg("writer"), nb::arg("comm").none(),
            nb::arg("coordinator"), nb::arg("max_in_flight"), nb::keep_alive<1, 2>(), nb::keep_alive<1, 3>())
-      .def("save_async", &PyAsyncSaver::SaveAsync, nb::arg("state_dict"), nb::arg("step"))
+      .def("save_async", &PyAsyncSaver::SaveAsync, nb::arg("state_dict"), nb::arg("step"),
+           nb::arg("metrics") = std::map<std::string, double>{}, nb::arg("note") = "")
       .def("close", &PyAsyncSaver::Close);
 }
 

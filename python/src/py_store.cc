@@ -61,6 +61,8 @@ nb::dict StepDict(const StepInfo& s) {
   d["stored_bytes"] = s.stored_bytes;
   d["tags"] = s.tags;
   d["damaged"] = s.damaged;
+  d["metrics"] = s.metrics;
+  d["note"] = s.note;
   return d;
 }
 
@@ -97,11 +99,19 @@ nb::dict ReclaimDict(const ReclaimStats& s) {
   return d;
 }
 
-RetentionPolicy Policy(int64_t keep_last, int64_t keep_every, bool keep_tagged) {
+MetricMode ParseMode(const std::string& mode) {
+  return ParseChoice<MetricMode>("best_mode", mode, {{"min", MetricMode::kMin}, {"max", MetricMode::kMax}});
+}
+
+RetentionPolicy Policy(int64_t keep_last, int64_t keep_every, bool keep_tagged, int64_t keep_best,
+                       const std::string& best_metric, const std::string& best_mode) {
   RetentionPolicy p;
   p.keep_last = keep_last;
   p.keep_every = keep_every;
   p.keep_tagged = keep_tagged;
+  p.keep_best = keep_best;
+  p.best_metric = best_metric;
+  p.best_mode = ParseMode(best_mode);
   return p;
 }
 
@@ -114,7 +124,8 @@ void BindStore(nb::module_& m) {
           [](PyWriter* self, const std::string& path, uint64_t chunk_bytes, const std::string& compression,
              int zstd_level, int threads, int64_t keep_last, int64_t keep_every, bool keep_tagged,
              bool deduplicate, const std::string& chunk_layout, const std::string& access,
-             const std::string& local_staging_dir) {
+             const std::string& local_staging_dir, int64_t keep_best, const std::string& best_metric,
+             const std::string& best_mode) {
             StoreOptions o;
             o.access = ParseChoice<StoreAccess>(
                 "access", access, {{"shared", StoreAccess::kShared}, {"coordinator_only", StoreAccess::kCoordinatorOnly}});
@@ -126,13 +137,14 @@ void BindStore(nb::module_& m) {
             o.compression = ParseCompression(compression);
             o.zstd_level = zstd_level;
             o.threads = threads;
-            o.retention = Policy(keep_last, keep_every, keep_tagged);
+            o.retention = Policy(keep_last, keep_every, keep_tagged, keep_best, best_metric, best_mode);
             new (self) PyWriter{Released([&] { return OpenStoreWriter(path, o); })};
           },
           nb::arg("path"), nb::arg("chunk_bytes") = 4u << 20, nb::arg("compression") = "none",
           nb::arg("zstd_level") = 1, nb::arg("threads") = 0, nb::arg("keep_last") = 0, nb::arg("keep_every") = 0,
           nb::arg("keep_tagged") = true, nb::arg("deduplicate") = true, nb::arg("chunk_layout") = "boxes",
-          nb::arg("access") = "shared", nb::arg("local_staging_dir") = "")
+          nb::arg("access") = "shared", nb::arg("local_staging_dir") = "", nb::arg("keep_best") = 0,
+          nb::arg("best_metric") = "", nb::arg("best_mode") = "min")
       .def_prop_ro("path", [](PyWriter& w) { return w.writer->path(); })
       .def("open_database", [](PyWriter& w) { Released([&] { return w.writer->OpenDatabase(); }); })
       .def(
@@ -150,10 +162,13 @@ void BindStore(nb::module_& m) {
           nb::arg("steps"))
       .def(
           "prune",
-          [](PyWriter& w, int64_t keep_last, int64_t keep_every, bool keep_tagged, bool dry_run) {
-            return Released([&] { return w.writer->Prune(Policy(keep_last, keep_every, keep_tagged), dry_run); });
+          [](PyWriter& w, int64_t keep_last, int64_t keep_every, bool keep_tagged, bool dry_run, int64_t keep_best,
+             const std::string& best_metric, const std::string& best_mode) {
+            RetentionPolicy p = Policy(keep_last, keep_every, keep_tagged, keep_best, best_metric, best_mode);
+            return Released([&] { return w.writer->Prune(p, dry_run); });
           },
-          nb::arg("keep_last"), nb::arg("keep_every"), nb::arg("keep_tagged"), nb::arg("dry_run"))
+          nb::arg("keep_last"), nb::arg("keep_every"), nb::arg("keep_tagged"), nb::arg("dry_run"),
+          nb::arg("keep_best") = 0, nb::arg("best_metric") = "", nb::arg("best_mode") = "min")
       .def("sweep", [](PyWriter& w) { return SweepDict(Released([&] { return w.writer->Sweep(); })); })
       .def("find_leftovers", [](PyWriter& w) { return SweepDict(Released([&] { return w.writer->FindLeftovers(); })); })
       .def(
@@ -213,6 +228,16 @@ void BindStore(nb::module_& m) {
                return r.reader->ListTags();
              });
            })
+      .def(
+          "best",
+          [](PyReader& r, const std::string& name, const std::string& mode) {
+            MetricMode parsed = ParseMode(mode);
+            return Released([&] {
+              std::lock_guard<std::mutex> l(r.mu);
+              return r.reader->BestStep(name, parsed);
+            });
+          },
+          nb::arg("name"), nb::arg("mode") = "min")
       .def(
           "resolve_tag",
           [](PyReader& r, const std::string& name) {

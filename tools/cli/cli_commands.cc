@@ -74,7 +74,7 @@ namespace {
 std::string JsonMetrics(const std::map<std::string, double>& metrics) {
   std::string out = "{";
   for (const auto& [name, value] : metrics) {
-    out += (out.size() > 1 ? ", " : "") + JsonString(name) + ": " + FormatDouble(value, 17);
+    out += (out.size() > 1 ? ", " : "") + JsonString(name) + ": " + ExactDouble(value);
   }
   return out + "}";
 }
@@ -176,13 +176,13 @@ Status InfoStep(StoreReader& reader, int64_t step, bool json, std::ostream& out)
   std::vector<std::vector<std::string>> rows = {
       {"step", std::to_string(s.step)},
       {"created", IsoTime(s.created_unix_ms)},
-      {"world", std::to_string(s.world_size) + " ranks"},
+      {"world", std::to_string(s.world_size)},
       {"entries", std::to_string(s.entries)},
       {"bytes", HumanBytes(s.logical_bytes)},
       {"added", HumanBytes(s.stored_bytes)},
       {"tags", s.tags.empty() ? "-" : Join(s.tags, ", ")},
   };
-  for (const auto& [name, value] : s.metrics) rows.push_back({"metric " + name, FormatDouble(value, 17)});
+  for (const auto& [name, value] : s.metrics) rows.push_back({"metric " + name, ExactDouble(value)});
   std::ostringstream table;
   PrintTable(rows, table);
   out << table.str();

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -210,6 +211,14 @@ std::string FormatDouble(double v, int digits) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*g", digits, v);
   return buf;
+}
+
+std::string ExactDouble(double v) {
+  for (int digits = 6; digits < 17; ++digits) {
+    std::string s = FormatDouble(v, digits);
+    if (std::strtod(s.c_str(), nullptr) == v) return s;
+  }
+  return FormatDouble(v, 17);
 }
 
 std::string HumanBytes(uint64_t n) {

@@ -25,8 +25,11 @@ std::string EscapeBytes(const std::string& bytes, size_t limit = 4096);
 // "12.0 MiB"
 std::string HumanBytes(uint64_t n);
 
-// A double with `digits` significant digits (%g): 17 round-trips exactly.
+// A double with `digits` significant digits (%g).
 std::string FormatDouble(double v, int digits = 9);
+// The shortest %g text that reads back as exactly `v` (0.1, not
+// 0.10000000000000001).
+std::string ExactDouble(double v);
 
 // A JSON string literal.
 std::string JsonString(const std::string& s);
