@@ -154,7 +154,8 @@ def load(state_dict: dict, store: Any, step: StepRef = "latest", keys: Iterable[
     Tensors, arrays, DTensors and ShardedTensors are filled in place from
     whatever sharding and world size the step was saved with; other objects
     are replaced in their containers. `step` is a number, "latest", a tag,
-    "best" (the best step by the Store's best_metric) or "best:NAME[:max]".
+    "best" (the best step by the Store's best_metric; without one, the tag
+    "best") or "best:NAME[:max]".
     `keys`: load only these FQNs. `strict=False`: entries the step lacks are
     left as they are. `convert_dtype=True`: values are converted to the
     target's dtype. The whole target is checked on every rank before

@@ -251,7 +251,9 @@ class Store:
             return step
         if step == "latest":
             return r.latest()
-        if isinstance(step, str) and (step == "best" or step.startswith("best:")):
+        # "best" is the best step by the store's best_metric when it has one,
+        # else (as before metrics) the tag named "best".
+        if isinstance(step, str) and ((step == "best" and self.best_metric) or step.startswith("best:")):
             name, mode = self._best_ref(step)
             return r.best(name, mode)
         if isinstance(step, str):
@@ -263,9 +265,6 @@ class Store:
     def _best_ref(self, step: str) -> tuple[str, str]:
         """The metric and mode "best" ("best:NAME", "best:NAME:max") names."""
         if step == "best":
-            if not self.best_metric:
-                raise ValueError("step 'best' needs a best metric: ckptdb.Store(path, best_metric=NAME"
-                                 "[, best_mode='max']), or step='best:NAME' ('best:NAME:max')")
             return self.best_metric, self.best_mode
         name, _, mode = step[len("best:"):].partition(":")
         if not name or mode not in ("", "min", "max"):

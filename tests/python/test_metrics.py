@@ -39,8 +39,12 @@ def test_a_training_loop_keeps_the_three_best_and_the_newest(tmp_path):
     # A store given by path has no best metric: the step names it instead.
     assert ckptdb.load(out, str(tmp_path / "run.ckptdb"), step="best:val_loss") == 4
     assert ckptdb.load(out, str(tmp_path / "run.ckptdb"), step="best:lr:max") == 4
-    with pytest.raises(ValueError, match="best_metric"):
+    # Without a best metric, "best" is a tag name, as before metrics existed.
+    with pytest.raises(ckptdb.NotFoundError, match="best"):
         ckptdb.load(out, str(tmp_path / "run.ckptdb"), step="best")
+    ckptdb.Store(tmp_path / "run.ckptdb").tag(8, "best")
+    assert ckptdb.load(out, str(tmp_path / "run.ckptdb"), step="best") == 8
+    assert ckptdb.load(out, store, step="best") == 4  # the store's best_metric wins
 
 
 def test_max_mode_and_steps_without_the_metric(tmp_path):
