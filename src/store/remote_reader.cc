@@ -19,11 +19,13 @@
 // that arrived before.
 #include <rocksdb/slice.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -257,6 +259,49 @@ class ValueStream {
   std::thread thread_;
 };
 
+// The stored chunks a step's metadata names: its pieces' own chunks and
+// those they share with earlier steps. The coordinator serves a rank only
+// these, so that a rank out of step with it (or a bug in its planning) can
+// never be handed another step's bytes.
+class StepChunks {
+ public:
+  explicit StepChunks(const StepMetadata& md) {
+    for (const EntryMetadata& e : md.entries) {
+      for (const StoredPiece& p : e.pieces) {
+        ranges_[{md.step, md.save_id, p.key.rank, p.key.item}].push_back({0, p.num_chunks});
+        for (const ChunkReference& r : p.references) {
+          ranges_[{r.step, r.save_id, r.key.rank, r.key.item}].push_back({r.chunk, uint64_t{r.chunk} + r.count});
+        }
+      }
+    }
+    // Sorted and merged, so that a lookup is one binary search.
+    for (auto& [piece, rs] : ranges_) {
+      std::sort(rs.begin(), rs.end());
+      std::vector<std::pair<uint64_t, uint64_t>> merged;
+      for (const auto& r : rs) {
+        if (!merged.empty() && r.first <= merged.back().second) {
+          merged.back().second = std::max(merged.back().second, r.second);
+        } else {
+          merged.push_back(r);
+        }
+      }
+      rs = std::move(merged);
+    }
+  }
+
+  bool Contains(const DataKey& k) const {
+    auto it = ranges_.find({k.step, k.save_id, k.rank, k.item});
+    if (it == ranges_.end()) return false;
+    const auto& rs = it->second;
+    auto after = std::upper_bound(rs.begin(), rs.end(), std::make_pair(uint64_t{k.chunk}, UINT64_MAX));
+    return after != rs.begin() && k.chunk < std::prev(after)->second;
+  }
+
+ private:
+  // (step, save id, rank, item) -> [first, end) of its chunks.
+  std::map<std::tuple<int64_t, uint64_t, uint32_t, uint32_t>, std::vector<std::pair<uint64_t, uint64_t>>> ranges_;
+};
+
 class RemoteStoreReader final : public StorageReader {
  public:
   RemoteStoreReader(std::string path, Communicator* comm, int coordinator, ReaderOptions options)
@@ -316,10 +361,11 @@ class RemoteStoreReader final : public StorageReader {
   // Coordinator: reads its own items while a thread per other rank serves it.
   StatusOr<ReadStats> Serve(const StepMetadata& md, const std::vector<ReadItem>& items) {
     RETURN_IF_ERROR(Local());
+    const StepChunks chunks(md);
     std::vector<std::thread> servers;
     for (int peer = 0; peer < comm_->world_size(); ++peer) {
       if (peer == coordinator_) continue;
-      servers.emplace_back([this, peer] { (void)ServeRank(peer); });
+      servers.emplace_back([this, peer, &md, &chunks] { (void)ServeRank(peer, md, chunks); });
     }
     StatusOr<ReadStats> mine = local_->Read(md, items);
     for (std::thread& t : servers) t.join();
@@ -327,7 +373,7 @@ class RemoteStoreReader final : public StorageReader {
     return mine;
   }
 
-  Status ServeRank(int peer) {
+  Status ServeRank(int peer, const StepMetadata& md, const StepChunks& chunks) {
     std::vector<DataKey> keys;
     std::string payload;
     for (bool more = true; more;) {
@@ -354,6 +400,16 @@ class RemoteStoreReader final : public StorageReader {
           return Status::DataLoss("rank " + std::to_string(peer) + " sent a frame of kind " +
                                   std::to_string(static_cast<uint32_t>(kind)) + " in its chunk request");
       }
+    }
+    for (const DataKey& k : keys) {
+      if (chunks.Contains(k)) continue;
+      Status refused = Status::InvalidArgument(
+          "rank " + std::to_string(peer) + " asked the coordinator for a chunk that step " + std::to_string(md.step) +
+          " does not hold (step " + std::to_string(k.step) + ", rank " + std::to_string(k.rank) + " item " +
+          std::to_string(k.item) + " chunk " + std::to_string(k.chunk) + "): its load is out of step with the " +
+          "coordinator's");
+      SendErrorFrame(*comm_, peer, refused);
+      return refused;
     }
     return ServeValues(peer, keys);
   }
