@@ -13,9 +13,9 @@
 #include "ckptdb/ckptdb.h"
 #include "comm/transfer.h"
 #include "format/keys.h"
-#include "util/le_bytes.h"
 #include "test_util.h"
 #include "thread_communicator.h"
+#include "util/le_bytes.h"
 
 namespace ckptdb {
 namespace {
@@ -245,8 +245,8 @@ StateDict ManyChunks(int rank, int world, bool zeros) {
   Tensor part = testing::PatternTensor(DType::kF32, {kRankRows, 64}, 100 + rank);
   if (zeros) part = testing::ZerosLike(part);
   StateDict sd;
-  (void)sd.Add("m", ShardedTensor::Create(DType::kF32, {kRankRows * world, 64}, {Shard{{rank * kRankRows, 0}, part}})
-                        .value());
+  (void)sd.Add(
+      "m", ShardedTensor::Create(DType::kF32, {kRankRows * world, 64}, {Shard{{rank * kRankRows, 0}, part}}).value());
   return sd;
 }
 

@@ -7,16 +7,16 @@
 //                 (or its error) with the step it read.
 //   Read:         each other rank sends the keys of the chunks it needs
 //                 (request frames, then a done frame; an error frame when it
-//                 could not plan); the coordinator answers each key in order
-//                 with a value frame, a missing frame, or an error frame
-//                 after which it sends no more. Each rank verifies and
-//                 decodes the values as its own reads would.
+//                 could not plan); the coordinator answers the keys in
+//                 order, in batches: a batch frame (each value's kind,
+//                 value or missing, and length), then each value as a
+//                 message of its own, all in flight at once; or an error
+//                 frame, after which it sends no more. Each rank verifies
+//                 and decodes the values as its own reads would.
 //
-// Both ends are pipelined, since a value's trip is three steps on three
-// threads: the coordinator fetches the values a rank asked for ahead of
-// sending them (ServeWindow), a rank receives them on a thread of its own
-// (ValueStream) while its reader threads verify, decode and place those
-// that arrived before.
+// A rank receives on a thread of its own (ValueStream) while its reader
+// threads verify, decode and place the values that arrived before; the
+// coordinator serves each rank on a thread of its own (ServeValues).
 #include <rocksdb/slice.h>
 
 #include <algorithm>
@@ -52,8 +52,8 @@ constexpr uint64_t kMaxValueFrame = kMaxChunkRawBytes + (kMaxChunkRawBytes >> 7)
 // Chunk keys per request frame.
 constexpr size_t kKeysPerFrame = 65536;
 // Values a loading rank holds received but not yet taken by a reader
-// thread: it receives no further frame while they add up to this many bytes
-// (one frame at least, whatever its size). With the values the reader
+// thread: it receives no further batch while they would add up to more
+// than this many bytes (one batch at least, whatever its size). With the values the reader
 // threads are decoding and as many kept for reuse, this bounds a rank's
 // memory for a remote read.
 constexpr uint64_t kReceiveWindowBytes = 64u << 20;
@@ -207,9 +207,10 @@ class ValueStream {
     cv_.notify_all();
   }
 
-  // A batch's table: per value its kind and length. Never more values than are still owed, none larger than a
-  // chunk can be, and values only until they reach kBatchBytes, so that what
-  // a rank receives at once stays bounded.
+  // A batch's table: per value its kind and length. Never more values than
+  // are still owed, none larger than a chunk can be, and values only until
+  // they reach kBatchBytes, so that what a rank receives at once stays
+  // bounded.
   struct Entry {
     FrameKind kind;
     uint64_t n;
@@ -248,14 +249,14 @@ class ValueStream {
   std::condition_variable cv_;
   // Under mu_:
   std::unordered_multimap<std::string, size_t> index_;  // encoded key -> its answer's place, until taken
-  std::map<size_t, Frame> waiting_;                      // answers received and not taken, by place
+  std::map<size_t, Frame> waiting_;                     // answers received and not taken, by place
   uint64_t waiting_bytes_ = 0;
   size_t received_ = 0;  // answers received
   bool ended_ = false;   // no answer comes any more: end_ says why
   Status end_;
-  bool draining_ = false;  // nobody takes answers any more
+  bool draining_ = false;                           // nobody takes answers any more
   std::vector<std::unique_ptr<std::string>> free_;  // buffers to receive into, at most
-  uint64_t free_bytes_ = 0;                          // kReceiveWindowBytes of them
+  uint64_t free_bytes_ = 0;                         // kReceiveWindowBytes of them
   std::thread thread_;
 };
 
@@ -403,11 +404,11 @@ class RemoteStoreReader final : public StorageReader {
     }
     for (const DataKey& k : keys) {
       if (chunks.Contains(k)) continue;
-      Status refused = Status::InvalidArgument(
-          "rank " + std::to_string(peer) + " asked the coordinator for a chunk that step " + std::to_string(md.step) +
-          " does not hold (step " + std::to_string(k.step) + ", rank " + std::to_string(k.rank) + " item " +
-          std::to_string(k.item) + " chunk " + std::to_string(k.chunk) + "): its load is out of step with the " +
-          "coordinator's");
+      Status refused =
+          Status::InvalidArgument("rank " + std::to_string(peer) + " asked the coordinator for a chunk that step " +
+                                  std::to_string(md.step) + " does not hold (step " + std::to_string(k.step) +
+                                  ", rank " + std::to_string(k.rank) + " item " + std::to_string(k.item) + " chunk " +
+                                  std::to_string(k.chunk) + "): its load is out of step with the coordinator's");
       SendErrorFrame(*comm_, peer, refused);
       return refused;
     }
@@ -486,8 +487,8 @@ class RemoteStoreReader final : public StorageReader {
 
     ValueStream stream(*comm_, coordinator_, keys);
     StatusOr<ReadStats> read =
-        ReadChunksFrom([&](const DataKey& key, rocksdb::PinnableSlice* value) { return stream.Take(key, value); },
-                       md, items, options_.threads > 0 ? options_.threads : DefaultParallelism());
+        ReadChunksFrom([&](const DataKey& key, rocksdb::PinnableSlice* value) { return stream.Take(key, value); }, md,
+                       items, options_.threads > 0 ? options_.threads : DefaultParallelism());
     stream.Finish();
     return read;
   }
