@@ -12,8 +12,10 @@
 
 #include "ckptdb/ckptdb.h"
 #include "comm/transfer.h"
+#include "format/keys.h"
 #include "test_util.h"
 #include "thread_communicator.h"
+#include "util/le_bytes.h"
 
 namespace ckptdb {
 namespace {
@@ -53,11 +55,12 @@ StateDict RankState(int rank, int world, bool zeros, bool by_columns = false) {
   return sd;
 }
 
-// Forwards to another communicator, flipping one byte of the first
-// point-to-point message of at least 1 KiB that `rank` sends.
+// Forwards to another communicator, flipping one byte of the point-to-point
+// message of at least 1 KiB that comes after `skip` such messages (from
+// any thread: a coordinator serves its ranks on several).
 class FlippingCommunicator final : public Communicator {
  public:
-  explicit FlippingCommunicator(Communicator& inner) : inner_(inner) {}
+  explicit FlippingCommunicator(Communicator& inner, int skip = 0) : inner_(inner), left_(skip) {}
   int rank() const override { return inner_.rank(); }
   int world_size() const override { return inner_.world_size(); }
   Status Broadcast(std::string* data, int root) override { return inner_.Broadcast(data, root); }
@@ -69,8 +72,7 @@ class FlippingCommunicator final : public Communicator {
   }
   Status Barrier() override { return inner_.Barrier(); }
   Status Send(int peer, const void* data, size_t n) override {
-    if (flipped_ || n < 1024) return inner_.Send(peer, data, n);
-    flipped_ = true;
+    if (n < 1024 || left_.fetch_sub(1) != 0) return inner_.Send(peer, data, n);
     std::string copy(static_cast<const char*>(data), n);
     copy[n / 2] ^= 0x10;
     return inner_.Send(peer, copy.data(), n);
@@ -80,7 +82,7 @@ class FlippingCommunicator final : public Communicator {
 
  private:
   Communicator& inner_;
-  bool flipped_ = false;
+  std::atomic<int> left_;  // large messages to pass before the one flipped
 };
 
 class RemoteStoreTest : public ::testing::Test {
@@ -236,6 +238,102 @@ TEST_F(RemoteStoreTest, LoadErrorsOnTheCoordinatorsHostReachEveryRank) {
     ASSERT_EQ(s.rank_failures().size(), 2u) << s;
     for (const auto& [r, f] : s.rank_failures()) EXPECT_EQ(f.code(), StatusCode::kDataLoss) << r << ": " << f;
   }
+}
+
+// 64 chunks of 4 KiB per rank: a rank's chunks travel many at once.
+StateDict ManyChunks(int rank, int world, bool zeros) {
+  constexpr int64_t kRankRows = 1024;
+  Tensor part = testing::PatternTensor(DType::kF32, {kRankRows, 64}, 100 + rank);
+  if (zeros) part = testing::ZerosLike(part);
+  StateDict sd;
+  (void)sd.Add(
+      "m", ShardedTensor::Create(DType::kF32, {kRankRows * world, 64}, {Shard{{rank * kRankRows, 0}, part}}).value());
+  return sd;
+}
+
+TEST_F(RemoteStoreTest, AChunkDamagedOnTheWayFailsTheRankThatNeedsItAndEveryRankAlike) {
+  constexpr int kWorld = 3;
+  std::mutex mu;
+  testing::RunRanksAsThreads(kWorld, [&](int rank, Communicator& comm) {
+    // The save, then a load whose 21st value the coordinator sends arrives
+    // damaged, then the same load again.
+    auto w = OpenStoreWriter(PathOf(rank), Options(rank));
+    SaveOptions so;
+    so.step = 1;
+    so.communicator = &comm;
+    Status saved = w.ok() ? Save(ManyChunks(rank, kWorld, false), **w, so) : w.status();
+    ASSERT_TRUE(saved.ok()) << saved;
+    std::vector<Status> loads;
+    for (bool flip : {true, false}) {
+      FlippingCommunicator flipping(comm, /*skip=*/20);
+      Communicator* c = flip && rank == 0 ? static_cast<Communicator*>(&flipping) : &comm;
+      auto r = OpenRemoteStoreReader(PathOf(rank), c, 0);
+      StateDict target = ManyChunks(rank, kWorld, true);
+      LoadOptions lo;
+      lo.step = 1;
+      lo.communicator = c;
+      LoadStats stats;
+      Status st = r.ok() ? Load(target, **r, lo, &stats) : r.status();
+      if (st.ok()) {
+        EXPECT_TRUE(testing::SameContents(ManyChunks(rank, kWorld, false), target)) << "rank " << rank;
+        EXPECT_EQ(stats.chunks_read, 64u);
+      }
+      loads.push_back(st);
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    // The damaged value went to one rank, which says which chunk of what it
+    // was; every rank fails with the same error, naming only that rank.
+    const Status& damaged = loads[0];
+    ASSERT_TRUE(damaged.IsCheckpointError()) << "rank " << rank << ": " << damaged;
+    ASSERT_EQ(damaged.rank_failures().size(), 1u) << damaged;
+    const auto& [failed_rank, failure] = *damaged.rank_failures().begin();
+    EXPECT_NE(failed_rank, 0);
+    EXPECT_EQ(failure.code(), StatusCode::kDataLoss) << failure;
+    EXPECT_NE(failure.message().find("entry 'm'"), std::string::npos) << failure;
+    EXPECT_NE(failure.message().find("checksum"), std::string::npos) << failure;
+    // The values still in flight were taken and dropped: the next load, on
+    // the same communicators, goes through.
+    EXPECT_TRUE(loads[1].ok()) << "rank " << rank << ": " << loads[1];
+  });
+}
+
+TEST_F(RemoteStoreTest, TheCoordinatorServesOnlyChunksOfTheStepBeingLoaded) {
+  for (const Status& s : SaveOn(2, 1)) ASSERT_TRUE(s.ok()) << s;
+  for (const Status& s : SaveOn(2, 2)) ASSERT_TRUE(s.ok()) << s;
+  // A chunk of step 2 that exists in the store.
+  auto reader = OpenStoreReader(store_);
+  ASSERT_TRUE(reader.ok());
+  auto md2 = (*reader)->ReadMetadata(2);
+  ASSERT_TRUE(md2.ok()) << md2.status();
+  const StoredPiece& piece = md2->Find("w")->pieces.front();
+  const DataKey other{2, md2->save_id, piece.key.rank, piece.key.item, 0};
+  testing::RunRanksAsThreads(2, [&](int rank, Communicator& comm) {
+    if (rank == 0) {
+      // The coordinator loads step 1 (nothing for itself) and serves rank 1.
+      auto r = OpenRemoteStoreReader(PathOf(0), &comm, 0);
+      ASSERT_TRUE(r.ok());
+      auto md = (*r)->ReadMetadata(1);
+      ASSERT_TRUE(md.ok()) << md.status();
+      EXPECT_TRUE((*r)->Read(*md, {}).ok());
+      return;
+    }
+    // Rank 1, out of step: it asks for step 2's chunk while step 1 loads.
+    std::string metadata;
+    ASSERT_TRUE(comm.Broadcast(&metadata, 0).ok());
+    std::string request;
+    const std::string k = EncodeDataKey(other);
+    AppendLE64(&request, k.size());
+    request += k;
+    ASSERT_TRUE(SendFrame(comm, 0, FrameKind::kRequest, request).ok());
+    ASSERT_TRUE(SendFrame(comm, 0, FrameKind::kDone, {}).ok());
+    FrameKind kind;
+    std::string payload;
+    ASSERT_TRUE(RecvFrame(comm, 0, &kind, &payload).ok());
+    ASSERT_EQ(kind, FrameKind::kError) << "the coordinator served a chunk of another step";
+    Status refused = DecodeErrorFrame(payload);
+    EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument) << refused;
+    EXPECT_NE(refused.message().find("a chunk that step 1 does not hold (step 2"), std::string::npos) << refused;
+  });
 }
 
 TEST_F(RemoteStoreTest, FramesRefuseAStreamOutOfStep) {

@@ -56,6 +56,22 @@ class Communicator {
   // every rank sees.
   virtual Status Send(int peer, const void* data, size_t n);
   virtual Status Recv(int peer, void* data, size_t n);
+  // Several messages to (from) one peer: as a Send (Recv) of each part in
+  // order, each part its own message, but with every part in flight at
+  // once, so that a stream of many messages does not wait out a round trip
+  // per message. Empty parts are skipped, as Send skips them. Returns once
+  // every part is sent (received); the same rules as Send and Recv apply.
+  // The defaults call Send (Recv) part by part.
+  struct Part {
+    const void* data;
+    size_t n;
+  };
+  struct MutablePart {
+    void* data;
+    size_t n;
+  };
+  virtual Status SendParts(int peer, const std::vector<Part>& parts);
+  virtual Status RecvParts(int peer, const std::vector<MutablePart>& parts);
 
   // Accumulated since the communicator was made.
   virtual CollectiveStats stats() const { return {}; }

@@ -403,13 +403,24 @@ StatusOr<std::unique_ptr<StoreReader>> OpenStoreReader(const std::string& path, 
 // opens the store at `path` (on its first ReadMetadata, so that an error
 // there reaches every rank) and reads it as OpenStoreReader's reader does;
 // every other rank gets the step's metadata from the coordinator, then the
-// stored values of exactly the chunks it needs, one at a time (bounded
-// memory), each verified on arrival by its own checksum, and never touches
-// `path`. The calls are collective: every rank of `comm` calls ReadMetadata
+// stored values of exactly the chunks it needs, and never touches `path`.
+// The coordinator serves each rank on a thread of its own, only chunks of
+// the step being loaded (a rank that asks for another is refused with
+// InvalidArgument naming the chunk), in batches of up to 16 MiB sent all at
+// once; each rank receives them on a thread of its own while its
+// options.threads reader threads verify each value by its own checksum,
+// decode it and place it. Memory stays bounded: a rank holds at most
+// 64 MiB of values received and not yet taken (one batch, when larger),
+// as much in buffers kept for reuse, and one value per reader thread. A
+// rank that fails part-way still takes what the coordinator sends, so
+// neither is left waiting; the coordinator's error reaches the rank it
+// served, and Load makes every rank fail alike.
+// The calls are collective: every rank of `comm` calls ReadMetadata
 // and then Read, in the same order and for the same step, as Load does; a
 // rank that asks for another step than the coordinator fails with
 // InvalidArgument. Not for LoadWhole on one rank alone. `comm` (not owned)
-// must outlive the reader and support point-to-point messages (gloo's does).
+// must outlive the reader and support point-to-point messages (gloo's does;
+// one whose SendParts/RecvParts are the defaults works, more slowly).
 // InvalidArgument when comm is null or coordinator_rank not one of its ranks.
 StatusOr<std::unique_ptr<StorageReader>> OpenRemoteStoreReader(const std::string& path, Communicator* comm,
                                                                int coordinator_rank = 0,

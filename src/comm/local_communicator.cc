@@ -1,6 +1,8 @@
 // The world-size-1 communicator behind `no_dist`.
 #include "ckptdb/communicator.h"
 
+#include "util/status_macros.h"
+
 namespace ckptdb {
 
 namespace {
@@ -39,6 +41,16 @@ Status Communicator::Send(int peer, const void*, size_t) {
 Status Communicator::Recv(int peer, void*, size_t) {
   return Status::FailedPrecondition("this communicator cannot receive point to point (from rank " +
                                std::to_string(peer) + "): it serves only stores that every rank sees");
+}
+
+Status Communicator::SendParts(int peer, const std::vector<Part>& parts) {
+  for (const Part& p : parts) RETURN_IF_ERROR(Send(peer, p.data, p.n));
+  return Status::OK();
+}
+
+Status Communicator::RecvParts(int peer, const std::vector<MutablePart>& parts) {
+  for (const MutablePart& p : parts) RETURN_IF_ERROR(Recv(peer, p.data, p.n));
+  return Status::OK();
 }
 
 std::unique_ptr<Communicator> NewLocalCommunicator() { return std::make_unique<LocalCommunicator>(); }

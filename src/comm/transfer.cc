@@ -166,7 +166,7 @@ Status RecvFrame(Communicator& comm, int peer, FrameKind* kind, std::string* pay
   RETURN_IF_ERROR(comm.Recv(peer, head, sizeof head));
   const uint32_t magic = GetLE32(head), k = GetLE32(head + 4);
   const uint64_t n = GetLE64(head + 8);
-  if (magic != kFrameMagic || k < 1 || k > static_cast<uint32_t>(FrameKind::kRequest) || n > max_payload) {
+  if (magic != kFrameMagic || k < 1 || k > static_cast<uint32_t>(FrameKind::kBatch) || n > max_payload) {
     return Status::DataLoss("the stream from rank " + std::to_string(peer) +
                             " is out of step (a frame header that is not one)");
   }

@@ -37,6 +37,8 @@ enum class FrameKind : uint32_t {
   kValue = 6,      // payload: one chunk value (loads)
   kMissing = 7,    // no payload: the requested chunk is not in the store
   kRequest = 8,    // payload: a load's chunk requests
+  kBatch = 9,      // payload: per value, u8 kind (kValue or kMissing) and u64 length; the values follow
+                   // as messages of their own, one per non-empty value (loads)
 };
 
 // Sends one frame to `peer`.

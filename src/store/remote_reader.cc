@@ -7,15 +7,26 @@
 //                 (or its error) with the step it read.
 //   Read:         each other rank sends the keys of the chunks it needs
 //                 (request frames, then a done frame; an error frame when it
-//                 could not plan); the coordinator answers each key in order
-//                 with a value frame, a missing frame, or an error frame
-//                 after which it sends no more. Each rank verifies and
-//                 decodes the values as its own reads would.
+//                 could not plan); the coordinator answers the keys in
+//                 order, in batches: a batch frame (each value's kind,
+//                 value or missing, and length), then each value as a
+//                 message of its own, all in flight at once; or an error
+//                 frame, after which it sends no more. Each rank verifies
+//                 and decodes the values as its own reads would.
+//
+// A rank receives on a thread of its own (ValueStream) while its reader
+// threads verify, decode and place the values that arrived before; the
+// coordinator serves each rank on a thread of its own (ServeValues).
 #include <rocksdb/slice.h>
 
+#include <algorithm>
+#include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "ckptdb/checkpoint.h"
@@ -28,6 +39,7 @@
 #include "store/chunk_reader.h"
 #include "store/rocksdb_store_internal.h"
 #include "util/le_bytes.h"
+#include "util/ordered_parallel.h"
 #include "util/status_macros.h"
 
 namespace ckptdb {
@@ -39,7 +51,257 @@ namespace {
 constexpr uint64_t kMaxValueFrame = kMaxChunkRawBytes + (kMaxChunkRawBytes >> 7) + (1u << 20);
 // Chunk keys per request frame.
 constexpr size_t kKeysPerFrame = 65536;
+// Values a loading rank holds received but not yet taken by a reader
+// thread: it receives no further batch while they would add up to more
+// than this many bytes (one batch at least, whatever its size). With the values the reader
+// threads are decoding and as many kept for reuse, this bounds a rank's
+// memory for a remote read.
+constexpr uint64_t kReceiveWindowBytes = 64u << 20;
+// The coordinator sends values in batches: a table of their kinds and
+// lengths, then the values, all in flight at once (Communicator::SendParts),
+// so that a value does not wait out a round trip (and, on a busy host, the
+// wake-ups of the threads on both ends) behind the one before it. A batch
+// holds values until they reach kBatchBytes, and at most kBatchValues.
+constexpr uint64_t kBatchBytes = 16u << 20;
+constexpr size_t kBatchValues = 256;
 
+// The coordinator's answers to one rank's requests, received in order on a
+// thread of its own; reader threads take them by key, in any order, as they
+// arrive. Thread safety: Take from any thread; Finish once, from the owner.
+class ValueStream {
+ public:
+  ValueStream(Communicator& comm, int from, const std::vector<DataKey>& keys)
+      : comm_(comm), from_(from), total_(keys.size()) {
+    for (size_t i = 0; i < keys.size(); ++i) index_.emplace(EncodeDataKey(keys[i]), i);
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~ValueStream() { Finish(); }
+
+  // Waits for the answer to `key`: its value, pinned in *value; NotFound
+  // when the store lacks it; the coordinator's error after it stopped, or
+  // the stream's failure.
+  Status Take(const DataKey& key, rocksdb::PinnableSlice* value) {
+    std::unique_lock<std::mutex> lock(mu_);
+    auto at = index_.find(EncodeDataKey(key));
+    if (at == index_.end()) return Status::Internal("a remote read fetched a chunk it did not ask for");
+    const size_t i = at->second;
+    index_.erase(at);
+    cv_.wait(lock, [&] { return waiting_.count(i) > 0 || (ended_ && i >= received_); });
+    auto got = waiting_.find(i);
+    if (got == waiting_.end()) return end_;
+    Frame frame = std::move(got->second);
+    waiting_.erase(got);
+    waiting_bytes_ -= frame.payload->size();
+    lock.unlock();
+    cv_.notify_all();
+    if (frame.kind == FrameKind::kMissing) {
+      Recycle(std::move(frame.payload));
+      return Status::NotFound("missing");
+    }
+    // The buffer comes back to the stream when the reader is done with it.
+    std::string* buffer = frame.payload.release();
+    value->PinSlice(rocksdb::Slice(*buffer), &ValueStream::Release, this, buffer);
+    return Status::OK();
+  }
+
+  // Receives and drops what the coordinator still sends, so that it is not
+  // left waiting on this rank, and ends the receiving thread.
+  void Finish() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      draining_ = true;
+      waiting_.clear();
+      waiting_bytes_ = 0;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  struct Frame {
+    FrameKind kind;
+    std::unique_ptr<std::string> payload;
+  };
+
+  // Receive buffers are reused, not freed and allocated anew: a fresh one
+  // costs a page fault (and zeroing) per page, which was as much time as
+  // the transfer itself.
+  static void Release(void* stream, void* buffer) {
+    static_cast<ValueStream*>(stream)->Recycle(std::unique_ptr<std::string>(static_cast<std::string*>(buffer)));
+  }
+  void Recycle(std::unique_ptr<std::string> buffer) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (free_bytes_ + buffer->capacity() > kReceiveWindowBytes) return;
+    free_bytes_ += buffer->capacity();
+    free_.push_back(std::move(buffer));
+  }
+  std::unique_ptr<std::string> Buffer() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (free_.empty()) return std::make_unique<std::string>();
+    std::unique_ptr<std::string> b = std::move(free_.back());
+    free_.pop_back();
+    free_bytes_ -= b->capacity();
+    return b;
+  }
+
+  // Receives the answers batch by batch: a batch's table, then its values,
+  // every receive posted at once.
+  void Run() {
+    std::string table;
+    std::vector<Entry> entries;
+    std::vector<Frame> batch;
+    std::vector<Communicator::MutablePart> parts;
+    Status end;
+    for (size_t i = 0; i < total_ && end.ok();) {
+      FrameKind kind;
+      end = RecvFrame(comm_, from_, &kind, &table);
+      if (!end.ok()) {
+        end = end.WithContext("receiving chunks from the coordinator");
+        break;
+      }
+      if (kind == FrameKind::kError) {
+        end = DecodeErrorFrame(table);  // the coordinator sends no more
+        break;
+      }
+      uint64_t bytes = 0;
+      end = ParseBatch(kind, table, total_ - i, &entries, &bytes);
+      if (!end.ok()) break;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return draining_ || waiting_.empty() || waiting_bytes_ + bytes <= kReceiveWindowBytes; });
+      }
+      batch.clear();
+      parts.clear();
+      for (const Entry& e : entries) {
+        batch.push_back(Frame{e.kind, Buffer()});
+        batch.back().payload->resize(e.n);
+        parts.push_back({batch.back().payload->data(), e.n});
+      }
+      end = comm_.RecvParts(from_, parts);
+      if (!end.ok()) {
+        end = end.WithContext("receiving chunks from the coordinator");
+        break;
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!draining_) {
+          for (Frame& f : batch) {
+            waiting_bytes_ += f.payload->size();
+            waiting_.emplace(i++, std::move(f));
+          }
+        } else {
+          i += batch.size();
+        }
+        received_ = i;
+      }
+      cv_.notify_all();
+      for (Frame& f : batch) {
+        if (f.payload) Recycle(std::move(f.payload));
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ended_ = true;
+      end_ = end.ok() ? Status::Internal("the coordinator answered fewer chunks than asked for") : end;
+    }
+    cv_.notify_all();
+  }
+
+  // A batch's table: per value its kind and length. Never more values than
+  // are still owed, none larger than a chunk can be, and values only until
+  // they reach kBatchBytes, so that what a rank receives at once stays
+  // bounded.
+  struct Entry {
+    FrameKind kind;
+    uint64_t n;
+  };
+  static Status ParseBatch(FrameKind kind, std::string_view table, size_t owed, std::vector<Entry>* batch,
+                           uint64_t* bytes) {
+    if (kind != FrameKind::kBatch) {
+      return Status::DataLoss("the coordinator sent a frame of kind " + std::to_string(static_cast<uint32_t>(kind)) +
+                              " for chunks");
+    }
+    batch->clear();
+    *bytes = 0;
+    if (table.empty() || table.size() % 9 != 0 || table.size() / 9 > owed) {
+      return Status::DataLoss("the coordinator sent a malformed batch of chunks (" + std::to_string(table.size()) +
+                              " bytes of table, " + std::to_string(owed) + " chunks owed)");
+    }
+    for (size_t at = 0; at < table.size(); at += 9) {
+      const auto k = static_cast<FrameKind>(static_cast<uint8_t>(table[at]));
+      const uint64_t n = GetLE64(table.data() + at + 1);
+      if ((k != FrameKind::kValue && k != FrameKind::kMissing) || (k == FrameKind::kMissing && n != 0) ||
+          n > kMaxValueFrame || *bytes >= kBatchBytes) {
+        return Status::DataLoss("the coordinator sent a malformed batch of chunks (value " + std::to_string(at / 9) +
+                                ": kind " + std::to_string(static_cast<uint32_t>(k)) + ", " + std::to_string(n) +
+                                " bytes)");
+      }
+      *bytes += n;
+      batch->push_back(Entry{k, n});
+    }
+    return Status::OK();
+  }
+
+  Communicator& comm_;
+  const int from_;
+  const size_t total_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  // Under mu_:
+  std::unordered_multimap<std::string, size_t> index_;  // encoded key -> its answer's place, until taken
+  std::map<size_t, Frame> waiting_;                     // answers received and not taken, by place
+  uint64_t waiting_bytes_ = 0;
+  size_t received_ = 0;  // answers received
+  bool ended_ = false;   // no answer comes any more: end_ says why
+  Status end_;
+  bool draining_ = false;                           // nobody takes answers any more
+  std::vector<std::unique_ptr<std::string>> free_;  // buffers to receive into, at most
+  uint64_t free_bytes_ = 0;                         // kReceiveWindowBytes of them
+  std::thread thread_;
+};
+
+// The stored chunks a step's metadata names: its pieces' own chunks and
+// those they share with earlier steps. The coordinator serves a rank only
+// these, so that a rank out of step with it (or a bug in its planning) can
+// never be handed another step's bytes.
+class StepChunks {
+ public:
+  explicit StepChunks(const StepMetadata& md) {
+    for (const EntryMetadata& e : md.entries) {
+      for (const StoredPiece& p : e.pieces) {
+        ranges_[{md.step, md.save_id, p.key.rank, p.key.item}].push_back({0, p.num_chunks});
+        for (const ChunkReference& r : p.references) {
+          ranges_[{r.step, r.save_id, r.key.rank, r.key.item}].push_back({r.chunk, uint64_t{r.chunk} + r.count});
+        }
+      }
+    }
+    // Sorted and merged, so that a lookup is one binary search.
+    for (auto& [piece, rs] : ranges_) {
+      std::sort(rs.begin(), rs.end());
+      std::vector<std::pair<uint64_t, uint64_t>> merged;
+      for (const auto& r : rs) {
+        if (!merged.empty() && r.first <= merged.back().second) {
+          merged.back().second = std::max(merged.back().second, r.second);
+        } else {
+          merged.push_back(r);
+        }
+      }
+      rs = std::move(merged);
+    }
+  }
+
+  bool Contains(const DataKey& k) const {
+    auto it = ranges_.find({k.step, k.save_id, k.rank, k.item});
+    if (it == ranges_.end()) return false;
+    const auto& rs = it->second;
+    auto after = std::upper_bound(rs.begin(), rs.end(), std::make_pair(uint64_t{k.chunk}, UINT64_MAX));
+    return after != rs.begin() && k.chunk < std::prev(after)->second;
+  }
+
+ private:
+  // (step, save id, rank, item) -> [first, end) of its chunks.
+  std::map<std::tuple<int64_t, uint64_t, uint32_t, uint32_t>, std::vector<std::pair<uint64_t, uint64_t>>> ranges_;
+};
 
 class RemoteStoreReader final : public StorageReader {
  public:
@@ -100,10 +362,11 @@ class RemoteStoreReader final : public StorageReader {
   // Coordinator: reads its own items while a thread per other rank serves it.
   StatusOr<ReadStats> Serve(const StepMetadata& md, const std::vector<ReadItem>& items) {
     RETURN_IF_ERROR(Local());
+    const StepChunks chunks(md);
     std::vector<std::thread> servers;
     for (int peer = 0; peer < comm_->world_size(); ++peer) {
       if (peer == coordinator_) continue;
-      servers.emplace_back([this, peer] { (void)ServeRank(peer); });
+      servers.emplace_back([this, peer, &md, &chunks] { (void)ServeRank(peer, md, chunks); });
     }
     StatusOr<ReadStats> mine = local_->Read(md, items);
     for (std::thread& t : servers) t.join();
@@ -111,7 +374,7 @@ class RemoteStoreReader final : public StorageReader {
     return mine;
   }
 
-  Status ServeRank(int peer) {
+  Status ServeRank(int peer, const StepMetadata& md, const StepChunks& chunks) {
     std::vector<DataKey> keys;
     std::string payload;
     for (bool more = true; more;) {
@@ -140,15 +403,51 @@ class RemoteStoreReader final : public StorageReader {
       }
     }
     for (const DataKey& k : keys) {
-      rocksdb::PinnableSlice value;
-      Status st = source_->GetChunkValue(k, &value);
-      if (st.ok()) {
-        RETURN_IF_ERROR(SendFrame(*comm_, peer, FrameKind::kValue, value.ToStringView()));
-      } else if (st.code() == StatusCode::kNotFound) {
-        RETURN_IF_ERROR(SendFrame(*comm_, peer, FrameKind::kMissing, {}));
-      } else {
-        SendErrorFrame(*comm_, peer, st.WithContext("on the coordinator's host"));
-        return st;
+      if (chunks.Contains(k)) continue;
+      Status refused =
+          Status::InvalidArgument("rank " + std::to_string(peer) + " asked the coordinator for a chunk that step " +
+                                  std::to_string(md.step) + " does not hold (step " + std::to_string(k.step) +
+                                  ", rank " + std::to_string(k.rank) + " item " + std::to_string(k.item) + " chunk " +
+                                  std::to_string(k.chunk) + "): its load is out of step with the coordinator's");
+      SendErrorFrame(*comm_, peer, refused);
+      return refused;
+    }
+    return ServeValues(peer, keys);
+  }
+
+  // Sends `peer` the values of `keys` in batches (kBatch frames), each value
+  // pinned where it lies (no copy); stops with an error frame at the first
+  // value it cannot read.
+  Status ServeValues(int peer, const std::vector<DataKey>& keys) {
+    std::vector<rocksdb::PinnableSlice> values(kBatchValues);
+    std::vector<Communicator::Part> parts;
+    std::string table;
+    for (size_t i = 0; i < keys.size();) {
+      table.clear();
+      parts.clear();
+      uint64_t bytes = 0;
+      Status failed;
+      for (size_t j = 0; i < keys.size() && j < kBatchValues && bytes < kBatchBytes; ++i, ++j) {
+        rocksdb::PinnableSlice& v = values[j];
+        v.Reset();
+        Status st = source_->GetChunkValue(keys[i], &v);
+        if (!st.ok() && st.code() != StatusCode::kNotFound) {
+          failed = st.WithContext("on the coordinator's host");
+          break;
+        }
+        const bool found = st.ok();
+        table.push_back(static_cast<char>(found ? FrameKind::kValue : FrameKind::kMissing));
+        AppendLE64(&table, found ? v.size() : 0);
+        if (found) parts.push_back({v.data(), v.size()});
+        bytes += found ? v.size() : 0;
+      }
+      if (!table.empty()) {
+        RETURN_IF_ERROR(SendFrame(*comm_, peer, FrameKind::kBatch, table));
+        RETURN_IF_ERROR(comm_->SendParts(peer, parts));
+      }
+      if (!failed.ok()) {
+        SendErrorFrame(*comm_, peer, failed);
+        return failed;
       }
     }
     return Status::OK();
@@ -186,45 +485,11 @@ class RemoteStoreReader final : public StorageReader {
     }
     RETURN_IF_ERROR(SendFrame(*comm_, coordinator_, FrameKind::kDone, {}));
 
-    size_t next = 0;        // frames received
-    bool stopped = false;   // the coordinator sent an error: no more frames come
-    bool broken = false;    // the stream failed: nothing more can be received
-    std::string payload;
-    auto get = [&](const DataKey& key, rocksdb::PinnableSlice* value) -> Status {
-      if (next >= keys.size() || EncodeDataKey(key) != EncodeDataKey(keys[next])) {
-        return Status::Internal("a remote read fetched a chunk it did not ask for");
-      }
-      FrameKind kind;
-      Status st = RecvFrame(*comm_, coordinator_, &kind, value->GetSelf(), kMaxValueFrame);
-      if (!st.ok()) {
-        broken = true;
-        return st.WithContext("receiving a chunk from the coordinator");
-      }
-      ++next;
-      switch (kind) {
-        case FrameKind::kValue:
-          value->PinSelf();
-          return Status::OK();
-        case FrameKind::kMissing:
-          return Status::NotFound("missing");
-        case FrameKind::kError:
-          stopped = true;
-          return DecodeErrorFrame(*value->GetSelf());
-        default:
-          broken = true;
-          return Status::DataLoss("the coordinator sent a frame of kind " +
-                                  std::to_string(static_cast<uint32_t>(kind)) + " for a chunk");
-      }
-    };
-    StatusOr<ReadStats> read = ReadChunksFrom(get, md, items, 1);
-    // A read that stopped early still takes what the coordinator sends, so
-    // that it is not left waiting on this rank.
-    while (!read.ok() && !stopped && !broken && next < keys.size()) {
-      FrameKind kind;
-      if (!RecvFrame(*comm_, coordinator_, &kind, &payload, kMaxValueFrame).ok()) break;
-      ++next;
-      if (kind == FrameKind::kError) break;
-    }
+    ValueStream stream(*comm_, coordinator_, keys);
+    StatusOr<ReadStats> read =
+        ReadChunksFrom([&](const DataKey& key, rocksdb::PinnableSlice* value) { return stream.Take(key, value); }, md,
+                       items, options_.threads > 0 ? options_.threads : DefaultParallelism());
+    stream.Finish();
     return read;
   }
 
