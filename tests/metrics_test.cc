@@ -16,6 +16,8 @@
 namespace ckptdb {
 namespace {
 
+using testing::Reader;
+using testing::Steps;
 using testing::TempDir;
 
 StateDict Small(uint32_t seed) {
@@ -31,22 +33,6 @@ Status SaveWith(StorageWriter& w, int64_t step, std::map<std::string, double> me
   o.metrics = std::move(metrics);
   o.note = std::move(note);
   return Save(Small(static_cast<uint32_t>(step)), w, o);
-}
-
-std::vector<int64_t> Steps(StoreReader& r) {
-  auto steps = r.ListSteps();
-  EXPECT_TRUE(steps.ok()) << steps.status();
-  std::vector<int64_t> out;
-  if (steps.ok()) {
-    for (const StepInfo& s : *steps) out.push_back(s.step);
-  }
-  return out;
-}
-
-std::unique_ptr<StoreReader> Reader(const std::string& store) {
-  auto r = OpenStoreReader(store);
-  EXPECT_TRUE(r.ok()) << r.status();
-  return r.ok() ? std::move(r).value() : nullptr;
 }
 
 TEST(KeepBest, RanksByValueTiesNewestFirstAndSkipsStepsWithoutTheMetric) {

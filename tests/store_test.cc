@@ -18,6 +18,8 @@
 namespace ckptdb {
 namespace {
 
+using testing::Reader;
+using testing::Steps;
 using testing::TempDir;
 
 StateDict Small(uint32_t seed) {
@@ -90,22 +92,6 @@ TEST(Store, DeleteStepRemovesItsDataAndOnlyIt) {
   ASSERT_OK(testing::LoadNoDist(t, **r, 2));
   EXPECT_TRUE(std::get<Tensor>(*t.Find("w")).BitwiseEquals(std::get<Tensor>(*Small(2).Find("w"))));
   EXPECT_EQ(testing::LoadNoDist(t, **r, 1).code(), StatusCode::kNotFound);
-}
-
-std::vector<int64_t> Steps(StoreReader& r) {
-  std::vector<int64_t> out;
-  auto steps = r.ListSteps();
-  EXPECT_TRUE(steps.ok()) << steps.status();
-  if (steps.ok()) {
-    for (const StepInfo& s : *steps) out.push_back(s.step);
-  }
-  return out;
-}
-
-std::unique_ptr<StoreReader> Reader(const std::string& store) {
-  auto r = OpenStoreReader(store);
-  EXPECT_TRUE(r.ok()) << r.status();
-  return r.ok() ? std::move(r).value() : nullptr;
 }
 
 // The bytes of every file under STORE/db, as `du` would count them.

@@ -146,6 +146,22 @@ uint64_t CountDataKeys(const std::string& store) {
   return n;
 }
 
+std::vector<int64_t> Steps(StoreReader& r) {
+  std::vector<int64_t> out;
+  auto steps = r.ListSteps();
+  EXPECT_TRUE(steps.ok()) << steps.status();
+  if (steps.ok()) {
+    for (const StepInfo& s : *steps) out.push_back(s.step);
+  }
+  return out;
+}
+
+std::unique_ptr<StoreReader> Reader(const std::string& store) {
+  auto r = OpenStoreReader(store);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? std::move(r).value() : nullptr;
+}
+
 CommandResult RunCommand(const std::string& command_line) {
   FILE* p = popen(command_line.c_str(), "r");
   std::string out;

@@ -64,6 +64,12 @@ bool FlipByteOf(const std::string& dir, const std::string& suffix, const std::st
 // local shard in order, bytes entries).
 bool SameContents(const StateDict& a, const StateDict& b);
 
+// The committed steps `r` lists, in order (a failure to list fails the
+// test).
+std::vector<int64_t> Steps(StoreReader& r);
+// A reader of `store`, or null (and the test failed) when it cannot open.
+std::unique_ptr<StoreReader> Reader(const std::string& store);
+
 // Number of data keys ('D' prefix) in the store's database, read directly
 // with RocksDB.
 uint64_t CountDataKeys(const std::string& store);
