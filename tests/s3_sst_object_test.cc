@@ -20,6 +20,7 @@
 #include "format/chunk_codec.h"
 #include "format/keys.h"
 #include "s3/s3_client.h"
+#include "s3_fault_proxy.h"
 #include "s3_test_server.h"
 #include "store/chunk_reader.h"
 #include "store/rocksdb_options.h"
@@ -360,6 +361,47 @@ TEST_F(SstObjectTest, AMissingObjectIsNotFoundNamingIt) {
   ASSERT_FALSE(source.ok());
   EXPECT_EQ(source.status().code(), StatusCode::kNotFound) << source.status();
   EXPECT_NE(source.status().message().find(ObjectPath(bucket_, key)), std::string::npos) << source.status();
+}
+
+// A server that keeps answering 503: Unavailable naming the object, through
+// RocksDB's table reader; a failed tail GET is not kept, so the same source
+// reads once the server answers again.
+TEST_F(SstObjectTest, AServerThatKeepsFailingIsUnavailableNamingTheObject) {
+  using Action = ::ckptdb::testing::S3FaultProxy::Action;
+  TempDir dir;
+  const SstFile f = WriteSst(dir, 4, 32 << 10);
+  const std::string key = prefix_ + "slow.sst";
+  Put(key, f.bytes);
+  ::ckptdb::testing::S3FaultProxy proxy(Server().port);
+  s3::S3Settings settings = Server().settings;
+  settings.endpoint = proxy.endpoint();
+  s3::S3ClientOptions options;
+  options.max_attempts = 2;
+  options.initial_backoff_ms = 1;
+  options.max_backoff_ms = 5;
+  auto client = s3::S3Client::Create(settings, options);
+  ASSERT_TRUE(client.ok()) << client.status();
+
+  // (RocksDB ignores a failed prefetch of the tail and reads it again.)
+  proxy.Script(std::vector<Action>(8, Action::kServiceUnavailable));
+  auto failed = SstObjectSource::Open(client->get(), bucket_, {{key, f.bytes.size(), f.smallest, f.largest}});
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), StatusCode::kUnavailable) << failed.status();
+  EXPECT_NE(failed.status().message().find(ObjectPath(bucket_, key)), std::string::npos) << failed.status();
+  EXPECT_NE(failed.status().message().find("SlowDown"), std::string::npos) << failed.status();
+  proxy.Script({});
+
+  auto source = SstObjectSource::Open(client->get(), bucket_, {{key, f.bytes.size(), f.smallest, f.largest}});
+  ASSERT_TRUE(source.ok()) << source.status();
+  // Chunk 0's block starts before the cached tail: its read is a GET.
+  proxy.Script(std::vector<Action>(8, Action::kResetBeforeSending));
+  auto bad = (*source)->ReadChunks({f.keys[0]});
+  proxy.Script({});
+  EXPECT_EQ(bad.status().code(), StatusCode::kUnavailable) << bad.status();
+  EXPECT_NE(bad.status().message().find(ObjectPath(bucket_, key)), std::string::npos) << bad.status();
+  auto good = (*source)->ReadChunks(f.keys);
+  ASSERT_TRUE(good.ok()) << good.status();
+  for (size_t i = 0; i < f.raw.size(); ++i) EXPECT_TRUE((*good)[i] == f.raw[i]) << "chunk " << i;
 }
 
 TEST(ObjectPathTest, ParsesOnlyBucketObjectPaths) {

@@ -3,11 +3,13 @@
 #include <rocksdb/iterator.h>
 #include <rocksdb/options.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "bucket/sst_object_options.h"
 #include "format/chunk_codec.h"
 #include "store/rocksdb_status.h"
+#include "util/ordered_parallel.h"
 #include "util/status_macros.h"
 
 namespace ckptdb {
@@ -35,6 +37,7 @@ rocksdb::ReadOptions ChunkReadOptions() {
   rocksdb::ReadOptions ro;
   ro.verify_checksums = true;  // a damaged block is DataLoss, never parsed
   ro.fill_cache = false;
+  ro.pin_data = true;  // values stay where the block holds them while the iterator lives
   ro.readahead_size = 0;
   ro.adaptive_readahead = false;
   return ro;
@@ -46,7 +49,7 @@ SstObjectSource::~SstObjectSource() = default;
 
 StatusOr<std::unique_ptr<SstObjectSource>> SstObjectSource::Open(s3::S3Client* client, const std::string& bucket,
                                                                  std::vector<SstObject> objects,
-                                                                 const ObjectReadOptions& options) {
+                                                                 const ObjectReadOptions& options, int open_threads) {
   std::unique_ptr<SstObjectSource> source(new SstObjectSource());
   source->bucket_ = bucket;
   source->fs_ = std::make_shared<ObjectFileSystem>(client, options);
@@ -58,9 +61,16 @@ StatusOr<std::unique_ptr<SstObjectSource>> SstObjectSource::Open(s3::S3Client* c
     if (object.size > 0) source->fs_->SetObjectSize(table->path, object.size);
     table->object = std::move(object);
     table->reader = std::make_unique<rocksdb::SstFileReader>(ro);
-    RETURN_IF_ERROR(FromRocks(table->reader->Open(table->path), "opening the SST object " + table->path));
     source->tables_.push_back(std::move(table));
   }
+  // Each open waits on its own GETs: many at once.
+  auto& tables = source->tables_;
+  RETURN_IF_ERROR(RunOrdered(
+      tables.size(), std::max(1, open_threads), 2 * static_cast<size_t>(std::max(1, open_threads)),
+      [&tables](size_t i, std::string*) {
+        return FromRocks(tables[i]->reader->Open(tables[i]->path), "opening the SST object " + tables[i]->path);
+      },
+      [](size_t, std::string&) { return Status::OK(); }));
   return source;
 }
 
@@ -76,8 +86,12 @@ Status SstObjectSource::Lookup(const DataKey& key, rocksdb::PinnableSlice* value
     it->Seek(k);
     RETURN_IF_ERROR(FromRocks(it->status(), "reading " + DescribeChunk(key) + " from the SST object " + table->path));
     if (it->Valid() && it->key() == rocksdb::Slice(k)) {
-      value->PinSelf(it->value());
       if (path != nullptr) *path = table->path;
+      // The value lies in the iterator's block (the bytes the GET wrote):
+      // pinned by handing the iterator to the slice, not copied.
+      const rocksdb::Slice v = it->value();
+      value->PinSlice(
+          v, [](void* iterator, void*) { delete static_cast<rocksdb::Iterator*>(iterator); }, it.release(), nullptr);
       return Status::OK();
     }
   }

@@ -45,13 +45,14 @@ struct SstObject {
 
 class SstObjectSource {
  public:
-  // Opens every object of `bucket` in `objects` as an SST. NotFound naming
-  // a missing object; DataLoss naming an object that is not a whole SST
-  // (truncated, damaged footer or index: block checksums are verified);
-  // the S3 client's codes otherwise. `client` must outlive the source.
+  // Opens every object of `bucket` in `objects` as an SST, up to
+  // open_threads at once. NotFound naming a missing object; DataLoss naming
+  // an object that is not a whole SST (truncated, damaged footer or index:
+  // block checksums are verified); the S3 client's codes otherwise (of the
+  // first object to fail). `client` must outlive the source.
   static StatusOr<std::unique_ptr<SstObjectSource>> Open(s3::S3Client* client, const std::string& bucket,
                                                          std::vector<SstObject> objects,
-                                                         const ObjectReadOptions& options = {});
+                                                         const ObjectReadOptions& options = {}, int open_threads = 8);
   ~SstObjectSource();
 
   // The stored value of chunk `key`, as GetChunkValue gives it from a local
