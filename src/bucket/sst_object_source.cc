@@ -90,6 +90,7 @@ Status SstObjectSource::Lookup(const DataKey& key, rocksdb::PinnableSlice* value
       // The value lies in the iterator's block (the bytes the GET wrote):
       // pinned by handing the iterator to the slice, not copied.
       const rocksdb::Slice v = it->value();
+      value->Reset();  // a slice pinned before lets its block go first
       value->PinSlice(
           v, [](void* iterator, void*) { delete static_cast<rocksdb::Iterator*>(iterator); }, it.release(), nullptr);
       return Status::OK();
