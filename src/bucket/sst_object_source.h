@@ -1,0 +1,88 @@
+// Chunk values read out of SST objects in a bucket, with RocksDB's own table
+// reader (rocksdb::SstFileReader) over ObjectFileSystem: the files a rank
+// wrote with rocksdb::SstFileWriter and DatabaseOptions()'s table format
+// (store/sst_chunk_writer.cc), uploaded as they are. Its Getter() is a
+// ChunkValueGetter, so ReadChunksFrom (store/chunk_reader.h) loads pieces
+// from a bucket as it does from the local database: chunks verified by their
+// checksums, decoded, placed.
+//
+// Requests: opening costs one GET per object (its tail: footer, index,
+// properties) plus one HEAD where the size is not given; a chunk then costs
+// exactly one ranged GET of its data block (the value plus its key and
+// RocksDB's block trailer, a few dozen bytes). Objects whose key range
+// (SstObject::smallest_key..largest_key) excludes a key are not asked for it.
+//
+// Thread safety: Get and ReadChunks may be called from many threads at once.
+#ifndef CKPTDB_SRC_BUCKET_SST_OBJECT_SOURCE_H_
+#define CKPTDB_SRC_BUCKET_SST_OBJECT_SOURCE_H_
+
+#include <rocksdb/env.h>
+#include <rocksdb/slice.h>
+#include <rocksdb/sst_file_reader.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bucket/object_file_system.h"
+#include "ckptdb/status.h"
+#include "format/keys.h"
+#include "s3/s3_client.h"
+#include "store/chunk_reader.h"
+
+namespace ckptdb {
+namespace bucket {
+
+struct SstObject {
+  std::string key;    // the object's key in the bucket
+  uint64_t size = 0;  // 0: not known (a HEAD finds it)
+  // The smallest and largest keys the file holds (what SstFileWriter's
+  // Finish reports, or RocksDB's file metadata): keys outside are not looked
+  // up in it. Both empty: unknown, every lookup may try the object (a Seek
+  // there can cost a GET of a data block that does not hold the key).
+  std::string smallest_key, largest_key;
+};
+
+class SstObjectSource {
+ public:
+  // Opens every object of `bucket` in `objects` as an SST, up to
+  // open_threads at once. NotFound naming a missing object; DataLoss naming
+  // an object that is not a whole SST (truncated, damaged footer or index:
+  // block checksums are verified); the S3 client's codes otherwise (of the
+  // first object to fail). `client` must outlive the source.
+  static StatusOr<std::unique_ptr<SstObjectSource>> Open(s3::S3Client* client, const std::string& bucket,
+                                                         std::vector<SstObject> objects,
+                                                         const ObjectReadOptions& options = {}, int open_threads = 8);
+  ~SstObjectSource();
+
+  // The stored value of chunk `key`, as GetChunkValue gives it from a local
+  // database: NotFound ("missing") when no object holds it; DataLoss naming
+  // the object when a block fails RocksDB's checksum; the value itself is
+  // not decoded (ReadChunksFrom verifies it).
+  Status Get(const DataKey& key, rocksdb::PinnableSlice* value) const;
+
+  // Get as a ChunkValueGetter; valid while the source lives.
+  ChunkValueGetter Getter() const;
+
+  // The decoded, verified raw bytes of each chunk of `keys`, in order:
+  // DataLoss naming the chunk and its object when its checksum fails.
+  StatusOr<std::vector<std::string>> ReadChunks(const std::vector<DataKey>& keys) const;
+
+  ObjectReadStats stats() const { return fs_->stats(); }
+
+ private:
+  struct Table;
+  SstObjectSource() = default;
+  // Get, also naming the object that held the chunk in *path.
+  Status Lookup(const DataKey& key, rocksdb::PinnableSlice* value, std::string* path) const;
+
+  std::string bucket_;
+  std::shared_ptr<ObjectFileSystem> fs_;
+  std::unique_ptr<rocksdb::Env> env_;           // over fs_; used by the readers
+  std::vector<std::unique_ptr<Table>> tables_;  // destroyed before env_
+};
+
+}  // namespace bucket
+}  // namespace ckptdb
+
+#endif  // CKPTDB_SRC_BUCKET_SST_OBJECT_SOURCE_H_
