@@ -20,6 +20,7 @@
 #include "bucket/bucket_store.h"
 #include "ckptdb/ckptdb.h"
 #include "s3/s3_client.h"
+#include "s3_fault_proxy.h"
 #include "s3_test_server.h"
 #include "test_util.h"
 #include "thread_communicator.h"
@@ -106,11 +107,13 @@ class BucketStoreTest : public ::testing::Test {
   // Saves `full` as step `step` on `world` ranks (threads), cut into rows;
   // returns each rank's status.
   std::vector<Status> SaveRows(const Tensor& full, int world, int64_t step, int fail_rank = -1,
-                               const BucketWriteOptions& wo = {}, std::function<void()> finish_gate = {}) {
+                               const BucketWriteOptions& wo = {}, std::function<void()> finish_gate = {},
+                               s3::S3Client* coordinator_client = nullptr) {
     std::vector<Status> statuses(world);
     std::mutex mu;
     ::ckptdb::testing::RunRanksAsThreads(world, [&](int rank, Communicator& comm) {
-      auto w = OpenBucketStoreWriter(client_.get(), bucket_, prefix_, options_, wo);
+      s3::S3Client* client = rank == 0 && coordinator_client != nullptr ? coordinator_client : client_.get();
+      auto w = OpenBucketStoreWriter(client, bucket_, prefix_, options_, wo);
       Status st = w.status();
       if (w.ok()) {
         WrappedWriter wrapped(std::move(*w), fail_rank, finish_gate);
@@ -275,6 +278,38 @@ TEST_F(BucketStoreTest, TwoJobsRacingForOneStepExactlyOneCommits) {
   const std::string dir = DataDir(7);
   for (const std::string& k : Keys(dir)) saves.insert(k.substr(dir.size(), 16));
   EXPECT_EQ(saves.size(), 1u);
+}
+
+// The commit's answer lost (the server wrote the record, the connection
+// broke, no retry left): Finish reads the record back and finds its own
+// save. When that read fails too, the save fails, but Abort keeps the
+// objects of a step whose record may be this save's.
+TEST_F(BucketStoreTest, ACommitWhoseAnswerIsLostIsReadBackAndNeverAborted) {
+  using Action = ::ckptdb::testing::S3FaultProxy::Action;
+  ::ckptdb::testing::S3FaultProxy proxy(Server().port);
+  s3::S3Settings settings = Server().settings;
+  settings.endpoint = proxy.endpoint();
+  s3::S3ClientOptions co;
+  co.max_attempts = 1;
+  auto coordinator = s3::S3Client::Create(settings, co);
+  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+  const Tensor full = PatternTensor(DType::kF32, {32, 32}, 21);
+  // The coordinator's requests: HEAD of the record (Prepare), PUT of its
+  // data object, HEAD of it (Finish), the conditional PUT of the record.
+  proxy.Script({Action::kPass, Action::kPass, Action::kPass, Action::kLoseResponse});
+  for (const Status& st : SaveRows(full, 1, 1, -1, {}, {}, coordinator->get())) ASSERT_TRUE(st.ok()) << st;
+  // ... and then the read-back fails as well.
+  proxy.Script({Action::kPass, Action::kPass, Action::kPass, Action::kLoseResponse, Action::kResetBeforeSending});
+  for (const Status& st : SaveRows(full, 1, 2, -1, {}, {}, coordinator->get())) {
+    EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st;
+  }
+  auto reader = OpenBucketStoreReader(client_.get(), bucket_, prefix_);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  for (int64_t step : {1, 2}) {
+    auto whole = LoadWhole(**reader, step);
+    ASSERT_TRUE(whole.ok()) << "step " << step << ": " << whole.status();
+    EXPECT_TRUE(std::get<Tensor>(*whole->Find("t")).BitwiseEquals(full)) << "step " << step;
+  }
 }
 
 TEST_F(BucketStoreTest, ADamagedRecordIsDataLossAndAMissingObjectIsNamed) {

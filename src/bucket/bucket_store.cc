@@ -296,10 +296,16 @@ class BucketStoreWriter : public StorageWriter {
       return Status::AlreadyExists("step " + std::to_string(ctx.step) + " was committed in " + Where() +
                                    " by another save first (" + key + ")");
     }
+    // A put that failed without an answer (the client's retries spent) may
+    // have landed: the record read back decides.
+    if (!put.ok() && CommittedBy(ctx) == Committed::kThisSave) return Status::OK();
     return put.status();
   }
 
   void Abort(const SaveContext& ctx) override {
+    // Finish may have failed after its record landed, or without knowing:
+    // the objects of a step that is (or may be) this save's stay.
+    if (CommittedBy(ctx) != Committed::kNotThisSave) return;
     StatusOr<std::vector<s3::ObjectInfo>> objects =
         client_->ListAll(bucket_, SaveDataPrefix(prefix_, ctx.step, ctx.save_id));
     if (!objects.ok()) return;  // best effort: what stays is a leftover for gc
@@ -313,6 +319,19 @@ class BucketStoreWriter : public StorageWriter {
 
  private:
   std::string Where() const { return "s3://" + bucket_ + "/" + prefix_; }
+
+  enum class Committed { kThisSave, kNotThisSave, kUnknown };
+  // Whose step record ctx.step has, read back.
+  Committed CommittedBy(const SaveContext& ctx) {
+    StatusOr<std::string> value = client_->GetObject(bucket_, StepRecordKey(prefix_, ctx.step));
+    if (value.status().code() == StatusCode::kNotFound) return Committed::kNotThisSave;
+    if (!value.ok()) return Committed::kUnknown;
+    StatusOr<StepRecord> record = DecodeStepRecord(*value);
+    if (!record.ok()) return Committed::kUnknown;
+    StatusOr<StepMetadata> md = DecodeMetadataValue(record->metadata_value);
+    if (!md.ok()) return Committed::kUnknown;
+    return md->save_id == ctx.save_id ? Committed::kThisSave : Committed::kNotThisSave;
+  }
 
   StatusOr<WriteResult> WriteAndUpload(const SaveContext& ctx, const std::vector<WriteItem>& items,
                                        const std::string& dir) {

@@ -17,7 +17,11 @@
 // If-None-Match: *. Before it no reader sees the step; after it, all of it.
 // Two saves of one step: exactly one put succeeds, the other save gets
 // AlreadyExists, and its data objects (under its own save id, referenced by
-// no record) are deleted by its Abort (best effort).
+// no record) are deleted by its Abort (best effort). A record put that fails
+// without an answer (the client's retries spent) may have landed: Finish
+// reads the record back and succeeds when it is this save's; Abort deletes
+// the save's objects only when the step's record is read back and is not
+// this save's (absent or another save's), and otherwise leaves them.
 //
 // Not done in this first version: no deduplication (FindReusable returns no
 // candidates, every chunk is uploaded), no retention, no tags, no step
