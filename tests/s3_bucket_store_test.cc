@@ -61,8 +61,12 @@ ShardedTensor Shard2d(const Tensor& full, int rank, int world, bool by_rows, boo
 // until `finish_gate` (when set) lets it through.
 class WrappedWriter : public StorageWriter {
  public:
-  WrappedWriter(std::unique_ptr<StorageWriter> inner, int fail_rank, std::function<void()> finish_gate)
-      : inner_(std::move(inner)), fail_rank_(fail_rank), finish_gate_(std::move(finish_gate)) {}
+  WrappedWriter(std::unique_ptr<StorageWriter> inner, int fail_rank, std::function<void()> finish_gate,
+                std::function<void(int rank, const WriteResult&)> after_write)
+      : inner_(std::move(inner)),
+        fail_rank_(fail_rank),
+        finish_gate_(std::move(finish_gate)),
+        after_write_(std::move(after_write)) {}
   FileDelivery delivery() const override { return inner_->delivery(); }
   StatusOr<uint64_t> Prepare(int64_t step) override { return inner_->Prepare(step); }
   StatusOr<std::vector<ReuseCandidate>> FindReusable(const SaveContext& ctx, const StepMetadata& md) override {
@@ -73,7 +77,9 @@ class WrappedWriter : public StorageWriter {
   }
   StatusOr<WriteResult> Write(const SaveContext& ctx, const std::vector<WriteItem>& items) override {
     if (ctx.rank == fail_rank_) return Status::Unavailable("injected failure of rank " + std::to_string(ctx.rank));
-    return inner_->Write(ctx, items);
+    StatusOr<WriteResult> r = inner_->Write(ctx, items);
+    if (r.ok() && after_write_) after_write_(ctx.rank, *r);
+    return r;
   }
   StatusOr<std::string> ReceivedFilePath(const SaveContext& ctx, int rank, const std::string& name) override {
     return inner_->ReceivedFilePath(ctx, rank, name);
@@ -89,6 +95,7 @@ class WrappedWriter : public StorageWriter {
   std::unique_ptr<StorageWriter> inner_;
   int fail_rank_;
   std::function<void()> finish_gate_;
+  std::function<void(int rank, const WriteResult&)> after_write_;
 };
 
 class BucketStoreTest : public ::testing::Test {
@@ -108,7 +115,8 @@ class BucketStoreTest : public ::testing::Test {
   // returns each rank's status.
   std::vector<Status> SaveRows(const Tensor& full, int world, int64_t step, int fail_rank = -1,
                                const BucketWriteOptions& wo = {}, std::function<void()> finish_gate = {},
-                               s3::S3Client* coordinator_client = nullptr) {
+                               s3::S3Client* coordinator_client = nullptr,
+                               std::function<void(int rank, const WriteResult&)> after_write = {}) {
     std::vector<Status> statuses(world);
     std::mutex mu;
     ::ckptdb::testing::RunRanksAsThreads(world, [&](int rank, Communicator& comm) {
@@ -116,7 +124,7 @@ class BucketStoreTest : public ::testing::Test {
       auto w = OpenBucketStoreWriter(client, bucket_, prefix_, options_, wo);
       Status st = w.status();
       if (w.ok()) {
-        WrappedWriter wrapped(std::move(*w), fail_rank, finish_gate);
+        WrappedWriter wrapped(std::move(*w), fail_rank, finish_gate, after_write);
         StateDict sd;
         (void)sd.Add("t", Shard2d(full, rank, world, /*by_rows=*/true, false));
         SaveOptions o;
@@ -240,6 +248,28 @@ TEST_F(BucketStoreTest, AFailedRankLeavesTheStepInvisibleAndItsObjectsDeleted) {
   auto whole = LoadWhole(**reader, 1);
   ASSERT_TRUE(whole.ok()) << whole.status();
   EXPECT_TRUE(std::get<Tensor>(*whole->Find("t")).BitwiseEquals(full));
+}
+
+// An object that is not what its rank uploaded when the coordinator checks
+// it (here: cut to half its size after the upload) keeps the step from being
+// committed.
+TEST_F(BucketStoreTest, AnObjectOfTheWrongSizeIsNotCommitted) {
+  const Tensor full = PatternTensor(DType::kF32, {64, 48}, 6);
+  std::string cut;
+  auto truncate = [&](int rank, const WriteResult& r) {
+    if (rank != 1) return;
+    cut = r.files.at(0).substr(0, r.files.at(0).find(' '));
+    auto bytes = client_->GetObject(bucket_, cut);
+    ASSERT_TRUE(bytes.ok()) << bytes.status();
+    ASSERT_TRUE(client_->PutObject(bucket_, cut, bytes->substr(0, bytes->size() / 2)).ok());
+  };
+  const std::vector<Status> statuses = SaveRows(full, 2, 8, -1, {}, {}, nullptr, truncate);
+  EXPECT_EQ(statuses[0].code(), StatusCode::kDataLoss) << statuses[0];
+  EXPECT_NE(statuses[0].ToString().find(cut), std::string::npos) << statuses[0];
+  auto reader = OpenBucketStoreReader(client_.get(), bucket_, prefix_);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  EXPECT_EQ((*reader)->ReadMetadata(8).status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(Keys(DataDir(8)).empty());
 }
 
 TEST_F(BucketStoreTest, TwoJobsRacingForOneStepExactlyOneCommits) {
