@@ -1,0 +1,392 @@
+// A bucket store (src/bucket/bucket_store.h) against the real SeaweedFS
+// server of the S3Server fixture, ranks as threads: saves on 4 ranks loaded
+// on 3 with another sharding and on 1, bit for bit; a failed save leaves
+// nothing visible and its objects deleted; two jobs racing for one step;
+// damaged records and missing data objects.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bucket/bucket_store.h"
+#include "ckptdb/ckptdb.h"
+#include "s3/s3_client.h"
+#include "s3_fault_proxy.h"
+#include "s3_test_server.h"
+#include "test_util.h"
+#include "thread_communicator.h"
+
+namespace ckptdb {
+namespace bucket {
+namespace {
+
+using ::ckptdb::testing::PatternTensor;
+
+const ::ckptdb::testing::S3TestServer& Server() { return ::ckptdb::testing::TestS3Server(); }
+
+// Box (offsets, sizes) of the row-major 2-d `full`.
+Tensor Slice(const Tensor& full, const std::vector<int64_t>& offsets, const std::vector<int64_t>& sizes) {
+  Tensor out = Tensor::Zeros(full.dtype(), sizes).value();
+  const size_t es = DTypeSize(full.dtype());
+  const int64_t cols = full.shape()[1];
+  for (int64_t r = 0; r < sizes[0]; ++r) {
+    std::memcpy(static_cast<char*>(out.data()) + r * sizes[1] * es,
+                static_cast<const char*>(full.data()) + ((offsets[0] + r) * cols + offsets[1]) * es, sizes[1] * es);
+  }
+  return out;
+}
+
+// Rank `rank` of `world`'s shard of `full`, cut into rows or columns.
+ShardedTensor Shard2d(const Tensor& full, int rank, int world, bool by_rows, bool zeros) {
+  const int64_t rows = full.shape()[0], cols = full.shape()[1];
+  std::vector<int64_t> off{0, 0}, size{rows, cols};
+  const int d = by_rows ? 0 : 1;
+  size[d] = full.shape()[d] / world;
+  off[d] = size[d] * rank;
+  Tensor t = Slice(full, off, size);
+  std::vector<Shard> shards{Shard{off, zeros ? ::ckptdb::testing::ZerosLike(t) : t}};
+  return ShardedTensor::Create(full.dtype(), full.shape(), std::move(shards)).value();
+}
+
+// Forwards to a writer, failing Write on `fail_rank` and holding Finish
+// until `finish_gate` (when set) lets it through.
+class WrappedWriter : public StorageWriter {
+ public:
+  WrappedWriter(std::unique_ptr<StorageWriter> inner, int fail_rank, std::function<void()> finish_gate,
+                std::function<void(int rank, const WriteResult&)> after_write)
+      : inner_(std::move(inner)),
+        fail_rank_(fail_rank),
+        finish_gate_(std::move(finish_gate)),
+        after_write_(std::move(after_write)) {}
+  FileDelivery delivery() const override { return inner_->delivery(); }
+  StatusOr<uint64_t> Prepare(int64_t step) override { return inner_->Prepare(step); }
+  StatusOr<std::vector<ReuseCandidate>> FindReusable(const SaveContext& ctx, const StepMetadata& md) override {
+    return inner_->FindReusable(ctx, md);
+  }
+  Status PrepareStorage(const SaveContext& ctx, const std::vector<WriteItem>& items) override {
+    return inner_->PrepareStorage(ctx, items);
+  }
+  StatusOr<WriteResult> Write(const SaveContext& ctx, const std::vector<WriteItem>& items) override {
+    if (ctx.rank == fail_rank_) return Status::Unavailable("injected failure of rank " + std::to_string(ctx.rank));
+    StatusOr<WriteResult> r = inner_->Write(ctx, items);
+    if (r.ok() && after_write_) after_write_(ctx.rank, *r);
+    return r;
+  }
+  StatusOr<std::string> ReceivedFilePath(const SaveContext& ctx, int rank, const std::string& name) override {
+    return inner_->ReceivedFilePath(ctx, rank, name);
+  }
+  void DiscardLocalFiles(const SaveContext& ctx) override { inner_->DiscardLocalFiles(ctx); }
+  Status Finish(const SaveContext& ctx, const StepMetadata& md, const std::vector<WriteResult>& results) override {
+    if (finish_gate_) finish_gate_();
+    return inner_->Finish(ctx, md, results);
+  }
+  void Abort(const SaveContext& ctx) override { inner_->Abort(ctx); }
+
+ private:
+  std::unique_ptr<StorageWriter> inner_;
+  int fail_rank_;
+  std::function<void()> finish_gate_;
+  std::function<void(int rank, const WriteResult&)> after_write_;
+};
+
+class BucketStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!Server().skip_reason.empty()) GTEST_SKIP() << Server().skip_reason;
+    auto c = s3::S3Client::Create(Server().settings);
+    ASSERT_TRUE(c.ok()) << c.status();
+    client_ = std::move(*c);
+    bucket_ = Server().bucket;
+    prefix_ = ::ckptdb::testing::UniqueTestPrefix();
+    if (!prefix_.empty() && prefix_.back() != '/') prefix_ += "/";
+    options_.chunk_bytes = 4096;
+  }
+
+  // Saves `full` as step `step` on `world` ranks (threads), cut into rows;
+  // returns each rank's status.
+  std::vector<Status> SaveRows(const Tensor& full, int world, int64_t step, int fail_rank = -1,
+                               const BucketWriteOptions& wo = {}, std::function<void()> finish_gate = {},
+                               s3::S3Client* coordinator_client = nullptr,
+                               std::function<void(int rank, const WriteResult&)> after_write = {}) {
+    std::vector<Status> statuses(world);
+    std::mutex mu;
+    ::ckptdb::testing::RunRanksAsThreads(world, [&](int rank, Communicator& comm) {
+      s3::S3Client* client = rank == 0 && coordinator_client != nullptr ? coordinator_client : client_.get();
+      auto w = OpenBucketStoreWriter(client, bucket_, prefix_, options_, wo);
+      Status st = w.status();
+      if (w.ok()) {
+        WrappedWriter wrapped(std::move(*w), fail_rank, finish_gate, after_write);
+        StateDict sd;
+        (void)sd.Add("t", Shard2d(full, rank, world, /*by_rows=*/true, false));
+        SaveOptions o;
+        o.step = step;
+        o.communicator = &comm;
+        st = Save(sd, wrapped, o);
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      statuses[rank] = st;
+    });
+    return statuses;
+  }
+
+  std::vector<std::string> Keys(const std::string& under) {
+    auto objects = client_->ListAll(bucket_, under);
+    EXPECT_TRUE(objects.ok()) << objects.status();
+    std::vector<std::string> keys;
+    if (objects.ok()) {
+      for (const s3::ObjectInfo& o : *objects) keys.push_back(o.key);
+    }
+    return keys;
+  }
+
+  std::string DataDir(int64_t step) {
+    return SaveDataPrefix(prefix_, step, 0).substr(0, SaveDataPrefix(prefix_, step, 0).size() - 17);
+  }
+
+  std::unique_ptr<s3::S3Client> client_;
+  std::string bucket_;
+  std::string prefix_;
+  StoreOptions options_;
+};
+
+TEST_F(BucketStoreTest, SavedOnFourRanksLoadsOnThreeColumnsAndOnOneBitForBit) {
+  const Tensor full = PatternTensor(DType::kF32, {128, 96}, 11);
+  ::ckptdb::testing::TempDir local;
+  BucketWriteOptions wo;
+  wo.local_dir = local.path();
+  for (const Status& st : SaveRows(full, 4, 3, -1, wo)) ASSERT_TRUE(st.ok()) << st;
+  EXPECT_TRUE(std::filesystem::is_empty(local.path()));
+
+  // One object per rank, under the save's own id; no local file left.
+  const std::vector<std::string> data = Keys(DataDir(3));
+  ASSERT_EQ(data.size(), 4u);
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_NE(data[r].find("/rank-" + std::to_string(r) + "-0.sst"), std::string::npos) << data[r];
+  }
+  EXPECT_EQ(Keys(prefix_ + "steps/"), std::vector<std::string>{StepRecordKey(prefix_, 3)});
+
+  // Three ranks, columns.
+  std::vector<StateDict> targets(3);
+  std::vector<Status> statuses(3);
+  std::mutex mu;
+  ::ckptdb::testing::RunRanksAsThreads(3, [&](int rank, Communicator& comm) {
+    auto r = OpenBucketStoreReader(client_.get(), bucket_, prefix_);
+    (void)targets[rank].Add("t", Shard2d(full, rank, 3, /*by_rows=*/false, /*zeros=*/true));
+    LoadOptions o;
+    o.step = 3;
+    o.communicator = &comm;
+    Status st = r.ok() ? Load(targets[rank], **r, o) : r.status();
+    std::lock_guard<std::mutex> lock(mu);
+    statuses[rank] = st;
+  });
+  for (int rank = 0; rank < 3; ++rank) {
+    ASSERT_TRUE(statuses[rank].ok()) << statuses[rank];
+    const Shard& got = std::get<ShardedTensor>(*targets[rank].Find("t")).local_shards()[0];
+    EXPECT_TRUE(got.tensor.BitwiseEquals(Slice(full, got.offsets, got.tensor.shape()))) << "rank " << rank;
+  }
+
+  // One rank, whole.
+  auto reader = OpenBucketStoreReader(client_.get(), bucket_, prefix_);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  auto whole = LoadWhole(**reader, 3);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_TRUE(std::get<Tensor>(*whole->Find("t")).BitwiseEquals(full));
+  auto steps = (*reader)->ListSteps();
+  ASSERT_TRUE(steps.ok()) << steps.status();
+  EXPECT_EQ(*steps, std::vector<int64_t>{3});
+
+  // A committed step is refused before anything is written.
+  for (const Status& st : SaveRows(full, 4, 3)) EXPECT_EQ(st.code(), StatusCode::kAlreadyExists) << st;
+  EXPECT_EQ(Keys(DataDir(3)), data);
+}
+
+// A file over the multipart threshold goes up in parts (in parallel):
+// 11 MiB in parts of 5 MiB, S3's (and SeaweedFS's) smallest but the last.
+TEST_F(BucketStoreTest, ALargeFileIsUploadedInParts) {
+  const Tensor full = PatternTensor(DType::kF32, {2816, 1024}, 4);
+  options_.chunk_bytes = 1 << 20;
+  BucketWriteOptions wo;
+  wo.multipart_threshold = 8 << 20;
+  wo.part_bytes = 5 << 20;
+  for (const Status& st : SaveRows(full, 1, 1, -1, wo)) ASSERT_TRUE(st.ok()) << st;
+  auto head = client_->HeadObject(bucket_, Keys(DataDir(1)).at(0));
+  ASSERT_TRUE(head.ok()) << head.status();
+  EXPECT_GT(head->size, full.nbytes());
+  EXPECT_NE(head->etag.find("-3"), std::string::npos) << head->etag;  // assembled from 3 parts
+  auto reader = OpenBucketStoreReader(client_.get(), bucket_, prefix_);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  auto whole = LoadWhole(**reader, 1);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_TRUE(std::get<Tensor>(*whole->Find("t")).BitwiseEquals(full));
+}
+
+TEST_F(BucketStoreTest, AFailedRankLeavesTheStepInvisibleAndItsObjectsDeleted) {
+  const Tensor full = PatternTensor(DType::kF32, {64, 48}, 5);
+  for (const Status& st : SaveRows(full, 4, 1)) ASSERT_TRUE(st.ok()) << st;
+  for (const Status& st : SaveRows(full, 4, 2, /*fail_rank=*/2)) EXPECT_FALSE(st.ok());
+
+  auto reader = OpenBucketStoreReader(client_.get(), bucket_, prefix_);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  auto md = (*reader)->ReadMetadata(2);
+  EXPECT_EQ(md.status().code(), StatusCode::kNotFound) << md.status();
+  EXPECT_NE(md.status().message().find("step 2"), std::string::npos) << md.status();
+  auto steps = (*reader)->ListSteps();
+  ASSERT_TRUE(steps.ok()) << steps.status();
+  EXPECT_EQ(*steps, std::vector<int64_t>{1});
+  // The three ranks that wrote uploaded their files; Abort deleted them.
+  EXPECT_TRUE(Keys(DataDir(2)).empty());
+  EXPECT_EQ(Keys(DataDir(1)).size(), 4u);
+  auto whole = LoadWhole(**reader, 1);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_TRUE(std::get<Tensor>(*whole->Find("t")).BitwiseEquals(full));
+}
+
+// An object that is not what its rank uploaded when the coordinator checks
+// it (here: cut to half its size after the upload) keeps the step from being
+// committed.
+TEST_F(BucketStoreTest, AnObjectOfTheWrongSizeIsNotCommitted) {
+  const Tensor full = PatternTensor(DType::kF32, {64, 48}, 6);
+  std::string cut;
+  auto truncate = [&](int rank, const WriteResult& r) {
+    if (rank != 1) return;
+    cut = r.files.at(0).substr(0, r.files.at(0).find(' '));
+    auto bytes = client_->GetObject(bucket_, cut);
+    ASSERT_TRUE(bytes.ok()) << bytes.status();
+    ASSERT_TRUE(client_->PutObject(bucket_, cut, bytes->substr(0, bytes->size() / 2)).ok());
+  };
+  const std::vector<Status> statuses = SaveRows(full, 2, 8, -1, {}, {}, nullptr, truncate);
+  EXPECT_EQ(statuses[0].code(), StatusCode::kDataLoss) << statuses[0];
+  EXPECT_NE(statuses[0].ToString().find(cut), std::string::npos) << statuses[0];
+  auto reader = OpenBucketStoreReader(client_.get(), bucket_, prefix_);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  EXPECT_EQ((*reader)->ReadMetadata(8).status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(Keys(DataDir(8)).empty());
+}
+
+TEST_F(BucketStoreTest, TwoJobsRacingForOneStepExactlyOneCommits) {
+  const Tensor a = PatternTensor(DType::kF32, {32, 64}, 1);
+  const Tensor b = PatternTensor(DType::kF32, {32, 64}, 2);
+  // Both coordinators reach Finish (both passed Prepare, both uploaded)
+  // before either writes the step record.
+  std::mutex mu;
+  std::condition_variable cv;
+  int arrived = 0;
+  auto gate = [&] {
+    std::unique_lock<std::mutex> lock(mu);
+    ++arrived;
+    cv.notify_all();
+    cv.wait_for(lock, std::chrono::seconds(30), [&] { return arrived >= 2; });
+  };
+  std::vector<Status> job_a, job_b;
+  std::thread ta([&] { job_a = SaveRows(a, 2, 7, -1, {}, gate); });
+  std::thread tb([&] { job_b = SaveRows(b, 2, 7, -1, {}, gate); });
+  ta.join();
+  tb.join();
+  ASSERT_EQ(arrived, 2);
+  const bool a_won = job_a[0].ok();
+  const std::vector<Status>& loser = a_won ? job_b : job_a;
+  EXPECT_NE(job_a[0].ok(), job_b[0].ok()) << job_a[0] << " / " << job_b[0];
+  EXPECT_EQ(loser[0].code(), StatusCode::kAlreadyExists) << loser[0];
+  EXPECT_NE(loser[0].ToString().find("step 7 was committed"), std::string::npos) << loser[0];
+
+  auto reader = OpenBucketStoreReader(client_.get(), bucket_, prefix_);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  auto whole = LoadWhole(**reader, 7);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_TRUE(std::get<Tensor>(*whole->Find("t")).BitwiseEquals(a_won ? a : b));
+  // Only the winner's objects remain: the loser's Abort deleted its own.
+  std::set<std::string> saves;
+  const std::string dir = DataDir(7);
+  for (const std::string& k : Keys(dir)) saves.insert(k.substr(dir.size(), 16));
+  EXPECT_EQ(saves.size(), 1u);
+}
+
+// The commit's answer lost (the server wrote the record, the connection
+// broke, no retry left): Finish reads the record back and finds its own
+// save. When that read fails too, the save fails, but Abort keeps the
+// objects of a step whose record may be this save's.
+TEST_F(BucketStoreTest, ACommitWhoseAnswerIsLostIsReadBackAndNeverAborted) {
+  using Action = ::ckptdb::testing::S3FaultProxy::Action;
+  ::ckptdb::testing::S3FaultProxy proxy(Server().port);
+  s3::S3Settings settings = Server().settings;
+  settings.endpoint = proxy.endpoint();
+  s3::S3ClientOptions co;
+  co.max_attempts = 1;
+  auto coordinator = s3::S3Client::Create(settings, co);
+  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+  const Tensor full = PatternTensor(DType::kF32, {32, 32}, 21);
+  // The coordinator's requests: HEAD of the record (Prepare), PUT of its
+  // data object, HEAD of it (Finish), the conditional PUT of the record.
+  proxy.Script({Action::kPass, Action::kPass, Action::kPass, Action::kLoseResponse});
+  for (const Status& st : SaveRows(full, 1, 1, -1, {}, {}, coordinator->get())) ASSERT_TRUE(st.ok()) << st;
+  // ... and then the read-back fails as well.
+  proxy.Script({Action::kPass, Action::kPass, Action::kPass, Action::kLoseResponse, Action::kResetBeforeSending});
+  for (const Status& st : SaveRows(full, 1, 2, -1, {}, {}, coordinator->get())) {
+    EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st;
+  }
+  auto reader = OpenBucketStoreReader(client_.get(), bucket_, prefix_);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  for (int64_t step : {1, 2}) {
+    auto whole = LoadWhole(**reader, step);
+    ASSERT_TRUE(whole.ok()) << "step " << step << ": " << whole.status();
+    EXPECT_TRUE(std::get<Tensor>(*whole->Find("t")).BitwiseEquals(full)) << "step " << step;
+  }
+}
+
+TEST_F(BucketStoreTest, ADamagedRecordIsDataLossAndAMissingObjectIsNamed) {
+  const Tensor full = PatternTensor(DType::kF32, {32, 32}, 9);
+  for (const Status& st : SaveRows(full, 2, 4)) ASSERT_TRUE(st.ok()) << st;
+  for (const Status& st : SaveRows(full, 2, 5)) ASSERT_TRUE(st.ok()) << st;
+
+  // Step 4's record with one byte of its payload flipped.
+  const std::string record = StepRecordKey(prefix_, 4);
+  auto value = client_->GetObject(bucket_, record);
+  ASSERT_TRUE(value.ok()) << value.status();
+  std::string damaged = *value;
+  damaged[damaged.size() / 2] ^= 0x04;
+  ASSERT_TRUE(client_->PutObject(bucket_, record, damaged).ok());
+  auto reader = OpenBucketStoreReader(client_.get(), bucket_, prefix_);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  auto md = (*reader)->ReadMetadata(4);
+  EXPECT_EQ(md.status().code(), StatusCode::kDataLoss) << md.status();
+  EXPECT_NE(md.status().message().find(record), std::string::npos) << md.status();
+
+  // One of step 5's data objects deleted: the load fails naming it.
+  const std::vector<std::string> data = Keys(DataDir(5));
+  ASSERT_EQ(data.size(), 2u);
+  ASSERT_TRUE(client_->DeleteObject(bucket_, data[1]).ok());
+  auto whole = LoadWhole(**reader, 5);
+  ASSERT_FALSE(whole.ok());
+  EXPECT_NE(whole.status().message().find(data[1]), std::string::npos) << whole.status();
+}
+
+TEST(BucketStepRecordTest, RoundTripsAndRefusesTruncation) {
+  StepRecord r;
+  r.metadata_value = "metadata";
+  r.objects.push_back(SstObject{"p/data/x/rank-0-0.sst", 123, std::string("\0a", 2), "zz"});
+  const std::string v = EncodeStepRecord(r);
+  auto back = DecodeStepRecord(v);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->metadata_value, "metadata");
+  ASSERT_EQ(back->objects.size(), 1u);
+  EXPECT_EQ(back->objects[0].key, r.objects[0].key);
+  EXPECT_EQ(back->objects[0].size, 123u);
+  EXPECT_EQ(back->objects[0].smallest_key, r.objects[0].smallest_key);
+  EXPECT_EQ(back->objects[0].largest_key, "zz");
+  EXPECT_EQ(DecodeStepRecord(v.substr(0, v.size() - 1)).status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ(StepRecordKey("p/", 12), "p/steps/00000000000000000012");
+  EXPECT_EQ(SaveDataPrefix("p/", 12, 0xab), "p/data/00000000000000000012/00000000000000ab/");
+}
+
+}  // namespace
+}  // namespace bucket
+}  // namespace ckptdb
