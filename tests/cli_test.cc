@@ -534,7 +534,7 @@ TEST_F(CliTest, TagRmAndGcChangeTheStore) {
   EXPECT_EQ(StepsInStore(), (std::vector<int64_t>{20, 50}));
   EXPECT_EQ(Ckptdb("gc " + store_).out,
             "swept 0 failed save(s) and 0 staging dir(s)\n"
-            "no retention rule given (--keep-last, --keep-every): every step is kept\n"
+            "no retention rule given (--keep-last, --keep-every, --keep-best): every step is kept\n"
             "kept 2 steps: 20, 50\n");
 }
 

@@ -139,7 +139,7 @@ Status CollectGarbage(const std::string& store, const GcOptions& options, std::o
            "failed save of a format-1 store): never deleted by a sweep\n";
   }
   if (!policy.enabled()) {
-    out << "no retention rule given (--keep-last, --keep-every): every step is kept\n";
+    out << "no retention rule given (--keep-last, --keep-every, --keep-best): every step is kept\n";
   } else if (pruned->empty()) {
     out << "every step is kept\n";
   } else {
