@@ -21,7 +21,9 @@
 #include "format/metadata_codec.h"
 #include "store/chunk_reader.h"
 #include "store/rocksdb_status.h"
+#include "store/rocksdb_store_internal.h"
 #include "store/sst_chunk_writer.h"
+#include "util/le_bytes.h"
 #include "util/ordered_parallel.h"
 #include "util/status_macros.h"
 
@@ -99,27 +101,16 @@ StatusOr<SstObject> DecodeObjectEntry(const std::string& entry) {
   return o;
 }
 
-void PutU32(std::string* out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
-}
-void PutU64(std::string* out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
-}
 void PutString(std::string* out, std::string_view s) {
-  PutU32(out, static_cast<uint32_t>(s.size()));
+  AppendLE32(out, static_cast<uint32_t>(s.size()));
   out->append(s);
 }
 
 class Cursor {
  public:
   explicit Cursor(std::string_view s) : s_(s) {}
-  bool U32(uint32_t* v) {
-    uint64_t w = 0;
-    if (!Fixed(4, &w)) return false;
-    *v = static_cast<uint32_t>(w);
-    return true;
-  }
-  bool U64(uint64_t* v) { return Fixed(8, v); }
+  bool U32(uint32_t* v) { return ConsumeLE32(&s_, v); }
+  bool U64(uint64_t* v) { return ConsumeLE64(&s_, v); }
   bool String(std::string* out) {
     uint32_t n = 0;
     if (!U32(&n) || n > s_.size()) return false;
@@ -136,38 +127,11 @@ class Cursor {
   bool empty() const { return s_.empty(); }
 
  private:
-  bool Fixed(int n, uint64_t* v) {
-    if (s_.size() < static_cast<size_t>(n)) return false;
-    *v = 0;
-    for (int i = 0; i < n; ++i) *v |= static_cast<uint64_t>(static_cast<unsigned char>(s_[i])) << (8 * i);
-    s_.remove_prefix(n);
-    return true;
-  }
   std::string_view s_;
 };
 
-uint64_t NewSaveId() {
-  static std::mutex mu;
-  static std::mt19937_64 rng{std::random_device{}() ^
-                             static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())};
-  std::lock_guard<std::mutex> lock(mu);
-  uint64_t id = 0;
-  while (id == 0) id = rng();
-  return id;
-}
-
 Status ValidateOptions(const StoreOptions& o, const BucketWriteOptions& w) {
-  if (o.chunk_bytes < 4096 || o.chunk_bytes > kMaxChunkRawBytes) {
-    return Status::InvalidArgument("StoreOptions.chunk_bytes " + std::to_string(o.chunk_bytes) + " is outside [4096, " +
-                                   std::to_string(kMaxChunkRawBytes) + "]");
-  }
-  if (o.zstd_level < 1 || o.zstd_level > 19) {
-    return Status::InvalidArgument("StoreOptions.zstd_level " + std::to_string(o.zstd_level) + " is outside [1, 19]");
-  }
-  RETURN_IF_ERROR(ValidateCompression(o.compression, "StoreOptions.compression"));
-  if (o.max_sst_file_bytes < o.chunk_bytes) {
-    return Status::InvalidArgument("StoreOptions.max_sst_file_bytes is smaller than chunk_bytes");
-  }
+  RETURN_IF_ERROR(ValidateStoreOptions(o));
   if (w.part_bytes == 0 || w.upload_threads < 1) {
     return Status::InvalidArgument("BucketWriteOptions.part_bytes and upload_threads must be positive");
   }
@@ -561,10 +525,10 @@ std::string EncodeStepRecord(const StepRecord& record) {
   std::string raw(kRecordMagic, sizeof(kRecordMagic) - 1);
   raw.push_back(static_cast<char>(kRecordVersion));
   PutString(&raw, record.metadata_value);
-  PutU32(&raw, static_cast<uint32_t>(record.objects.size()));
+  AppendLE32(&raw, static_cast<uint32_t>(record.objects.size()));
   for (const SstObject& o : record.objects) {
     PutString(&raw, o.key);
-    PutU64(&raw, o.size);
+    AppendLE64(&raw, o.size);
     PutString(&raw, o.smallest_key);
     PutString(&raw, o.largest_key);
   }

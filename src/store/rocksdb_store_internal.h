@@ -16,6 +16,14 @@
 
 namespace ckptdb {
 
+// A fresh random save id (never 0), for a save attempt of any store.
+// Thread safety: may be called from any thread.
+uint64_t NewSaveId();
+
+// InvalidArgument naming the StoreOptions field that is out of its range
+// (see StoreOptions), for any store that takes them.
+Status ValidateStoreOptions(const StoreOptions& o);
+
 // As OpenStoreWriter, with every file operation of the database and of the
 // SST writers going through `env` (not owned; outlives the writer).
 StatusOr<std::unique_ptr<StoreWriter>> OpenStoreWriterWithEnv(const std::string& path, const StoreOptions& options,

@@ -101,19 +101,6 @@ rocksdb::Status OpenRocksDatabase(rocksdb::Options o, const std::string& db_dir,
   return open();
 }
 
-namespace {
-
-// How long a rank waits to see the coordinator's staging directory: up to
-// 10 s (a network file system may show a new directory late), but within
-// half the job's collective timeout, so that a rank that cannot see it
-// reports so before the others, waiting for its write report, time out.
-constexpr std::chrono::milliseconds kStagingVisibleWithin{10000};
-
-std::chrono::milliseconds StagingVisibilityWait(const SaveContext& ctx) {
-  if (ctx.collective_timeout.count() <= 0) return kStagingVisibleWithin;
-  return std::min(kStagingVisibleWithin, ctx.collective_timeout / 2);
-}
-
 uint64_t NewSaveId() {
   static std::mutex mu;
   static std::mt19937_64 rng{std::random_device{}() ^
@@ -124,7 +111,7 @@ uint64_t NewSaveId() {
   return id;
 }
 
-Status ValidateOptions(const StoreOptions& o) {
+Status ValidateStoreOptions(const StoreOptions& o) {
   if (o.chunk_bytes < 4096 || o.chunk_bytes > kMaxChunkRawBytes) {
     return Status::InvalidArgument("StoreOptions.chunk_bytes " + std::to_string(o.chunk_bytes) +
                                    " is outside [4096, " + std::to_string(kMaxChunkRawBytes) + "]");
@@ -150,6 +137,19 @@ Status ValidateOptions(const StoreOptions& o) {
   RETURN_IF_ERROR(ValidateCompression(o.compression, "StoreOptions.compression"));
   RETURN_IF_ERROR(ValidateRetentionPolicy(o.retention, "StoreOptions.retention"));
   return Status::OK();
+}
+
+namespace {
+
+// How long a rank waits to see the coordinator's staging directory: up to
+// 10 s (a network file system may show a new directory late), but within
+// half the job's collective timeout, so that a rank that cannot see it
+// reports so before the others, waiting for its write report, time out.
+constexpr std::chrono::milliseconds kStagingVisibleWithin{10000};
+
+std::chrono::milliseconds StagingVisibilityWait(const SaveContext& ctx) {
+  if (ctx.collective_timeout.count() <= 0) return kStagingVisibleWithin;
+  return std::min(kStagingVisibleWithin, ctx.collective_timeout / 2);
 }
 
 class RocksDBStoreWriter final : public StoreWriter {
@@ -840,7 +840,7 @@ class RocksDBStoreWriter final : public StoreWriter {
           "must close its own first: one process writes a store at a time)");
     }
     if (db_) return Status::OK();
-    RETURN_IF_ERROR(ValidateOptions(options_));
+    RETURN_IF_ERROR(ValidateStoreOptions(options_));
     ASSIGN_OR_RETURN(StorePathState state, InspectStorePath(path_));
     (void)state;
     RETURN_IF_ERROR(CreateStoreDir(path_));  // refuses a newer format
@@ -1123,7 +1123,7 @@ class RocksDBStoreWriter final : public StoreWriter {
 
 StatusOr<std::unique_ptr<StoreWriter>> OpenStoreWriterWithSeams(const std::string& path, const StoreOptions& options,
                                                                 const StoreWriterSeams& seams) {
-  RETURN_IF_ERROR(ValidateOptions(options));
+  RETURN_IF_ERROR(ValidateStoreOptions(options));
   ASSIGN_OR_RETURN(StorePathState state, InspectStorePath(path));
   if (state == StorePathState::kStore) RETURN_IF_ERROR(CheckStoreFormat(path, /*for_writing=*/true));
   return std::unique_ptr<StoreWriter>(new RocksDBStoreWriter(path, options, seams));

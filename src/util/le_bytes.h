@@ -28,10 +28,22 @@ inline uint64_t GetLE64(const char* p) {
 }
 
 // Appends v to *out.
+inline void AppendLE32(std::string* out, uint32_t v) {
+  char b[4];
+  PutLE32(b, v);
+  out->append(b, 4);
+}
 inline void AppendLE64(std::string* out, uint64_t v) {
   char b[8];
   PutLE64(b, v);
   out->append(b, 8);
+}
+// Takes a u32 off the front of *in; false when fewer than 4 bytes are left.
+inline bool ConsumeLE32(std::string_view* in, uint32_t* v) {
+  if (in->size() < 4) return false;
+  *v = GetLE32(in->data());
+  in->remove_prefix(4);
+  return true;
 }
 // Takes a u64 off the front of *in; false when fewer than 8 bytes are left.
 inline bool ConsumeLE64(std::string_view* in, uint64_t* v) {
