@@ -194,16 +194,7 @@ class BucketStoreWriter : public StorageWriter {
   }
 
   Status PrepareStorage(const SaveContext& ctx, const std::vector<WriteItem>& items) override {
-    for (const WriteItem& it : items) {
-      if (it.key.rank != static_cast<uint32_t>(ctx.rank)) {
-        return Status::Internal("item of '" + it.fqn + "' has rank " + std::to_string(it.key.rank) +
-                                " in its key, but this is rank " + std::to_string(ctx.rank));
-      }
-      if (it.nbytes > 0 && it.data == nullptr && !it.source) {
-        return Status::InvalidArgument("entry '" + it.fqn + "' has no data");
-      }
-    }
-    return Status::OK();
+    return CheckWriteItems(ctx, items);
   }
 
   StatusOr<WriteResult> Write(const SaveContext& ctx, const std::vector<WriteItem>& items) override {

@@ -243,15 +243,7 @@ class RocksDBStoreWriter final : public StoreWriter {
   }
 
   Status PrepareStorage(const SaveContext& ctx, const std::vector<WriteItem>& items) override {
-    for (const WriteItem& it : items) {
-      if (it.key.rank != static_cast<uint32_t>(ctx.rank)) {
-        return Status::Internal("item of '" + it.fqn + "' has rank " + std::to_string(it.key.rank) +
-                                " in its key, but this is rank " + std::to_string(ctx.rank));
-      }
-      if (it.nbytes > 0 && it.data == nullptr && !it.source) {
-        return Status::InvalidArgument("entry '" + it.fqn + "' has no data");
-      }
-    }
+    RETURN_IF_ERROR(CheckWriteItems(ctx, items));
     if (SendsFiles(ctx)) {
       // This rank's files stay on its own host until they are sent.
       const std::string dir = LocalStagingDir(ctx);

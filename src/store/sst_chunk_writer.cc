@@ -20,6 +20,19 @@ uint64_t PieceChunkBytes(uint64_t chunk_bytes, DType dtype) {
   return es > 1 ? chunk_bytes - chunk_bytes % es : chunk_bytes;
 }
 
+Status CheckWriteItems(const SaveContext& ctx, const std::vector<WriteItem>& items) {
+  for (const WriteItem& it : items) {
+    if (it.key.rank != static_cast<uint32_t>(ctx.rank)) {
+      return Status::Internal("item of '" + it.fqn + "' has rank " + std::to_string(it.key.rank) +
+                              " in its key, but this is rank " + std::to_string(ctx.rank));
+    }
+    if (it.nbytes > 0 && it.data == nullptr && !it.source) {
+      return Status::InvalidArgument("entry '" + it.fqn + "' has no data");
+    }
+  }
+  return Status::OK();
+}
+
 StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext& ctx,
                                       const std::vector<WriteItem>& items, const rocksdb::Options& db_options,
                                       const ChunkWriteOptions& o) {

@@ -59,6 +59,11 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
                                       const std::vector<WriteItem>& items, const rocksdb::Options& db_options,
                                       const ChunkWriteOptions& options);
 
+// What every store's PrepareStorage checks of the items a rank will write:
+// each is this rank's (Internal otherwise: a planning bug) and has its bytes
+// (InvalidArgument naming the entry otherwise).
+Status CheckWriteItems(const SaveContext& ctx, const std::vector<WriteItem>& items);
+
 }  // namespace ckptdb
 
 #endif  // CKPTDB_SRC_SST_CHUNK_WRITER_H_
