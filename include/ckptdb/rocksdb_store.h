@@ -320,7 +320,10 @@ class StoreWriter : public StorageWriter {
   virtual const std::string& path() const = 0;
 };
 
-// A writer for the store at `path`. Fails with InvalidArgument naming the
+// A writer for the store at `path`: a directory, or s3://BUCKET/PREFIX for a
+// store in an S3 bucket (README.md, "Object storage"; proto/FORMAT.md §9:
+// settings from AWS's variables and files; FailedPrecondition when no
+// credentials are found). Fails with InvalidArgument naming the
 // option and its value when an option is out of its range (see StoreOptions),
 // and with FailedPrecondition when `path` is a file, or a non-empty directory
 // that is not a ckptdb store. The store is
@@ -398,7 +401,9 @@ struct ReaderOptions {
   int max_open_files = 64;
 };
 
-// A read-only view of the store at `path` as of the call (see Refresh).
+// A read-only view of the store at `path` (a directory or s3://BUCKET/PREFIX)
+// as of the call (see Refresh). For a bucket: NotFound naming the bucket when
+// it does not exist, or the store when no step was ever committed there.
 // NotFound when nothing is at `path`; FailedPrecondition when it is a file or
 // not a ckptdb store.
 StatusOr<std::unique_ptr<StoreReader>> OpenStoreReader(const std::string& path, const ReaderOptions& options = {});
