@@ -24,18 +24,25 @@
 #   9. a host dies while its ranks send their files: every survivor fails,
 #      nothing more is committed;
 #  10. async saves (AsyncSaver) on 3 hosts x 2 ranks, into the shared store
-#      and into the store on host 0 only, each loaded back on 2 hosts x 3.
+#      and into the store on host 0 only, each loaded back on 2 hosts x 3;
+#  11. a store in a bucket served from host 0 (SeaweedFS on its address),
+#      each host with only its own disk: a save on 3 hosts x 2 ranks,
+#      loaded on 2 hosts x 3 as column shards; then the coordinator and the
+#      other rank of its host are killed after uploading: every survivor
+#      fails, nothing of the step is visible, and `ckptdb gc` deletes what
+#      the save left once it counts as abandoned, not before.
 # The test bed is always torn down. Skipped (exit 77) where network
 # namespaces cannot be made.
-#   tests/hosts_test.sh SOURCE_DIR RANK_HELPER CKPTDB_CLI
+#   tests/hosts_test.sh SOURCE_DIR RANK_HELPER CKPTDB_CLI S3_FIXTURE
 set -uo pipefail
-src="$1"; helper="$2"; cli="$3"
+src="$1"; helper="$2"; cli="$3"; s3_fixture="${4:-}"
 hosts="$src/tools/hosts.sh"
 name="ckh$$"
 work="$(mktemp -d)"
 redis_pid=""
 cleanup() {
   if [ -n "$redis_pid" ]; then kill "$redis_pid" 2>/dev/null; wait "$redis_pid" 2>/dev/null; fi
+  [ ! -d "$work/weed" ] || "$src/tools/seaweedfs.sh" stop "$work/weed"
   "$hosts" down "$name" 3
   rm -rf "$work"
 }
@@ -192,3 +199,46 @@ local_disks=1 store_path="$work/local/store" run_job 6 3 "file://$work/rdv" "$wo
   --tag 9
 expect_ok "$work/load9" 6
 echo "hosts_test: async saves on 3 hosts x 2 ranks, shared and on host 0 only, loaded on 2 hosts x 3: ok"
+
+# 11. A bucket served from host 0; no shared file system.
+if [ -z "$s3_fixture" ]; then
+  echo "hosts_test: bucket store part skipped: no S3 fixture binary given"
+  exit 0
+fi
+weed_rc=0
+"$hosts" exec "$name" 0 env CKPTDB_SEAWEEDFS_IP="$("$hosts" addr 0)" "$src/tools/seaweedfs.sh" start "$work/weed" \
+  >"$work/weed-start.log" 2>&1 || weed_rc=$?
+if [ "$weed_rc" -eq 3 ]; then
+  echo "hosts_test: bucket store part skipped: SeaweedFS could not be installed"; exit 0
+fi
+[ "$weed_rc" -eq 0 ] || fail "SeaweedFS did not start on host 0: $(tail -5 "$work/weed-start.log")"
+bucket="$("$hosts" exec "$name" 0 "$s3_fixture" "$work/weed/server.env" hosts-test)" || fail "cannot create the bucket"
+set -a; . "$work/weed/server.env"; set +a
+export AWS_ENDPOINT_URL="$CKPTDB_S3_ENDPOINT" AWS_ACCESS_KEY_ID="$CKPTDB_S3_ACCESS_KEY" \
+  AWS_SECRET_ACCESS_KEY="$CKPTDB_S3_SECRET_KEY" AWS_REGION=us-east-1
+url="s3://$bucket/job"
+on_host0() { "$hosts" exec "$name" 0 "$@"; }
+local_disks=1 store_path="$url" run_job 6 2 "file://$work/rdv" "$work/save10" 20000 save 10
+expect_ok "$work/save10" 6
+for h in 0 1 2; do  # (each rank's local files of the upload are gone)
+  ! ls -A "$work/disk-h$h/tmp" 2>/dev/null | grep -q ckptdb-bucket || fail "host $h kept local files: $(ls -A "$work/disk-h$h/tmp")"
+done
+local_disks=1 store_path="$url" run_job 6 3 "file://$work/rdv" "$work/load10" 20000 load 10 --layout cols
+expect_ok "$work/load10" 6
+on_host0 "$cli" verify "$url" >/dev/null || fail "verify of the bucket store"
+echo "hosts_test: a bucket on host 0, each host its own disk: save on 3 hosts x 2 ranks, load on 2 hosts x 3 as column shards: ok"
+
+local_disks=1 store_path="$url" run_job 6 2 "file://$work/rdv" "$work/save11" 3000 save 11 --tag 11 \
+  --kill-in-write 0 --kill-in-write 1
+for r in 2 3 4 5; do
+  code="$(head -1 "$work/save11/rank-$r.txt" 2>/dev/null)"
+  [ -n "$code" ] && [ "$code" != OK ] || fail "survivor $r after the coordinator died saving into the bucket: '$code'"
+done
+steps="$(on_host0 "$cli" ls "$url" --json | grep -o '"step": [0-9]*' | tr -d '"step: ' | tr '\n' ' ')"
+[ "$steps" = "10 " ] || fail "steps in the bucket after the coordinator died: '$steps'"
+kept="$(on_host0 "$cli" gc "$url" --json)" || fail "gc: $kept"
+echo "$kept" | grep -q '"failed_saves": 0' || fail "gc deleted a save it must take as running: $kept"
+swept="$(on_host0 "$cli" gc "$url" --abandoned-after 0 --json)" || fail "gc: $swept"
+echo "$swept" | grep -q '"failed_saves": 1' || fail "gc did not delete the dead save: $swept"
+on_host0 "$cli" verify "$url" >/dev/null || fail "verify after gc"
+echo "hosts_test: the coordinator died saving into the bucket: survivors failed, nothing visible, gc deleted the leftovers once abandoned: ok"

@@ -250,7 +250,8 @@ const char kRmHelp[] =
 
 const char kGcHelp[] =
     "usage: ckptdb gc STORE [--keep-last K] [--keep-every M] [--min-unused F]\n"
-    "                 [--keep-best K --metric NAME [--mode min|max]] [--dry-run] [--json]\n"
+    "                 [--keep-best K --metric NAME [--mode min|max]]\n"
+    "                 [--abandoned-after SECONDS] [--dry-run] [--json]\n"
     "\n"
     "Removes what failed or interrupted saves left behind (data of saves that\n"
     "are recorded as pending and never committed, staging directories), then\n"
@@ -269,6 +270,12 @@ const char kGcHelp[] =
     "--min-unused of it (default 0.05) is rewritten with only its used chunks\n"
     "(this reads and writes its used bytes once). The bytes printed for\n"
     "removed steps are what they added to the store when they were saved.\n"
+    "\n"
+    "In a bucket (s3://BUCKET/PREFIX), objects are deleted whole: those no\n"
+    "kept step reads, and those of failed saves. A save counts as still\n"
+    "running (its objects are kept) while it began less than\n"
+    "--abandoned-after SECONDS ago (default 3600): set it above your longest\n"
+    "save.\n"
     "\n" WRITE_TEXT
     "\n"
     "options:\n"
@@ -279,6 +286,9 @@ const char kGcHelp[] =
     "  --mode min|max  whether smaller (min, the default) or larger is better\n"
     "  --min-unused F  rewrite a file when this fraction of it is unused\n"
     "                  chunks (0 to 1; default 0.05)\n"
+    "  --abandoned-after SECONDS\n"
+    "                  (buckets) take a save begun this long ago and never\n"
+    "                  committed as dead, and delete its objects (default 3600)\n"
     "  --dry-run       say what would be removed; change nothing\n"
     "  --json          {\"dry_run\", \"failed_saves\", \"staging_dirs\",\n"
     "                  \"unaccounted_saves\", \"deleted_saves_reclaimed\",\n"
@@ -526,7 +536,7 @@ int RunGc(int argc, char** argv) {
   Args a = ckptdb::cli::ParseArgs(argc, argv, 2,
                                   ArgSpec{{"--dry-run", "--json"},
                                           {"--keep-last", "--keep-every", "--keep-best", "--metric", "--mode",
-                                           "--min-unused"}});
+                                           "--min-unused", "--abandoned-after"}});
   if (a.help) return std::cout << kGcHelp, kExitOk;
   if (!a.error.empty()) return Usage("gc: " + a.error, kGcHelp);
   if (a.positional.size() != 1) return Usage("gc: expected STORE", kGcHelp);
@@ -562,6 +572,14 @@ int RunGc(int argc, char** argv) {
     if (!ParseFraction(*f, &o.reclaim.min_unused_fraction)) {
       return Usage("gc: --min-unused needs a number from 0 to 1, not '" + *f + "'", kGcHelp);
     }
+  }
+  if (const std::string* t = a.Value("--abandoned-after")) {
+    char* end = nullptr;
+    const long long v = std::strtoll(t->c_str(), &end, 10);
+    if (t->empty() || *end != '\0' || v < 0) {
+      return Usage("gc: --abandoned-after needs a whole number of seconds >= 0, not '" + *t + "'", kGcHelp);
+    }
+    o.abandoned_save_seconds = v;
   }
   o.dry_run = a.Has("--dry-run");
   o.json = a.Has("--json");

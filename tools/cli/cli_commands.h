@@ -84,6 +84,8 @@ struct GcOptions {
   bool dry_run = false;
   bool json = false;
   ReclaimOptions reclaim;  // (dry_run is taken from above)
+  // Buckets: StoreOptions::abandoned_save_seconds.
+  int64_t abandoned_save_seconds = 3600;
 };
 // gc: sweeps leftovers of failed saves, prunes by `policy`, then rewrites
 // files whose unused chunks reach reclaim.min_unused_fraction.

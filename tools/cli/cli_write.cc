@@ -20,7 +20,8 @@ struct OpenForWrite {
 
 // The store must already exist (a write command never creates one). The
 // sweep is left to the command (gc reports it; the others do not sweep).
-StatusOr<OpenForWrite> OpenStoreForWrite(const std::string& store, const std::string& command) {
+StatusOr<OpenForWrite> OpenStoreForWrite(const std::string& store, const std::string& command,
+                                         int64_t abandoned_save_seconds = 3600) {
   OpenForWrite o;
   ReaderOptions lazy;
   lazy.open_all_files = false;  // only steps and tags are read, right away
@@ -30,6 +31,7 @@ StatusOr<OpenForWrite> OpenStoreForWrite(const std::string& store, const std::st
   }
   StoreOptions so;
   so.sweep_on_open = false;
+  so.abandoned_save_seconds = abandoned_save_seconds;
   auto w = OpenStoreWriter(store, so);
   if (!w.ok()) return w.status();
   o.writer = std::move(w).value();
@@ -91,7 +93,7 @@ Status RemoveSteps(const std::string& store, const std::vector<std::string>& ste
 }
 
 Status CollectGarbage(const std::string& store, const GcOptions& options, std::ostream& out) {
-  auto o = OpenStoreForWrite(store, "gc");
+  auto o = OpenStoreForWrite(store, "gc", options.abandoned_save_seconds);
   if (!o.ok()) return o.status();
   auto listed = o->reader->ListSteps();
   if (!listed.ok()) return listed.status();
