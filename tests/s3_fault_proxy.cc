@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <chrono>
+#include <thread>
 #include <cstring>
 
 namespace ckptdb {
@@ -141,8 +143,14 @@ void S3FaultProxy::Serve(int client) {
     case Action::kResetBeforeSending:
       Reset(client);
       return;
+    case Action::kHoldBeforeSending:
+      ++held_;
+      while (!stopping_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      Reset(client);
+      return;
     case Action::kPass:
     case Action::kLoseResponse:
+    case Action::kHoldAfterForwarding:
       break;
   }
   // One request per upstream connection; the response ends when it closes.
@@ -161,7 +169,11 @@ void S3FaultProxy::Serve(int client) {
     while ((n = recv(upstream, buf, sizeof(buf), 0)) > 0) response.append(buf, static_cast<size_t>(n));
   }
   close(upstream);
-  if (action == Action::kLoseResponse || response.empty()) {
+  if (action == Action::kHoldAfterForwarding) {
+    ++held_;
+    while (!stopping_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (action == Action::kLoseResponse || action == Action::kHoldAfterForwarding || response.empty()) {
     Reset(client);
     return;
   }

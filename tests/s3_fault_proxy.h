@@ -28,6 +28,8 @@ class S3FaultProxy {
     kOkWithInternalError,  // answer 200 with an InternalError body, as S3 may for CompleteMultipartUpload
     kResetBeforeSending,   // reset the connection without forwarding
     kLoseResponse,         // forward (the server acts on it), then reset instead of answering
+    kHoldBeforeSending,    // keep the request, answer nothing, until the proxy goes
+    kHoldAfterForwarding,  // forward (the server acts on it), answer nothing, until the proxy goes
   };
 
   // Forwards to `upstream_port` on 127.0.0.1.
@@ -40,6 +42,9 @@ class S3FaultProxy {
   void Script(std::vector<Action> actions);
   int requests() const { return requests_.load(); }
   int forwarded() const { return forwarded_.load(); }
+  // Requests held (kHold...) so far: counted once the action took effect
+  // (after the server's answer, for kHoldAfterForwarding).
+  int held() const { return held_.load(); }
 
  private:
   void AcceptLoop();
@@ -52,6 +57,7 @@ class S3FaultProxy {
   std::atomic<bool> stopping_{false};
   std::atomic<int> requests_{0};
   std::atomic<int> forwarded_{0};
+  std::atomic<int> held_{0};
   std::mutex mu_;
   std::deque<Action> script_;         // guarded by mu_
   std::vector<std::thread> workers_;  // guarded by mu_
