@@ -5,6 +5,7 @@
 
 #include "ckptdb/async_save.h"     // IWYU pragma: export
 #include "ckptdb/checkpoint.h"     // IWYU pragma: export
+#include "ckptdb/copy.h"           // IWYU pragma: export
 #include "ckptdb/communicator.h"   // IWYU pragma: export
 #include "ckptdb/device.h"         // IWYU pragma: export
 #include "ckptdb/distributed.h"    // IWYU pragma: export

@@ -13,10 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "ckptdb/copy.h"
 #include "ckptdb/rocksdb_store.h"
 #include "cli_args.h"
 #include "cli_commands.h"
 #include "cli_stdout.h"
+#include "value_format.h"
 
 namespace {
 
@@ -63,7 +65,12 @@ const char kMainHelp[] =
     "           [--keep-best K --metric NAME [--mode min|max]] [--dry-run]\n"
     "                               sweep failed saves, prune old steps\n"
     "  tag STORE STEP NAME          name a step; tag STORE --delete NAME\n"
+    "  cp SRC DST [--steps LIST]    copy steps to another store (a backup, a bucket)\n"
     "\n" STEP_TEXT
+    "STORE is a directory or s3://BUCKET/PREFIX, a store in an S3 bucket (its\n"
+    "endpoint and credentials from AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID,\n"
+    "AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_PROFILE and ~/.aws/ as AWS's own\n"
+    "tools read them).\n"
     "Read commands take --json for machine-readable output. 'ckptdb COMMAND\n"
     "--help' says more.\n" EXIT_CODES;
 
@@ -598,6 +605,74 @@ int RunTag(int argc, char** argv) {
   return Finish(ckptdb::cli::TagStep(a.positional[0], a.positional[1], a.positional[2], std::cout));
 }
 
+const char kCpHelp[] =
+    "usage: ckptdb cp SRC DST [--steps LIST] [--tags] [--dry-run]\n"
+    "\n"
+    "Copies committed steps from store SRC to store DST (each a directory or\n"
+    "s3://BUCKET/PREFIX; DST is made when missing): a backup into a bucket, a\n"
+    "checkpoint taken to another cluster, a bucket's steps brought to a local\n"
+    "disk. Each step is read with every chunk's checksum verified and\n"
+    "committed at DST whole or not at all, under its own number, with its\n"
+    "entries, metrics, note and annotations. Steps go oldest first, so that\n"
+    "DST's deduplication stores the chunks that did not change once. A step\n"
+    "DST already has with the same entries, byte for byte, is left as it is\n"
+    "(a copy that was interrupted can be run again); one with other content\n"
+    "stops the copy there (AlreadyExists: the steps before it are copied).\n"
+    "Progress goes to stderr, one line per step. One step is held in memory\n"
+    "at a time.\n"
+    "\n"
+    "options:\n"
+    "  --steps LIST  the steps to copy: numbers, 'latest' or tags, comma-\n"
+    "                separated (default: every step)\n"
+    "  --tags        point SRC's tags on the copied steps at them in DST too\n"
+    "  --dry-run     say what would be copied; write nothing\n"
+    "  --help        this text\n" EXIT_CODES;
+
+int RunCp(int argc, char** argv) {
+  Args a = ckptdb::cli::ParseArgs(argc, argv, 2, ArgSpec{{"--tags", "--dry-run"}, {"--steps"}});
+  if (a.help) return std::cout << kCpHelp, kExitOk;
+  if (!a.error.empty()) return Usage("cp: " + a.error, kCpHelp);
+  if (a.positional.size() != 2) return Usage("cp: expected SRC DST", kCpHelp);
+  const std::string& from = a.positional[0];
+  const std::string& to = a.positional[1];
+  ckptdb::CopyOptions o;
+  o.tags = a.Has("--tags");
+  o.dry_run = a.Has("--dry-run");
+  if (const std::string* list = a.Value("--steps")) {
+    auto reader = ckptdb::OpenStoreReader(from);
+    if (!reader.ok()) return Finish(reader.status());
+    size_t start = 0;
+    while (start <= list->size()) {
+      const size_t comma = list->find(',', start);
+      const std::string item = list->substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      if (item.empty()) return Usage("cp: --steps has an empty item in '" + *list + "'", kCpHelp);
+      auto step = ckptdb::cli::ResolveStep(**reader, item);
+      if (!step.ok()) return Finish(step.status().WithContext("nothing was copied"));
+      o.steps.push_back(*step);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  o.progress = [&](const ckptdb::CopiedStep& c, size_t i, size_t n) {
+    const char* what = c.outcome == ckptdb::CopiedStep::Outcome::kCopied    ? "copied"
+                       : c.outcome == ckptdb::CopiedStep::Outcome::kPresent ? "already there, identical"
+                                                                            : "would copy";
+    std::cerr << "ckptdb cp: step " << c.step << " (" << (i + 1) << " of " << n << "): " << what << ", "
+              << ckptdb::cli::HumanBytes(c.logical_bytes);
+    if (c.outcome == ckptdb::CopiedStep::Outcome::kCopied) {
+      std::cerr << ", " << ckptdb::cli::HumanBytes(c.stored_bytes) << " added to " << to;
+    }
+    std::cerr << "\n";
+  };
+  auto copied = ckptdb::CopySteps(from, to, o);
+  if (!copied.ok()) return Finish(copied.status());
+  size_t n = 0;
+  for (const ckptdb::CopiedStep& c : *copied) n += c.outcome == ckptdb::CopiedStep::Outcome::kCopied;
+  std::cout << (o.dry_run ? "would copy " : "copied ") << (o.dry_run ? copied->size() : n) << " step(s) from " << from
+            << " to " << to << "\n";
+  return kExitOk;
+}
+
 int Run(int argc, char** argv) {
   if (argc < 2) return Usage("missing command", kMainHelp);
   const std::string cmd = argv[1];
@@ -611,6 +686,7 @@ int Run(int argc, char** argv) {
   if (cmd == "rm") return RunRm(argc, argv);
   if (cmd == "gc") return RunGc(argc, argv);
   if (cmd == "tag") return RunTag(argc, argv);
+  if (cmd == "cp") return RunCp(argc, argv);
   return Usage("unknown command '" + cmd + "'", kMainHelp);
 }
 
