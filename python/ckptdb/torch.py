@@ -103,7 +103,7 @@ from torch.futures import Future
 from . import _ckptdb, _dist, _state
 from ._checkpoint import _check_metrics, _check_step, _store
 from ._errors import CheckpointError, InvalidArgumentError, NotFoundError
-from .store import _TORCH_NAMES, Store, StepRef
+from .store import _TORCH_NAMES, Store, StepRef, store_path
 
 try:  # torch >= 2.4
     from torch.distributed.checkpoint.metadata import StorageMeta
@@ -232,17 +232,20 @@ class StorageWriter(_DcpStorageWriter):
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: str | os.PathLike) -> bool:
-        """A path that is a ckptdb store or could become one."""
+        """A path that is a ckptdb store or could become one; any bucket URL
+        (s3://BUCKET/PREFIX: whether it holds a store is found by the save)."""
         if not isinstance(checkpoint_id, (str, os.PathLike)):
             return False
         path = os.fspath(checkpoint_id)
+        if isinstance(path, str) and path.startswith("s3://"):
+            return True
         if os.path.isdir(path):
             return os.path.exists(os.path.join(path, "CKPTDB")) or not os.listdir(path)
         return not os.path.exists(path)
 
     def reset(self, checkpoint_id: str | os.PathLike | None = None) -> None:
         if checkpoint_id:
-            if os.path.abspath(os.fspath(checkpoint_id)) != self._store.path:
+            if store_path(checkpoint_id) != self._store.path:
                 self._store = _store(checkpoint_id)
         self._save_id = uuid.uuid4().hex
 
@@ -642,14 +645,17 @@ class StorageReader(_DcpStorageReader):
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: str | os.PathLike) -> bool:
-        """A path that holds a ckptdb store."""
+        """A path that holds a ckptdb store; any bucket URL
+        (s3://BUCKET/PREFIX: whether it holds a store is found by the load)."""
         if not isinstance(checkpoint_id, (str, os.PathLike)):
             return False
+        if isinstance(checkpoint_id, str) and checkpoint_id.startswith("s3://"):
+            return True
         return os.path.isfile(os.path.join(os.fspath(checkpoint_id), "CKPTDB"))
 
     def reset(self, checkpoint_id: str | os.PathLike | None = None) -> None:
         if checkpoint_id:
-            if os.path.abspath(os.fspath(checkpoint_id)) != self._store.path:
+            if store_path(checkpoint_id) != self._store.path:
                 self._store = _store(checkpoint_id)
         self.step_loaded = None
         self._load_id = uuid.uuid4().hex
