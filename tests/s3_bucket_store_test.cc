@@ -115,12 +115,12 @@ class BucketStoreTest : public ::testing::Test {
   // returns each rank's status.
   std::vector<Status> SaveRows(const Tensor& full, int world, int64_t step, int fail_rank = -1,
                                const BucketWriteOptions& wo = {}, std::function<void()> finish_gate = {},
-                               s3::S3Client* coordinator_client = nullptr,
+                               std::shared_ptr<s3::S3Client> coordinator_client = nullptr,
                                std::function<void(int rank, const WriteResult&)> after_write = {}) {
     std::vector<Status> statuses(world);
     std::mutex mu;
     ::ckptdb::testing::RunRanksAsThreads(world, [&](int rank, Communicator& comm) {
-      s3::S3Client* client = rank == 0 && coordinator_client != nullptr ? coordinator_client : client_.get();
+      std::shared_ptr<s3::S3Client> client = rank == 0 && coordinator_client != nullptr ? coordinator_client : client_;
       auto w = OpenBucketStoreWriter(client, bucket_, prefix_, options_, wo);
       Status st = w.status();
       if (w.ok()) {
@@ -152,7 +152,18 @@ class BucketStoreTest : public ::testing::Test {
     return SaveDataPrefix(prefix_, step, 0).substr(0, SaveDataPrefix(prefix_, step, 0).size() - 17);
   }
 
-  std::unique_ptr<s3::S3Client> client_;
+  // The steps a reader lists, by number.
+  static std::vector<int64_t> StepNumbers(StoreReader& reader) {
+    std::vector<int64_t> out;
+    auto steps = reader.ListSteps();
+    EXPECT_TRUE(steps.ok()) << steps.status();
+    if (steps.ok()) {
+      for (const StepInfo& s : *steps) out.push_back(s.step);
+    }
+    return out;
+  }
+
+  std::shared_ptr<s3::S3Client> client_;
   std::string bucket_;
   std::string prefix_;
   StoreOptions options_;
@@ -172,14 +183,16 @@ TEST_F(BucketStoreTest, SavedOnFourRanksLoadsOnThreeColumnsAndOnOneBitForBit) {
   for (int r = 0; r < 4; ++r) {
     EXPECT_NE(data[r].find("/rank-" + std::to_string(r) + "-0.sst"), std::string::npos) << data[r];
   }
-  EXPECT_EQ(Keys(prefix_ + "steps/"), std::vector<std::string>{StepRecordKey(prefix_, 3)});
+  const std::string save_id = data[0].substr(DataDir(3).size(), 16);
+  EXPECT_EQ(Keys(prefix_ + "steps/"), std::vector<std::string>{StepRecordKey(prefix_, 3, std::stoull(save_id, nullptr, 16))});
+  EXPECT_EQ(Keys(prefix_ + "pending/"), std::vector<std::string>{});  // the save's marker went with it
 
   // Three ranks, columns.
   std::vector<StateDict> targets(3);
   std::vector<Status> statuses(3);
   std::mutex mu;
   ::ckptdb::testing::RunRanksAsThreads(3, [&](int rank, Communicator& comm) {
-    auto r = OpenBucketStoreReader(client_.get(), bucket_, prefix_);
+    auto r = OpenBucketStoreReader(client_, bucket_, prefix_);
     (void)targets[rank].Add("t", Shard2d(full, rank, 3, /*by_rows=*/false, /*zeros=*/true));
     LoadOptions o;
     o.step = 3;
@@ -195,14 +208,12 @@ TEST_F(BucketStoreTest, SavedOnFourRanksLoadsOnThreeColumnsAndOnOneBitForBit) {
   }
 
   // One rank, whole.
-  auto reader = OpenBucketStoreReader(client_.get(), bucket_, prefix_);
+  auto reader = OpenBucketStoreReader(client_, bucket_, prefix_);
   ASSERT_TRUE(reader.ok()) << reader.status();
   auto whole = LoadWhole(**reader, 3);
   ASSERT_TRUE(whole.ok()) << whole.status();
   EXPECT_TRUE(std::get<Tensor>(*whole->Find("t")).BitwiseEquals(full));
-  auto steps = (*reader)->ListSteps();
-  ASSERT_TRUE(steps.ok()) << steps.status();
-  EXPECT_EQ(*steps, std::vector<int64_t>{3});
+  EXPECT_EQ(StepNumbers(**reader), std::vector<int64_t>{3});
 
   // A committed step is refused before anything is written.
   for (const Status& st : SaveRows(full, 4, 3)) EXPECT_EQ(st.code(), StatusCode::kAlreadyExists) << st;
@@ -222,7 +233,7 @@ TEST_F(BucketStoreTest, ALargeFileIsUploadedInParts) {
   ASSERT_TRUE(head.ok()) << head.status();
   EXPECT_GT(head->size, full.nbytes());
   EXPECT_NE(head->etag.find("-3"), std::string::npos) << head->etag;  // assembled from 3 parts
-  auto reader = OpenBucketStoreReader(client_.get(), bucket_, prefix_);
+  auto reader = OpenBucketStoreReader(client_, bucket_, prefix_);
   ASSERT_TRUE(reader.ok()) << reader.status();
   auto whole = LoadWhole(**reader, 1);
   ASSERT_TRUE(whole.ok()) << whole.status();
@@ -234,14 +245,12 @@ TEST_F(BucketStoreTest, AFailedRankLeavesTheStepInvisibleAndItsObjectsDeleted) {
   for (const Status& st : SaveRows(full, 4, 1)) ASSERT_TRUE(st.ok()) << st;
   for (const Status& st : SaveRows(full, 4, 2, /*fail_rank=*/2)) EXPECT_FALSE(st.ok());
 
-  auto reader = OpenBucketStoreReader(client_.get(), bucket_, prefix_);
+  auto reader = OpenBucketStoreReader(client_, bucket_, prefix_);
   ASSERT_TRUE(reader.ok()) << reader.status();
   auto md = (*reader)->ReadMetadata(2);
   EXPECT_EQ(md.status().code(), StatusCode::kNotFound) << md.status();
   EXPECT_NE(md.status().message().find("step 2"), std::string::npos) << md.status();
-  auto steps = (*reader)->ListSteps();
-  ASSERT_TRUE(steps.ok()) << steps.status();
-  EXPECT_EQ(*steps, std::vector<int64_t>{1});
+  EXPECT_EQ(StepNumbers(**reader), std::vector<int64_t>{1});
   // The three ranks that wrote uploaded their files; Abort deleted them.
   EXPECT_TRUE(Keys(DataDir(2)).empty());
   EXPECT_EQ(Keys(DataDir(1)).size(), 4u);
@@ -264,9 +273,10 @@ TEST_F(BucketStoreTest, AnObjectOfTheWrongSizeIsNotCommitted) {
     ASSERT_TRUE(client_->PutObject(bucket_, cut, bytes->substr(0, bytes->size() / 2)).ok());
   };
   const std::vector<Status> statuses = SaveRows(full, 2, 8, -1, {}, {}, nullptr, truncate);
+  for (const Status& st : SaveRows(full, 2, 9)) ASSERT_TRUE(st.ok()) << st;  // (a store to read)
   EXPECT_EQ(statuses[0].code(), StatusCode::kDataLoss) << statuses[0];
   EXPECT_NE(statuses[0].ToString().find(cut), std::string::npos) << statuses[0];
-  auto reader = OpenBucketStoreReader(client_.get(), bucket_, prefix_);
+  auto reader = OpenBucketStoreReader(client_, bucket_, prefix_);
   ASSERT_TRUE(reader.ok()) << reader.status();
   EXPECT_EQ((*reader)->ReadMetadata(8).status().code(), StatusCode::kNotFound);
   EXPECT_TRUE(Keys(DataDir(8)).empty());
@@ -298,7 +308,7 @@ TEST_F(BucketStoreTest, TwoJobsRacingForOneStepExactlyOneCommits) {
   EXPECT_EQ(loser[0].code(), StatusCode::kAlreadyExists) << loser[0];
   EXPECT_NE(loser[0].ToString().find("step 7 was committed"), std::string::npos) << loser[0];
 
-  auto reader = OpenBucketStoreReader(client_.get(), bucket_, prefix_);
+  auto reader = OpenBucketStoreReader(client_, bucket_, prefix_);
   ASSERT_TRUE(reader.ok()) << reader.status();
   auto whole = LoadWhole(**reader, 7);
   ASSERT_TRUE(whole.ok()) << whole.status();
@@ -310,10 +320,10 @@ TEST_F(BucketStoreTest, TwoJobsRacingForOneStepExactlyOneCommits) {
   EXPECT_EQ(saves.size(), 1u);
 }
 
-// The commit's answer lost (the server wrote the record, the connection
-// broke, no retry left): Finish reads the record back and finds its own
+// The commit's answer lost (the server wrote the index, the connection
+// broke, no retry left): Finish reads the index back and finds its own
 // save. When that read fails too, the save fails, but Abort keeps the
-// objects of a step whose record may be this save's.
+// objects of a step that may be this save's.
 TEST_F(BucketStoreTest, ACommitWhoseAnswerIsLostIsReadBackAndNeverAborted) {
   using Action = ::ckptdb::testing::S3FaultProxy::Action;
   ::ckptdb::testing::S3FaultProxy proxy(Server().port);
@@ -321,19 +331,27 @@ TEST_F(BucketStoreTest, ACommitWhoseAnswerIsLostIsReadBackAndNeverAborted) {
   settings.endpoint = proxy.endpoint();
   s3::S3ClientOptions co;
   co.max_attempts = 1;
-  auto coordinator = s3::S3Client::Create(settings, co);
-  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+  auto made = s3::S3Client::Create(settings, co);
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::shared_ptr<s3::S3Client> coordinator = std::move(*made);
+  options_.deduplicate = false;
   const Tensor full = PatternTensor(DType::kF32, {32, 32}, 21);
-  // The coordinator's requests: HEAD of the record (Prepare), PUT of its
-  // data object, HEAD of it (Finish), the conditional PUT of the record.
-  proxy.Script({Action::kPass, Action::kPass, Action::kPass, Action::kLoseResponse});
-  for (const Status& st : SaveRows(full, 1, 1, -1, {}, {}, coordinator->get())) ASSERT_TRUE(st.ok()) << st;
+  for (const Status& st : SaveRows(full, 1, 0)) ASSERT_TRUE(st.ok()) << st;  // the index exists
+  // The coordinator's requests: GET of the index and PUT of its pending
+  // marker (Prepare), PUT of its data object, HEAD of it and PUT of the
+  // record (Finish), GET of the index, then its conditional PUT.
+  const std::vector<Action> commit(6, Action::kPass);
+  std::vector<Action> script = commit;
+  script.push_back(Action::kLoseResponse);
+  proxy.Script(script);
+  for (const Status& st : SaveRows(full, 1, 1, -1, {}, {}, coordinator)) ASSERT_TRUE(st.ok()) << st;
   // ... and then the read-back fails as well.
-  proxy.Script({Action::kPass, Action::kPass, Action::kPass, Action::kLoseResponse, Action::kResetBeforeSending});
-  for (const Status& st : SaveRows(full, 1, 2, -1, {}, {}, coordinator->get())) {
+  script.push_back(Action::kResetBeforeSending);
+  proxy.Script(script);
+  for (const Status& st : SaveRows(full, 1, 2, -1, {}, {}, coordinator)) {
     EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st;
   }
-  auto reader = OpenBucketStoreReader(client_.get(), bucket_, prefix_);
+  auto reader = OpenBucketStoreReader(client_, bucket_, prefix_);
   ASSERT_TRUE(reader.ok()) << reader.status();
   for (int64_t step : {1, 2}) {
     auto whole = LoadWhole(**reader, step);
@@ -344,17 +362,20 @@ TEST_F(BucketStoreTest, ACommitWhoseAnswerIsLostIsReadBackAndNeverAborted) {
 
 TEST_F(BucketStoreTest, ADamagedRecordIsDataLossAndAMissingObjectIsNamed) {
   const Tensor full = PatternTensor(DType::kF32, {32, 32}, 9);
+  options_.deduplicate = false;  // (step 5 writes its own objects)
   for (const Status& st : SaveRows(full, 2, 4)) ASSERT_TRUE(st.ok()) << st;
   for (const Status& st : SaveRows(full, 2, 5)) ASSERT_TRUE(st.ok()) << st;
 
   // Step 4's record with one byte of its payload flipped.
-  const std::string record = StepRecordKey(prefix_, 4);
+  const std::vector<std::string> records = Keys(prefix_ + "steps/00000000000000000004/");
+  ASSERT_EQ(records.size(), 1u);
+  const std::string record = records[0];
   auto value = client_->GetObject(bucket_, record);
   ASSERT_TRUE(value.ok()) << value.status();
   std::string damaged = *value;
   damaged[damaged.size() / 2] ^= 0x04;
   ASSERT_TRUE(client_->PutObject(bucket_, record, damaged).ok());
-  auto reader = OpenBucketStoreReader(client_.get(), bucket_, prefix_);
+  auto reader = OpenBucketStoreReader(client_, bucket_, prefix_);
   ASSERT_TRUE(reader.ok()) << reader.status();
   auto md = (*reader)->ReadMetadata(4);
   EXPECT_EQ(md.status().code(), StatusCode::kDataLoss) << md.status();
@@ -383,7 +404,7 @@ TEST(BucketStepRecordTest, RoundTripsAndRefusesTruncation) {
   EXPECT_EQ(back->objects[0].smallest_key, r.objects[0].smallest_key);
   EXPECT_EQ(back->objects[0].largest_key, "zz");
   EXPECT_EQ(DecodeStepRecord(v.substr(0, v.size() - 1)).status().code(), StatusCode::kDataLoss);
-  EXPECT_EQ(StepRecordKey("p/", 12), "p/steps/00000000000000000012");
+  EXPECT_EQ(StepRecordKey("p/", 12, 0xab), "p/steps/00000000000000000012/00000000000000ab");
   EXPECT_EQ(SaveDataPrefix("p/", 12, 0xab), "p/data/00000000000000000012/00000000000000ab/");
 }
 

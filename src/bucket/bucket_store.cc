@@ -13,15 +13,22 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
+#include <set>
 #include <thread>
 
+#include "bucket/bucket_index.h"
 #include "bucket/sst_object_options.h"
 #include "format/chunk_codec.h"
 #include "format/metadata_codec.h"
+#include "format/step_records.h"
+#include "s3/s3_config.h"
 #include "store/chunk_reader.h"
+#include "store/retention.h"
 #include "store/rocksdb_status.h"
 #include "store/rocksdb_store_internal.h"
+#include "store/shared_chunks.h"
 #include "store/sst_chunk_writer.h"
 #include "util/le_bytes.h"
 #include "util/ordered_parallel.h"
@@ -101,35 +108,6 @@ StatusOr<SstObject> DecodeObjectEntry(const std::string& entry) {
   return o;
 }
 
-void PutString(std::string* out, std::string_view s) {
-  AppendLE32(out, static_cast<uint32_t>(s.size()));
-  out->append(s);
-}
-
-class Cursor {
- public:
-  explicit Cursor(std::string_view s) : s_(s) {}
-  bool U32(uint32_t* v) { return ConsumeLE32(&s_, v); }
-  bool U64(uint64_t* v) { return ConsumeLE64(&s_, v); }
-  bool String(std::string* out) {
-    uint32_t n = 0;
-    if (!U32(&n) || n > s_.size()) return false;
-    out->assign(s_.substr(0, n));
-    s_.remove_prefix(n);
-    return true;
-  }
-  bool Bytes(size_t n, std::string_view* out) {
-    if (n > s_.size()) return false;
-    *out = s_.substr(0, n);
-    s_.remove_prefix(n);
-    return true;
-  }
-  bool empty() const { return s_.empty(); }
-
- private:
-  std::string_view s_;
-};
-
 Status ValidateOptions(const StoreOptions& o, const BucketWriteOptions& w) {
   RETURN_IF_ERROR(ValidateStoreOptions(o));
   if (w.part_bytes == 0 || w.upload_threads < 1) {
@@ -166,31 +144,111 @@ Status ReadAt(int fd, const std::string& path, uint64_t offset, size_t n, std::s
   return Status::OK();
 }
 
-class BucketStoreWriter : public StorageWriter {
+std::string Hex16(uint64_t v) {
+  char id[17];
+  std::snprintf(id, sizeof(id), "%016" PRIx64, v);
+  return id;
+}
+
+int64_t NowUnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+bool ParseStep20(std::string_view s, int64_t* step) {
+  if (s.size() != 20 || s.find_first_not_of("0123456789") != std::string_view::npos) return false;
+  *step = static_cast<int64_t>(std::stoull(std::string(s)));
+  return true;
+}
+
+bool ParseHex16(std::string_view s, uint64_t* v) {
+  if (s.size() != 16 || s.find_first_not_of("0123456789abcdef") != std::string_view::npos) return false;
+  *v = std::stoull(std::string(s), nullptr, 16);
+  return true;
+}
+
+// "<step20>/<id16>..." or "<step20>-<id16>..." (what follows is the caller's).
+bool ParseSaveRef(std::string_view s, char sep, SaveRef* ref) {
+  return s.size() >= 37 && s[20] == sep && ParseStep20(s.substr(0, 20), &ref->step) &&
+         ParseHex16(s.substr(21, 16), &ref->save_id);
+}
+
+std::string PendingKey(const std::string& prefix, int64_t step, uint64_t save_id, int64_t unix_ms) {
+  return prefix + "pending/" + Step20(step) + "-" + Hex16(save_id) + "-" + std::to_string(unix_ms);
+}
+
+// Deletes `keys` 1000 at a time (S3's limit per request).
+Status DeleteKeys(s3::S3Client* client, const std::string& bucket, const std::vector<std::string>& keys) {
+  for (size_t i = 0; i < keys.size(); i += 1000) {
+    const size_t end = std::min(keys.size(), i + 1000);
+    RETURN_IF_ERROR(client->DeleteObjects(bucket, std::vector<std::string>(keys.begin() + i, keys.begin() + end)));
+  }
+  return Status::OK();
+}
+
+std::string StepNotFound(int64_t step, const std::string& where) {
+  return "step " + std::to_string(step) + " not found in store '" + where + "'";
+}
+
+// What gc found under a store's prefix (FindGarbage).
+struct Garbage {
+  std::vector<std::string> keys;  // to delete
+  uint64_t bytes = 0;
+  uint64_t failed_saves = 0;   // saves never committed (no record, or a record no index named)
+  uint64_t deleted_saves = 0;  // saves of deleted steps
+  uint64_t stale_markers = 0;  // pending markers of saves that died before uploading anything
+  uint64_t running_saves = 0;  // left alone: their markers are young
+};
+
+class BucketStoreWriter : public StoreWriter {
  public:
-  BucketStoreWriter(s3::S3Client* client, std::string bucket, std::string prefix, StoreOptions options,
-                    BucketWriteOptions write_options)
-      : client_(client),
+  BucketStoreWriter(std::shared_ptr<s3::S3Client> client, std::string bucket, std::string prefix,
+                    StoreOptions options, BucketWriteOptions write_options)
+      : client_(std::move(client)),
         bucket_(std::move(bucket)),
         prefix_(std::move(prefix)),
+        path_("s3://" + bucket_ + "/" + prefix_),
         options_(std::move(options)),
         write_options_(std::move(write_options)) {}
 
   FileDelivery delivery() const override { return FileDelivery::kShared; }
 
   StatusOr<uint64_t> Prepare(int64_t step) override {
-    const std::string key = StepRecordKey(prefix_, step);
-    StatusOr<s3::ObjectInfo> head = client_->HeadObject(bucket_, key);
-    if (head.ok()) {
-      return Status::AlreadyExists("step " + std::to_string(step) + " is already committed in " + Where() + " (" + key +
-                                   ")");
+    ASSIGN_OR_RETURN(IndexSnapshot snap, ReadIndex(client_.get(), bucket_, prefix_));
+    if (snap.index.steps.count(step) != 0) {
+      return Status::AlreadyExists("step " + std::to_string(step) + " is already committed in " + path_);
     }
-    if (head.status().code() != StatusCode::kNotFound) return head.status();
-    return NewSaveId();
+    const uint64_t id = NewSaveId();
+    // Before any rank uploads: gc leaves the objects of a save with a young
+    // marker alone.
+    const std::string marker = PendingKey(prefix_, step, id, NowUnixMs());
+    RETURN_IF_ERROR(client_->PutObject(bucket_, marker, "").status());
+    std::lock_guard<std::mutex> lock(mu_);
+    markers_[id] = marker;
+    return id;
   }
 
-  StatusOr<std::vector<ReuseCandidate>> FindReusable(const SaveContext&, const StepMetadata&) override {
-    return std::vector<ReuseCandidate>{};  // no deduplication in bucket stores yet
+  StatusOr<std::vector<ReuseCandidate>> FindReusable(const SaveContext& ctx, const StepMetadata& planned) override {
+    std::vector<ReuseCandidate> out;
+    if (!options_.deduplicate) return out;
+    // The latest committed step: the one a training job's next save is most
+    // like. Its record lists the objects the new step may come to read.
+    ASSIGN_OR_RETURN(IndexSnapshot snap, ReadIndex(client_.get(), bucket_, prefix_));
+    if (snap.index.steps.empty()) return out;
+    const IndexStep& latest = snap.index.steps.rbegin()->second;
+    StatusOr<std::string> value =
+        client_->GetObject(bucket_, StepRecordKey(prefix_, latest.step, latest.summary.save_id));
+    if (!value.ok()) return out;  // an unreadable base offers nothing: every chunk is written
+    StatusOr<StepRecord> record = DecodeStepRecord(*value);
+    if (!record.ok()) return out;
+    StatusOr<StepMetadata> base = DecodeMetadataValue(record->metadata_value);
+    if (!base.ok() || base->step != latest.step || base->save_id != latest.summary.save_id) return out;
+    out = ReuseCandidatesFrom(*base, planned);
+    if (!out.empty()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      base_objects_[ctx.save_id] = std::move(record->objects);
+    }
+    return out;
   }
 
   Status PrepareStorage(const SaveContext& ctx, const std::vector<WriteItem>& items) override {
@@ -213,7 +271,7 @@ class BucketStoreWriter : public StorageWriter {
   }
 
   StatusOr<std::string> ReceivedFilePath(const SaveContext&, int, const std::string&) override {
-    return Status::FailedPrecondition("bucket store " + Where() + " is shared: no files are sent to the coordinator");
+    return Status::FailedPrecondition("bucket store " + path_ + " is shared: no files are sent to the coordinator");
   }
 
   void DiscardLocalFiles(const SaveContext&) override {}
@@ -238,76 +296,298 @@ class BucketStoreWriter : public StorageWriter {
     // Every object is where the ranks said, whole, before the step refers
     // to it: one HEAD each, 16 at once.
     RETURN_IF_ERROR(CheckSizes(ctx, record.objects));
-    const std::string key = StepRecordKey(prefix_, ctx.step);
-    StatusOr<std::string> put = client_->PutObject(bucket_, key, EncodeStepRecord(record), /*if_none_match=*/true);
-    if (put.status().code() == StatusCode::kAlreadyExists) {
-      return Status::AlreadyExists("step " + std::to_string(ctx.step) + " was committed in " + Where() +
-                                   " by another save first (" + key + ")");
+    const SaveRef self{ctx.step, ctx.save_id};
+    std::vector<SaveRef> uses = ReferencedSaves(metadata);
+    uses.push_back(self);
+    std::sort(uses.begin(), uses.end());
+    uses.erase(std::unique(uses.begin(), uses.end()), uses.end());
+    if (uses.size() > 1) {
+      // The base step's objects that hold the chunks this step shares.
+      std::lock_guard<std::mutex> lock(mu_);
+      auto base = base_objects_.find(ctx.save_id);
+      if (base == base_objects_.end()) {
+        return Status::Internal("step " + std::to_string(ctx.step) +
+                                " refers to chunks of other saves, but none were offered to this save");
+      }
+      for (const SstObject& o : base->second) {
+        SaveRef ref;
+        if (ParseSaveRef(std::string_view(o.key).substr(std::min(o.key.size(), prefix_.size() + 5)), '/', &ref) &&
+            std::binary_search(uses.begin(), uses.end(), ref)) {
+          record.objects.push_back(o);
+        }
+      }
     }
-    // A put that failed without an answer (the client's retries spent) may
-    // have landed: the record read back decides.
-    if (!put.ok() && CommittedBy(ctx) == Committed::kThisSave) return Status::OK();
-    return put.status();
+    RETURN_IF_ERROR(
+        client_->PutObject(bucket_, StepRecordKey(prefix_, ctx.step, ctx.save_id), EncodeStepRecord(record)).status());
+    IndexStep entry;
+    entry.step = ctx.step;
+    entry.summary = SummarizeStep(metadata);
+    entry.uses = uses;
+    std::vector<int64_t> pruned;
+    StatusOr<IndexSnapshot> written = UpdateIndex(client_.get(), bucket_, prefix_, [&](BucketIndex* index) {
+      if (index->steps.count(ctx.step) != 0) {
+        return Status::AlreadyExists("step " + std::to_string(ctx.step) + " was committed in " + path_ +
+                                     " by another save first");
+      }
+      RETURN_IF_ERROR(CheckSharedSavesStay(*index, uses, self));
+      index->steps.emplace(ctx.step, entry);
+      pruned = PruneIndex(index, options_.retention);
+      // A save never commits a step only to delete it (a step numbered
+      // below the ones kept, saved late): what the caller just saved stays.
+      if (std::find(pruned.begin(), pruned.end(), ctx.step) != pruned.end()) {
+        return Status::Internal("retention dropped the step being committed");
+      }
+      return Status::OK();
+    });
+    if (!written.ok()) {
+      // An index write that failed without an answer may have landed: the
+      // index read back decides.
+      if (written.status().code() != StatusCode::kAlreadyExists && CommittedBy(ctx) == Committed::kThisSave) {
+        EndSave(ctx);
+        return Status::OK();
+      }
+      return written.status();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      pruned_last_ = pruned;
+    }
+    EndSave(ctx);
+    if (!pruned.empty()) (void)DeleteGarbage();  // best effort: gc finishes the job
+    return Status::OK();
   }
 
   void Abort(const SaveContext& ctx) override {
-    // Finish may have failed after its record landed, or without knowing:
-    // the objects of a step that is (or may be) this save's stay.
+    // Finish may have failed after its index write landed, or without
+    // knowing: the objects of a step that is (or may be) this save's stay.
     if (CommittedBy(ctx) != Committed::kNotThisSave) return;
     StatusOr<std::vector<s3::ObjectInfo>> objects =
         client_->ListAll(bucket_, SaveDataPrefix(prefix_, ctx.step, ctx.save_id));
     if (!objects.ok()) return;  // best effort: what stays is a leftover for gc
     std::vector<std::string> keys;
     for (const s3::ObjectInfo& o : *objects) keys.push_back(o.key);
-    for (size_t i = 0; i < keys.size(); i += 1000) {
-      const size_t end = std::min(keys.size(), i + 1000);
-      (void)client_->DeleteObjects(bucket_, std::vector<std::string>(keys.begin() + i, keys.begin() + end));
+    keys.push_back(StepRecordKey(prefix_, ctx.step, ctx.save_id));
+    if (DeleteKeys(client_.get(), bucket_, keys).ok()) EndSave(ctx);
+  }
+
+  Status OpenDatabase() override { return client_->HeadBucket(bucket_); }
+
+  StatusOr<SweepStats> Sweep() override { return SweepOrFind(/*dry_run=*/false); }
+  StatusOr<SweepStats> FindLeftovers() override { return SweepOrFind(/*dry_run=*/true); }
+
+  Status DeleteStep(int64_t step) override { return DeleteSteps({step}); }
+
+  Status DeleteSteps(const std::vector<int64_t>& steps) override {
+    RETURN_IF_ERROR(UpdateIndex(client_.get(), bucket_, prefix_, [&](BucketIndex* index) {
+                      for (int64_t step : steps) {
+                        if (index->steps.count(step) == 0) {
+                          return Status::NotFound(StepNotFound(step, path_) + "; nothing was deleted");
+                        }
+                      }
+                      for (int64_t step : steps) DropStep(index, step);
+                      return Status::OK();
+                    }).status());
+    (void)DeleteGarbage();  // best effort: gc finishes the job
+    return Status::OK();
+  }
+
+  StatusOr<ReclaimStats> ReclaimSpace(const ReclaimOptions& options) override {
+    if (!(options.min_unused_fraction >= 0 && options.min_unused_fraction <= 1)) {
+      return Status::InvalidArgument("ReclaimOptions.min_unused_fraction is " +
+                                     std::to_string(options.min_unused_fraction) + "; it must be in [0, 1]");
+    }
+    // Objects are kept or deleted whole (deletes and Sweep delete those no
+    // step reads): nothing is ever rewritten in a bucket.
+    return ReclaimStats{};
+  }
+
+  StatusOr<std::vector<int64_t>> Prune(const RetentionPolicy& policy, bool dry_run) override {
+    RETURN_IF_ERROR(ValidateRetentionPolicy(policy, "policy"));
+    ASSIGN_OR_RETURN(IndexSnapshot snap, ReadIndex(client_.get(), bucket_, prefix_));
+    std::vector<int64_t> dropped = PruneIndex(&snap.index, policy);
+    if (dry_run || dropped.empty()) return dropped;
+    RETURN_IF_ERROR(UpdateIndex(client_.get(), bucket_, prefix_, [&](BucketIndex* index) {
+                      dropped = PruneIndex(index, policy);
+                      return Status::OK();
+                    }).status());
+    (void)DeleteGarbage();  // best effort: gc finishes the job
+    return dropped;
+  }
+
+  std::vector<int64_t> PrunedByLastCommit() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return pruned_last_;
+  }
+
+  StatusOr<std::optional<int64_t>> Tag(int64_t step, const std::string& name) override {
+    RETURN_IF_ERROR(ValidateTagName(name));
+    std::optional<int64_t> before;
+    RETURN_IF_ERROR(UpdateIndex(client_.get(), bucket_, prefix_, [&](BucketIndex* index) {
+                      if (index->steps.count(step) == 0) return Status::NotFound(StepNotFound(step, path_));
+                      auto it = index->tags.find(name);
+                      before = it == index->tags.end() ? std::nullopt : std::optional<int64_t>(it->second);
+                      index->tags[name] = step;
+                      return Status::OK();
+                    }).status());
+    return before;
+  }
+
+  Status DeleteTag(const std::string& name) override {
+    return UpdateIndex(client_.get(), bucket_, prefix_, [&](BucketIndex* index) {
+             if (index->tags.erase(name) == 0) {
+               return Status::NotFound("tag '" + name + "' not found in store '" + path_ + "'");
+             }
+             return Status::OK();
+           })
+        .status();
+  }
+
+  const std::string& path() const override { return path_; }
+
+ private:
+  // Removes `step` and the tags naming it from the index.
+  static void DropStep(BucketIndex* index, int64_t step) {
+    index->steps.erase(step);
+    for (auto it = index->tags.begin(); it != index->tags.end();) {
+      it = it->second == step ? index->tags.erase(it) : std::next(it);
     }
   }
 
- private:
-  std::string Where() const { return "s3://" + bucket_ + "/" + prefix_; }
+  // Drops what `policy` drops from the index; returns those steps.
+  static std::vector<int64_t> PruneIndex(BucketIndex* index, const RetentionPolicy& policy) {
+    if (!policy.enabled()) return {};
+    std::vector<int64_t> steps;
+    std::set<int64_t> tagged;
+    std::map<int64_t, double> best_values;
+    for (const auto& [step, s] : index->steps) {
+      steps.push_back(step);
+      auto m = s.summary.metrics.find(policy.best_metric);
+      if (policy.keep_best > 0 && m != s.summary.metrics.end()) best_values[step] = m->second;
+    }
+    for (const auto& [name, step] : index->tags) tagged.insert(step);
+    std::vector<int64_t> dropped = StepsToPrune(steps, tagged, policy, best_values);
+    for (int64_t step : dropped) DropStep(index, step);
+    return dropped;
+  }
 
-  Status CheckSizes(const SaveContext& ctx, const std::vector<SstObject>& objects) {
-    constexpr size_t kHeadThreads = 16;
-    std::atomic<size_t> next{0};
-    std::mutex mu;
-    Status first;
-    auto work = [&] {
-      for (size_t i = next.fetch_add(1); i < objects.size(); i = next.fetch_add(1)) {
-        const SstObject& o = objects[i];
-        StatusOr<s3::ObjectInfo> info = client_->HeadObject(bucket_, o.key);
-        Status s = info.status();
-        if (s.ok() && info->size != o.size) {
-          s = Status::DataLoss("object s3://" + bucket_ + "/" + o.key + " of step " + std::to_string(ctx.step) +
-                               " holds " + std::to_string(info->size) + " bytes, but " + std::to_string(o.size) +
-                               " were uploaded");
-        }
-        if (!s.ok()) {
-          std::lock_guard<std::mutex> lock(mu);
-          if (first.ok()) first = s;
-          return;
-        }
-      }
-    };
-    std::vector<std::thread> threads;
-    for (size_t t = 1; t < std::min(kHeadThreads, objects.size()); ++t) threads.emplace_back(work);
-    work();
-    for (std::thread& t : threads) t.join();
-    return first;
+  // A save that shares chunks of other saves commits only while a step of
+  // the index still reads them: a step deleted during the save may have had
+  // its objects deleted already.
+  Status CheckSharedSavesStay(const BucketIndex& index, const std::vector<SaveRef>& uses, const SaveRef& self) {
+    std::set<SaveRef> read;
+    for (const auto& [step, s] : index.steps) read.insert(s.uses.begin(), s.uses.end());
+    for (const SaveRef& ref : uses) {
+      if (ref == self || read.count(ref) != 0) continue;
+      return Status::Aborted("step " + std::to_string(self.step) + " shares chunks with step " +
+                             std::to_string(ref.step) + ", which was deleted from " + path_ +
+                             " during the save; nothing was committed: save again");
+    }
+    return Status::OK();
   }
 
   enum class Committed { kThisSave, kNotThisSave, kUnknown };
-  // Whose step record ctx.step has, read back.
+  // Whether the index names ctx.step as this save's, read back.
   Committed CommittedBy(const SaveContext& ctx) {
-    StatusOr<std::string> value = client_->GetObject(bucket_, StepRecordKey(prefix_, ctx.step));
-    if (value.status().code() == StatusCode::kNotFound) return Committed::kNotThisSave;
-    if (!value.ok()) return Committed::kUnknown;
-    StatusOr<StepRecord> record = DecodeStepRecord(*value);
-    if (!record.ok()) return Committed::kUnknown;
-    StatusOr<StepMetadata> md = DecodeMetadataValue(record->metadata_value);
-    if (!md.ok()) return Committed::kUnknown;
-    return md->save_id == ctx.save_id ? Committed::kThisSave : Committed::kNotThisSave;
+    StatusOr<IndexSnapshot> snap = ReadIndex(client_.get(), bucket_, prefix_);
+    if (!snap.ok()) return Committed::kUnknown;
+    auto it = snap->index.steps.find(ctx.step);
+    if (it == snap->index.steps.end()) return Committed::kNotThisSave;
+    return it->second.summary.save_id == ctx.save_id ? Committed::kThisSave : Committed::kNotThisSave;
+  }
+
+  // The save is over: its marker goes (best effort: a marker left behind
+  // only makes gc wait abandoned_save_seconds longer for its leftovers).
+  void EndSave(const SaveContext& ctx) {
+    std::string marker;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = markers_.find(ctx.save_id);
+      if (it != markers_.end()) marker = it->second;
+      markers_.erase(ctx.save_id);
+      base_objects_.erase(ctx.save_id);
+    }
+    if (!marker.empty()) (void)client_->DeleteObject(bucket_, marker);
+  }
+
+  // Every object under the prefix that no committed step reads and no
+  // running save may still need. Lists data/, steps/ and pending/ before
+  // reading the index: a save writes its marker before any object and
+  // deletes it only after its index write, so an object listed here is
+  // either named by the index read after, or its save's marker was listed,
+  // or its save is over without a commit (proto/FORMAT.md, "gc").
+  StatusOr<Garbage> FindGarbage() {
+    ASSIGN_OR_RETURN(std::vector<s3::ObjectInfo> data, client_->ListAll(bucket_, prefix_ + "data/"));
+    ASSIGN_OR_RETURN(std::vector<s3::ObjectInfo> records, client_->ListAll(bucket_, prefix_ + "steps/"));
+    ASSIGN_OR_RETURN(std::vector<s3::ObjectInfo> pending, client_->ListAll(bucket_, prefix_ + "pending/"));
+    ASSIGN_OR_RETURN(IndexSnapshot snap, ReadIndex(client_.get(), bucket_, prefix_));
+    std::set<SaveRef> used;
+    for (const auto& [step, s] : snap.index.steps) {
+      used.insert(s.uses.begin(), s.uses.end());
+      used.insert(SaveRef{step, s.summary.save_id});
+    }
+    const int64_t now = NowUnixMs();
+    std::map<SaveRef, std::vector<const s3::ObjectInfo*>> markers;
+    for (const s3::ObjectInfo& o : pending) {
+      SaveRef ref;
+      if (ParseSaveRef(std::string_view(o.key).substr(prefix_.size() + 8), '-', &ref)) markers[ref].push_back(&o);
+    }
+    auto running = [&](const SaveRef& ref) {
+      auto m = markers.find(ref);
+      if (m == markers.end()) return false;
+      for (const s3::ObjectInfo* o : m->second) {
+        const std::string& k = o->key;
+        const int64_t ms = std::atoll(k.c_str() + k.rfind('-') + 1);
+        if (now - ms < options_.abandoned_save_seconds * 1000) return true;
+      }
+      return false;
+    };
+    Garbage g;
+    std::map<SaveRef, std::vector<const s3::ObjectInfo*>> saves;
+    std::set<SaveRef> with_record;
+    for (const s3::ObjectInfo& o : data) {
+      SaveRef ref;
+      if (ParseSaveRef(std::string_view(o.key).substr(prefix_.size() + 5), '/', &ref)) saves[ref].push_back(&o);
+    }
+    for (const s3::ObjectInfo& o : records) {
+      SaveRef ref;
+      if (ParseSaveRef(std::string_view(o.key).substr(prefix_.size() + 6), '/', &ref)) {
+        saves[ref].push_back(&o);
+        with_record.insert(ref);
+      }
+    }
+    for (const auto& [ref, objects] : saves) {
+      if (used.count(ref) != 0) continue;
+      if (running(ref)) {
+        ++g.running_saves;
+        continue;
+      }
+      for (const s3::ObjectInfo* o : objects) {
+        g.keys.push_back(o->key);
+        g.bytes += o->size;
+      }
+      ++(with_record.count(ref) != 0 ? g.deleted_saves : g.failed_saves);
+    }
+    for (const auto& [ref, objects] : markers) {
+      if (running(ref)) continue;
+      for (const s3::ObjectInfo* o : objects) g.keys.push_back(o->key);
+      if (saves.count(ref) == 0) ++g.stale_markers;
+    }
+    return g;
+  }
+
+  StatusOr<Garbage> DeleteGarbage() {
+    ASSIGN_OR_RETURN(Garbage g, FindGarbage());
+    RETURN_IF_ERROR(DeleteKeys(client_.get(), bucket_, g.keys));
+    return g;
+  }
+
+  StatusOr<SweepStats> SweepOrFind(bool dry_run) {
+    ASSIGN_OR_RETURN(Garbage g, dry_run ? FindGarbage() : DeleteGarbage());
+    SweepStats s;
+    s.orphan_saves = g.failed_saves;
+    s.staging_dirs = g.stale_markers;
+    s.deleted_saves_reclaimed = g.deleted_saves;
+    return s;
   }
 
   StatusOr<WriteResult> WriteAndUpload(const SaveContext& ctx, const std::vector<WriteItem>& items,
@@ -410,59 +690,192 @@ class BucketStoreWriter : public StorageWriter {
     return first;
   }
 
-  s3::S3Client* client_;
+  Status CheckSizes(const SaveContext& ctx, const std::vector<SstObject>& objects) {
+    constexpr size_t kHeadThreads = 16;
+    std::atomic<size_t> next{0};
+    std::mutex mu;
+    Status first;
+    auto work = [&] {
+      for (size_t i = next.fetch_add(1); i < objects.size(); i = next.fetch_add(1)) {
+        const SstObject& o = objects[i];
+        StatusOr<s3::ObjectInfo> info = client_->HeadObject(bucket_, o.key);
+        Status s = info.status();
+        if (s.ok() && info->size != o.size) {
+          s = Status::DataLoss("object s3://" + bucket_ + "/" + o.key + " of step " + std::to_string(ctx.step) +
+                               " holds " + std::to_string(info->size) + " bytes, but " + std::to_string(o.size) +
+                               " were uploaded");
+        }
+        if (!s.ok()) {
+          std::lock_guard<std::mutex> lock(mu);
+          if (first.ok()) first = s;
+          return;
+        }
+      }
+    };
+    std::vector<std::thread> threads;
+    for (size_t t = 1; t < std::min(kHeadThreads, objects.size()); ++t) threads.emplace_back(work);
+    work();
+    for (std::thread& t : threads) t.join();
+    return first;
+  }
+
+  const std::shared_ptr<s3::S3Client> client_;
   const std::string bucket_;
   const std::string prefix_;
+  const std::string path_;  // s3://bucket/prefix
   const StoreOptions options_;
   const BucketWriteOptions write_options_;
+  mutable std::mutex mu_;
+  std::map<uint64_t, std::string> markers_;                  // save id -> its pending marker; guarded by mu_
+  std::map<uint64_t, std::vector<SstObject>> base_objects_;  // save id -> its base step's objects; guarded by mu_
+  std::vector<int64_t> pruned_last_;                         // guarded by mu_
 };
 
-class BucketReader : public BucketStoreReader {
+class BucketReader : public StoreReader {
  public:
-  BucketReader(s3::S3Client* client, std::string bucket, std::string prefix, int threads)
-      : client_(client), bucket_(std::move(bucket)), prefix_(std::move(prefix)), threads_(threads) {}
+  BucketReader(std::shared_ptr<s3::S3Client> client, std::string bucket, std::string prefix, int threads)
+      : client_(std::move(client)),
+        bucket_(std::move(bucket)),
+        prefix_(std::move(prefix)),
+        path_("s3://" + bucket_ + "/" + prefix_),
+        threads_(threads) {}
 
-  StatusOr<StepMetadata> ReadMetadata(int64_t step) override {
-    ASSIGN_OR_RETURN(StepRecord record, ReadRecord(step));
-    StatusOr<StepMetadata> md = DecodeMetadataValue(record.metadata_value);
-    if (!md.ok()) {
-      return Status::DataLoss("the metadata in step record s3://" + bucket_ + "/" + StepRecordKey(prefix_, step) +
-                              " is damaged: " + md.status().message());
-    }
-    if (md->step != step) {
-      return Status::DataLoss("step record s3://" + bucket_ + "/" + StepRecordKey(prefix_, step) +
-                              " holds the metadata of step " + std::to_string(md->step));
+  Status Refresh() override {
+    ASSIGN_OR_RETURN(IndexSnapshot snap, ReadIndex(client_.get(), bucket_, prefix_));
+    if (!snap.exists) {
+      return Status::NotFound("no ckptdb store at " + path_ + " (no object " + IndexKey(prefix_) +
+                              " in bucket '" + bucket_ + "': a store is made by its first committed save)");
     }
     std::lock_guard<std::mutex> lock(mu_);
-    objects_[step] = std::move(record.objects);
+    index_ = std::move(snap.index);
+    return Status::OK();
+  }
+
+  StatusOr<std::vector<StepInfo>> ListSteps() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::map<int64_t, std::vector<std::string>> tags;
+    for (const auto& [name, step] : index_.tags) tags[step].push_back(name);
+    std::vector<StepInfo> out;
+    for (const auto& [step, s] : index_.steps) {
+      StepInfo info;
+      info.step = step;
+      info.created_unix_ms = s.summary.created_unix_ms;
+      info.world_size = s.summary.world_size;
+      info.entries = s.summary.entries;
+      info.logical_bytes = s.summary.logical_bytes;
+      info.stored_bytes = s.summary.stored_bytes;
+      info.tags = tags[step];
+      info.metrics = s.summary.metrics;
+      info.note = s.summary.note;
+      out.push_back(std::move(info));
+    }
+    return out;
+  }
+
+  StatusOr<int64_t> LatestStep() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (index_.steps.empty()) return Status::NotFound("store '" + path_ + "' has no committed step");
+    return index_.steps.rbegin()->first;
+  }
+
+  StatusOr<int64_t> LatestStepAtOrBefore(int64_t step) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = index_.steps.upper_bound(step);
+    if (it == index_.steps.begin()) {
+      return Status::NotFound("store '" + path_ + "' has no committed step at or before " + std::to_string(step));
+    }
+    return std::prev(it)->first;
+  }
+
+  StatusOr<bool> HasStep(int64_t step) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return index_.steps.count(step) != 0;
+  }
+
+  StatusOr<std::map<std::string, int64_t>> ListTags() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return index_.tags;
+  }
+
+  StatusOr<int64_t> ResolveTag(const std::string& name) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = index_.tags.find(name);
+    if (it == index_.tags.end()) return Status::NotFound("tag '" + name + "' not found in store '" + path_ + "'");
+    return it->second;
+  }
+
+  StatusOr<int64_t> BestStep(const std::string& name, MetricMode mode) override {
+    RETURN_IF_ERROR(ValidateMetricName(name));
+    std::map<int64_t, double> values;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const auto& [step, s] : index_.steps) {
+        auto it = s.summary.metrics.find(name);
+        if (it != s.summary.metrics.end()) values[step] = it->second;
+      }
+    }
+    const std::vector<int64_t> ranked = RankByMetric(values, mode);
+    if (ranked.empty()) return Status::NotFound("no step of store '" + path_ + "' has metric '" + name + "'");
+    return ranked.front();
+  }
+
+  // The index is one checksummed object (a damaged one fails the open); a
+  // step record is checked when its step is read.
+  StatusOr<std::vector<RecordDamage>> FindDamagedRecords() override { return std::vector<RecordDamage>{}; }
+
+  StatusOr<StoreStats> GetStoreStats() override {
+    ASSIGN_OR_RETURN(std::vector<s3::ObjectInfo> all, client_->ListAll(bucket_, prefix_));
+    StoreStats s;
+    const std::string data = prefix_ + "data/", pending = prefix_ + "pending/";
+    for (const s3::ObjectInfo& o : all) {
+      s.disk_bytes += o.size;
+      if (o.key.compare(0, data.size(), data) == 0) {
+        ++s.sst_files;
+        s.sst_bytes += o.size;
+      } else if (o.key.compare(0, pending.size(), pending) == 0) {
+        ++s.staging_dirs;
+      }
+    }
+    return s;
+  }
+
+  const std::string& path() const override { return path_; }
+
+  StatusOr<StepMetadata> ReadMetadata(int64_t step) override {
+    uint64_t save_id = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = index_.steps.find(step);
+      if (it == index_.steps.end()) return Status::NotFound(StepNotFound(step, path_));
+      save_id = it->second.summary.save_id;
+    }
+    const std::string key = StepRecordKey(prefix_, step, save_id);
+    ASSIGN_OR_RETURN(StepRecord record, ReadRecord(step, key));
+    StatusOr<StepMetadata> md = DecodeMetadataValue(record.metadata_value);
+    if (!md.ok()) {
+      return Status::DataLoss("the metadata in step record s3://" + bucket_ + "/" + key + " is damaged: " +
+                              md.status().message());
+    }
+    if (md->step != step || md->save_id != save_id) {
+      return Status::DataLoss("step record s3://" + bucket_ + "/" + key + " holds the metadata of step " +
+                              std::to_string(md->step) + " (save " + Hex16(md->save_id) + ")");
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    objects_[SaveRef{step, save_id}] = std::move(record.objects);
     return md;
   }
 
   StatusOr<ReadStats> Read(const StepMetadata& metadata, const std::vector<ReadItem>& items) override {
-    ASSIGN_OR_RETURN(const SstObjectSource* source, SourceOf(metadata.step));
+    ASSIGN_OR_RETURN(const SstObjectSource* source, SourceOf(SaveRef{metadata.step, metadata.save_id}));
     return ReadChunksFrom(source->Getter(), metadata, items, threads_);
   }
 
-  StatusOr<std::vector<int64_t>> ListSteps() override {
-    const std::string dir = prefix_ + "steps/";
-    ASSIGN_OR_RETURN(std::vector<s3::ObjectInfo> objects, client_->ListAll(bucket_, dir));
-    std::vector<int64_t> steps;
-    for (const s3::ObjectInfo& o : objects) {
-      const std::string name = o.key.substr(dir.size());
-      if (name.size() != 20 || name.find_first_not_of("0123456789") != std::string::npos) continue;
-      steps.push_back(static_cast<int64_t>(std::stoull(name)));
-    }
-    std::sort(steps.begin(), steps.end());
-    return steps;
-  }
-
  private:
-  StatusOr<StepRecord> ReadRecord(int64_t step) {
-    const std::string key = StepRecordKey(prefix_, step);
+  StatusOr<StepRecord> ReadRecord(int64_t step, const std::string& key) {
     StatusOr<std::string> value = client_->GetObject(bucket_, key);
     if (value.status().code() == StatusCode::kNotFound) {
-      return Status::NotFound("step " + std::to_string(step) + " not found in s3://" + bucket_ + "/" + prefix_ +
-                              " (no " + key + ")");
+      return Status::DataLoss("the record of step " + std::to_string(step) + " of store '" + path_ +
+                              "' is missing (s3://" + bucket_ + "/" + key + ")");
     }
     if (!value.ok()) return value.status();
     StatusOr<StepRecord> record = DecodeStepRecord(*value);
@@ -473,55 +886,58 @@ class BucketReader : public BucketStoreReader {
     return record;
   }
 
-  // The step's data objects, opened once per step this reader reads.
-  StatusOr<const SstObjectSource*> SourceOf(int64_t step) {
+  // The objects of a step's record, opened once per save this reader reads.
+  StatusOr<const SstObjectSource*> SourceOf(const SaveRef& save) {
     std::lock_guard<std::mutex> lock(mu_);
-    auto open = sources_.find(step);
+    auto open = sources_.find(save);
     if (open != sources_.end()) return open->second.get();
-    auto known = objects_.find(step);
+    auto known = objects_.find(save);
     std::vector<SstObject> objects;
     if (known != objects_.end()) {
       objects = known->second;
     } else {
-      ASSIGN_OR_RETURN(StepRecord record, ReadRecord(step));
+      const std::string key = StepRecordKey(prefix_, save.step, save.save_id);
+      ASSIGN_OR_RETURN(StepRecord record, ReadRecord(save.step, key));
       objects = std::move(record.objects);
     }
     ASSIGN_OR_RETURN(std::unique_ptr<SstObjectSource> source,
-                     SstObjectSource::Open(client_, bucket_, std::move(objects), ObjectReadOptions(), threads_));
+                     SstObjectSource::Open(client_.get(), bucket_, std::move(objects), ObjectReadOptions(), threads_));
     const SstObjectSource* raw = source.get();
-    sources_[step] = std::move(source);
+    sources_[save] = std::move(source);
     return raw;
   }
 
-  s3::S3Client* client_;
+  const std::shared_ptr<s3::S3Client> client_;
   const std::string bucket_;
   const std::string prefix_;
+  const std::string path_;
   const int threads_;
   std::mutex mu_;
-  std::map<int64_t, std::vector<SstObject>> objects_;            // guarded by mu_
-  std::map<int64_t, std::unique_ptr<SstObjectSource>> sources_;  // guarded by mu_
+  BucketIndex index_;                                             // guarded by mu_
+  std::map<SaveRef, std::vector<SstObject>> objects_;             // guarded by mu_
+  std::map<SaveRef, std::unique_ptr<SstObjectSource>> sources_;  // guarded by mu_
 };
 
 }  // namespace
 
-std::string StepRecordKey(const std::string& prefix, int64_t step) { return prefix + "steps/" + Step20(step); }
+std::string StepRecordKey(const std::string& prefix, int64_t step, uint64_t save_id) {
+  return prefix + "steps/" + Step20(step) + "/" + Hex16(save_id);
+}
 
 std::string SaveDataPrefix(const std::string& prefix, int64_t step, uint64_t save_id) {
-  char id[17];
-  std::snprintf(id, sizeof(id), "%016" PRIx64, save_id);
-  return prefix + "data/" + Step20(step) + "/" + id + "/";
+  return prefix + "data/" + Step20(step) + "/" + Hex16(save_id) + "/";
 }
 
 std::string EncodeStepRecord(const StepRecord& record) {
   std::string raw(kRecordMagic, sizeof(kRecordMagic) - 1);
   raw.push_back(static_cast<char>(kRecordVersion));
-  PutString(&raw, record.metadata_value);
+  AppendLEString(&raw, record.metadata_value);
   AppendLE32(&raw, static_cast<uint32_t>(record.objects.size()));
   for (const SstObject& o : record.objects) {
-    PutString(&raw, o.key);
+    AppendLEString(&raw, o.key);
     AppendLE64(&raw, o.size);
-    PutString(&raw, o.smallest_key);
-    PutString(&raw, o.largest_key);
+    AppendLEString(&raw, o.smallest_key);
+    AppendLEString(&raw, o.largest_key);
   }
   std::string value;
   EncodeChunk(raw.data(), raw.size(), Compression::kNone, 1, &value);
@@ -530,7 +946,7 @@ std::string EncodeStepRecord(const StepRecord& record) {
 
 StatusOr<StepRecord> DecodeStepRecord(std::string_view value) {
   ASSIGN_OR_RETURN(std::string raw, DecodeChunkToString(value));
-  Cursor c(raw);
+  LECursor c(raw);
   std::string expected(kRecordMagic, sizeof(kRecordMagic) - 1);
   expected.push_back(static_cast<char>(kRecordVersion));
   std::string_view magic;
@@ -549,20 +965,47 @@ StatusOr<StepRecord> DecodeStepRecord(std::string_view value) {
   return r;
 }
 
-StatusOr<std::unique_ptr<StorageWriter>> OpenBucketStoreWriter(s3::S3Client* client, const std::string& bucket,
-                                                               const std::string& prefix, const StoreOptions& options,
-                                                               const BucketWriteOptions& write_options) {
+StatusOr<std::unique_ptr<StoreWriter>> OpenBucketStoreWriter(std::shared_ptr<s3::S3Client> client,
+                                                             const std::string& bucket, const std::string& prefix,
+                                                             const StoreOptions& options,
+                                                             const BucketWriteOptions& write_options) {
   RETURN_IF_ERROR(ValidateOptions(options, write_options));
   if (bucket.empty()) return Status::InvalidArgument("bucket store: the bucket name is empty");
-  return std::unique_ptr<StorageWriter>(
-      new BucketStoreWriter(client, bucket, NormalPrefix(prefix), options, write_options));
+  return std::unique_ptr<StoreWriter>(
+      new BucketStoreWriter(std::move(client), bucket, NormalPrefix(prefix), options, write_options));
 }
 
-StatusOr<std::unique_ptr<BucketStoreReader>> OpenBucketStoreReader(s3::S3Client* client, const std::string& bucket,
-                                                                   const std::string& prefix, int read_threads) {
+StatusOr<std::unique_ptr<StoreReader>> OpenBucketStoreReader(std::shared_ptr<s3::S3Client> client,
+                                                             const std::string& bucket, const std::string& prefix,
+                                                             int read_threads) {
   if (bucket.empty()) return Status::InvalidArgument("bucket store: the bucket name is empty");
   if (read_threads < 1) return Status::InvalidArgument("bucket store: read_threads must be positive");
-  return std::unique_ptr<BucketStoreReader>(new BucketReader(client, bucket, NormalPrefix(prefix), read_threads));
+  auto reader = std::make_unique<BucketReader>(std::move(client), bucket, NormalPrefix(prefix), read_threads);
+  RETURN_IF_ERROR(reader->Refresh());
+  return std::unique_ptr<StoreReader>(std::move(reader));
+}
+
+namespace {
+
+StatusOr<std::shared_ptr<s3::S3Client>> ClientFromEnvironment() {
+  ASSIGN_OR_RETURN(s3::S3Settings settings, s3::S3Settings::FromEnvironment());
+  ASSIGN_OR_RETURN(std::unique_ptr<s3::S3Client> client, s3::S3Client::Create(std::move(settings)));
+  return std::shared_ptr<s3::S3Client>(std::move(client));
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<StoreWriter>> OpenBucketStoreWriterAt(const std::string& url, const StoreOptions& options) {
+  ASSIGN_OR_RETURN(s3::S3Url u, s3::S3Url::Parse(url));
+  ASSIGN_OR_RETURN(std::shared_ptr<s3::S3Client> client, ClientFromEnvironment());
+  return OpenBucketStoreWriter(std::move(client), u.bucket, u.prefix, options);
+}
+
+StatusOr<std::unique_ptr<StoreReader>> OpenBucketStoreReaderAt(const std::string& url, const ReaderOptions& options) {
+  ASSIGN_OR_RETURN(s3::S3Url u, s3::S3Url::Parse(url));
+  ASSIGN_OR_RETURN(std::shared_ptr<s3::S3Client> client, ClientFromEnvironment());
+  return OpenBucketStoreReader(std::move(client), u.bucket, u.prefix,
+                               options.threads > 0 ? options.threads : std::max(8, DefaultParallelism()));
 }
 
 }  // namespace bucket

@@ -1,31 +1,39 @@
-// A checkpoint store in an S3 bucket, behind the StorageWriter and
-// StorageReader seams (ckptdb/storage.h): every rank uploads its own SST
-// files straight into the bucket, the coordinator commits the step with one
-// conditional put. Internal for now: not reachable from the public API, the
-// Python package or the CLI (no s3:// URLs yet).
+// A checkpoint store in an S3 bucket, s3://BUCKET/PREFIX: the StoreWriter
+// and StoreReader that the public OpenStoreWriter / OpenStoreReader return
+// for such a URL (open/open_store.cc). Every rank uploads its own SST files
+// straight into the bucket; the coordinator commits the step with one
+// conditional write of the store's index.
 //
 // Layout under PREFIX (proto/FORMAT.md, "Bucket stores"):
-//   PREFIX/data/<step, 20 digits>/<save id, 16 hex>/rank-<R>-<N>.sst
+//   PREFIX/index
+//       the history (bucket/bucket_index.h): every committed step with its
+//       summary and the saves whose objects it reads, and every tag. Each
+//       change to the history (commit + retention, delete, tag) is one
+//       conditional write of it: the commit point.
+//   PREFIX/steps/<step, 20 digits>/<save id, 16 hex>
+//       the step record of one save: a chunk value (format/chunk_codec.h,
+//       checksummed) holding the step's metadata value (EncodeMetadataValue)
+//       and the list of the data objects it reads with their sizes and key
+//       ranges (its own, and those of earlier saves it shares chunks with).
+//   PREFIX/data/<step>/<save id>/rank-<R>-<N>.sst
 //       a rank's SST files of one save attempt, written with
 //       SstObjectWriteOptions() (one chunk per data block)
-//   PREFIX/steps/<step, 20 digits>
-//       the step record: a chunk value (format/chunk_codec.h, checksummed)
-//       holding the step's metadata value (EncodeMetadataValue) and the
-//       list of its data objects with their sizes and key ranges.
+//   PREFIX/pending/<step>-<save id>-<unix ms>
+//       an empty marker: the save is running (written by Prepare, before any
+//       rank uploads; deleted when the save ends); gc keeps the objects of a
+//       save whose marker is younger than StoreOptions.abandoned_save_seconds.
 //
-// Commit point: the coordinator's Finish writes the step record with
-// If-None-Match: *. Before it no reader sees the step; after it, all of it.
-// Two saves of one step: exactly one put succeeds, the other save gets
-// AlreadyExists, and its data objects (under its own save id, referenced by
-// no record) are deleted by its Abort (best effort). A record put that fails
-// without an answer (the client's retries spent) may have landed: Finish
-// reads the record back and succeeds when it is this save's; Abort deletes
-// the save's objects only when the step's record is read back and is not
-// this save's (absent or another save's), and otherwise leaves them.
+// A step is visible exactly when the index names it. Readers find steps
+// only through the index and objects only through a record the index
+// names, so before the commit no reader sees any part of the step, after it
+// all of it. Two saves of one step: exactly one index write names the step
+// first; the other save gets AlreadyExists and its objects (under its own
+// save id) are deleted by its Abort (or by gc, when it died first).
 //
-// Not done in this first version: no deduplication (FindReusable returns no
-// candidates, every chunk is uploaded), no retention, no tags, no step
-// deletion and no gc of the leftovers of saves that died before their Abort.
+// Not done: incomplete multipart uploads left by a rank killed mid-upload
+// are not listed or aborted by gc (a bucket lifecycle rule
+// AbortIncompleteMultipartUpload removes them); files are still written
+// locally, then uploaded.
 #ifndef CKPTDB_SRC_BUCKET_BUCKET_STORE_H_
 #define CKPTDB_SRC_BUCKET_BUCKET_STORE_H_
 
@@ -58,9 +66,9 @@ struct BucketWriteOptions {
   int upload_threads = 4;
 };
 
-// The step record's object key and the prefix of the data objects of one
-// save attempt, both under `prefix` ("" or ending in '/').
-std::string StepRecordKey(const std::string& prefix, int64_t step);
+// The object keys of one save attempt under `prefix` ("" or ending in '/'):
+// its step record, the prefix of its data objects, its pending marker.
+std::string StepRecordKey(const std::string& prefix, int64_t step, uint64_t save_id);
 std::string SaveDataPrefix(const std::string& prefix, int64_t step, uint64_t save_id);
 
 // What a step record holds.
@@ -74,28 +82,30 @@ StatusOr<StepRecord> DecodeStepRecord(std::string_view value);
 
 // A writer into s3://bucket/prefix. `prefix` may be empty; a '/' is added
 // when it lacks one. Every rank of a save opens its own. delivery() is
-// kShared: every rank reaches the bucket. `client` must outlive the writer.
-// InvalidArgument for bad StoreOptions (as OpenStoreWriter).
-StatusOr<std::unique_ptr<StorageWriter>> OpenBucketStoreWriter(s3::S3Client* client, const std::string& bucket,
-                                                               const std::string& prefix,
-                                                               const StoreOptions& options = {},
-                                                               const BucketWriteOptions& write_options = {});
+// kShared: every rank reaches the bucket. `client` is shared by the
+// writer. InvalidArgument for bad StoreOptions (as OpenStoreWriter).
+// Nothing is read or written until the first call.
+StatusOr<std::unique_ptr<StoreWriter>> OpenBucketStoreWriter(std::shared_ptr<s3::S3Client> client,
+                                                             const std::string& bucket, const std::string& prefix,
+                                                             const StoreOptions& options = {},
+                                                             const BucketWriteOptions& write_options = {});
 
-class BucketStoreReader : public StorageReader {
- public:
-  // Committed steps in increasing order, from one listing of PREFIX/steps/
-  // (no GET per step).
-  virtual StatusOr<std::vector<int64_t>> ListSteps() = 0;
-};
+// A reader of s3://bucket/prefix as of its index now (Refresh re-reads it).
+// NotFound naming the bucket when it does not exist, and naming the store
+// when it has no index (no step was ever committed there); DataLoss naming
+// the index when it is damaged. ReadMetadata GETs the step's record
+// (DataLoss naming it when its checksum or layout is wrong); Read opens the
+// objects the record lists (sizes known: no HEAD; NotFound naming a missing
+// one) and fetches only the chunks the items need, verifying each.
+StatusOr<std::unique_ptr<StoreReader>> OpenBucketStoreReader(std::shared_ptr<s3::S3Client> client,
+                                                             const std::string& bucket, const std::string& prefix,
+                                                             int read_threads = 8);
 
-// A reader of s3://bucket/prefix: ReadMetadata GETs the step record
-// (NotFound naming the step when it is not committed, DataLoss naming the
-// record when its checksum or layout is wrong); Read opens the step's data
-// objects (sizes known from the record: no HEAD; NotFound naming an object
-// that is missing) and fetches only the chunks the items need, verifying
-// each. `client` must outlive the reader.
-StatusOr<std::unique_ptr<BucketStoreReader>> OpenBucketStoreReader(s3::S3Client* client, const std::string& bucket,
-                                                                   const std::string& prefix, int read_threads = 8);
+// The same for a store URL s3://BUCKET/PREFIX, with a client made from the
+// environment's settings (s3::S3Settings::FromEnvironment: AWS's variables
+// and files).
+StatusOr<std::unique_ptr<StoreWriter>> OpenBucketStoreWriterAt(const std::string& url, const StoreOptions& options);
+StatusOr<std::unique_ptr<StoreReader>> OpenBucketStoreReaderAt(const std::string& url, const ReaderOptions& options);
 
 }  // namespace bucket
 }  // namespace ckptdb

@@ -268,6 +268,31 @@ StatusOr<std::string> S3Client::PutObject(const std::string& bucket, const std::
   return st;
 }
 
+StatusOr<std::string> S3Client::PutObjectIfMatch(const std::string& bucket, const std::string& key,
+                                                 std::string_view data, const std::string& etag) {
+  Call call{"PutObject", "PUT", bucket, key, {}, {}, data, true};
+  call.headers.emplace_back("If-Match", etag);
+  Outcome outcome;
+  ASSIGN_OR_RETURN(HttpResponse r, Execute(call, &outcome));
+  if (r.status == 200) return r.headers["etag"];
+  if ((r.status == 412 || r.status == 404) && outcome.earlier_attempt_may_have_landed) {
+    auto head = HeadObject(bucket, key);
+    if (head.ok() && Unquote(head->etag) == Md5Hex(data)) return head->etag;
+  }
+  if (r.status == 412 || r.status == 404) {
+    return Status::Aborted(Describe(call) + ": the object changed since it was read (If-Match: " + etag + ")");
+  }
+  return ErrorFor(call, r);
+}
+
+StatusOr<S3Client::VersionedObject> S3Client::GetObjectVersioned(const std::string& bucket, const std::string& key) {
+  Call call{"GetObject", "GET", bucket, key, {}, {}, {}};
+  Outcome outcome;
+  ASSIGN_OR_RETURN(HttpResponse r, Execute(call, &outcome));
+  if (r.status == 200) return VersionedObject{std::move(r.body), r.headers["etag"]};
+  return ErrorFor(call, r);
+}
+
 StatusOr<std::string> S3Client::GetObject(const std::string& bucket, const std::string& key) {
   Call call{"GetObject", "GET", bucket, key, {}, {}, {}};
   Outcome outcome;

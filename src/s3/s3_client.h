@@ -94,7 +94,21 @@ class S3Client {
   StatusOr<std::string> PutObject(const std::string& bucket, const std::string& key, std::string_view data,
                                   bool if_none_match = false);
 
+  // Writes the whole object only if its current ETag is `etag` (If-Match):
+  // a compare-and-swap. Aborted when the object changed (or is gone) since
+  // that ETag was read; the caller re-reads and decides. A try that may have
+  // landed and whose retry gets 412 is read back: our own bytes there are
+  // success. Returns the new ETag.
+  StatusOr<std::string> PutObjectIfMatch(const std::string& bucket, const std::string& key, std::string_view data,
+                                         const std::string& etag);
+
   StatusOr<std::string> GetObject(const std::string& bucket, const std::string& key);
+  // The object and its ETag (quotes included), for a later PutObjectIfMatch.
+  struct VersionedObject {
+    std::string data;
+    std::string etag;
+  };
+  StatusOr<VersionedObject> GetObjectVersioned(const std::string& bucket, const std::string& key);
   // Bytes [offset, offset + length); fewer when the object ends first.
   // InvalidArgument when offset is at or past the end (S3's 416).
   StatusOr<std::string> GetObjectRange(const std::string& bucket, const std::string& key, uint64_t offset,

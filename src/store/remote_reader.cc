@@ -351,7 +351,7 @@ class RemoteStoreReader final : public StorageReader {
   // The coordinator's own reader, opened on first use.
   Status Local() {
     if (local_) return Status::OK();
-    StatusOr<std::unique_ptr<StoreReader>> r = OpenStoreReader(path_, options_);
+    StatusOr<std::unique_ptr<StoreReader>> r = OpenDirectoryStoreReader(path_, options_);
     if (!r.ok()) return r.status();
     source_ = dynamic_cast<ChunkValueSource*>(r->get());
     if (source_ == nullptr) return Status::Internal("the store reader cannot serve chunks");
@@ -506,6 +506,11 @@ class RemoteStoreReader final : public StorageReader {
 StatusOr<std::unique_ptr<StorageReader>> OpenRemoteStoreReader(const std::string& path, Communicator* comm,
                                                                int coordinator_rank, const ReaderOptions& options) {
   if (comm == nullptr) return Status::InvalidArgument("OpenRemoteStoreReader needs the job's communicator");
+  if (path.rfind("s3://", 0) == 0) {
+    return Status::InvalidArgument("store " + path +
+                                   " is a bucket, which every rank reaches: open it with OpenStoreReader on every "
+                                   "rank (no coordinator-only load)");
+  }
   if (coordinator_rank < 0 || coordinator_rank >= comm->world_size()) {
     return Status::InvalidArgument("coordinator rank " + std::to_string(coordinator_rank) +
                                    " is not in the world of size " + std::to_string(comm->world_size()));

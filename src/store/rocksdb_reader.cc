@@ -380,7 +380,7 @@ class RocksDBStoreReader final : public StoreReader, public ChunkValueSource {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<StoreReader>> OpenStoreReader(const std::string& path, const ReaderOptions& options) {
+StatusOr<std::unique_ptr<StoreReader>> OpenDirectoryStoreReader(const std::string& path, const ReaderOptions& options) {
   ASSIGN_OR_RETURN(StorePathState state, InspectStorePath(path));
   if (state == StorePathState::kMissing) return Status::NotFound("no store at '" + path + "'");
   if (state == StorePathState::kEmptyDir) {

@@ -24,6 +24,14 @@ uint64_t NewSaveId();
 // (see StoreOptions), for any store that takes them.
 Status ValidateStoreOptions(const StoreOptions& o);
 
+// The directory store behind the public OpenStoreWriter / OpenStoreReader
+// (open/open_store.cc sends s3:// URLs to the bucket store and every other
+// path here), with the contracts stated there.
+StatusOr<std::unique_ptr<StoreWriter>> OpenDirectoryStoreWriter(const std::string& path,
+                                                                const StoreOptions& options = {});
+StatusOr<std::unique_ptr<StoreReader>> OpenDirectoryStoreReader(const std::string& path,
+                                                                const ReaderOptions& options = {});
+
 // As OpenStoreWriter, with every file operation of the database and of the
 // SST writers going through `env` (not owned; outlives the writer).
 StatusOr<std::unique_ptr<StoreWriter>> OpenStoreWriterWithEnv(const std::string& path, const StoreOptions& options,

@@ -136,6 +136,10 @@ Status ValidateStoreOptions(const StoreOptions& o) {
   }
   RETURN_IF_ERROR(ValidateCompression(o.compression, "StoreOptions.compression"));
   RETURN_IF_ERROR(ValidateRetentionPolicy(o.retention, "StoreOptions.retention"));
+  if (o.abandoned_save_seconds < 0) {
+    return Status::InvalidArgument("StoreOptions.abandoned_save_seconds is " + std::to_string(o.abandoned_save_seconds) +
+                                   "; it must be >= 0");
+  }
   return Status::OK();
 }
 
@@ -214,23 +218,7 @@ class RocksDBStoreWriter final : public StoreWriter {
     if (!it->Valid() || !ParseMetadataKey(it->key().ToStringView(), &latest)) return out;
     StatusOr<StepMetadata> base = DecodeMetadataValue(it->value().ToStringView());
     if (!base.ok()) return out;
-    std::unordered_map<std::string, const EntryMetadata*> by_fqn;
-    for (const EntryMetadata& e : base->entries) by_fqn.emplace(e.fqn, &e);
-    for (const EntryMetadata& e : planned.entries) {
-      auto b = by_fqn.find(e.fqn);
-      if (b == by_fqn.end() || b->second->kind != e.kind || b->second->dtype != e.dtype ||
-          b->second->shape != e.shape) {
-        continue;
-      }
-      std::map<std::pair<std::vector<int64_t>, std::vector<int64_t>>, const StoredPiece*> regions;
-      for (const StoredPiece& p : b->second->pieces) {
-        if (!p.chunk_hashes.empty() && p.encoding != 0) regions.emplace(std::make_pair(p.offsets, p.sizes), &p);
-      }
-      for (const StoredPiece& p : e.pieces) {
-        auto r = regions.find(std::make_pair(p.offsets, p.sizes));
-        if (r != regions.end()) out.push_back(ReuseCandidate{p.key, base->step, base->save_id, *r->second});
-      }
-    }
+    out = ReuseCandidatesFrom(*base, planned);
     if (!out.empty()) {
       // What the new step may refer to: the base's own chunks and those it
       // shares (checked by Finish).
@@ -1128,7 +1116,7 @@ StatusOr<std::unique_ptr<StoreWriter>> OpenStoreWriterWithEnv(const std::string&
   return OpenStoreWriterWithSeams(path, options, seams);
 }
 
-StatusOr<std::unique_ptr<StoreWriter>> OpenStoreWriter(const std::string& path, const StoreOptions& options) {
+StatusOr<std::unique_ptr<StoreWriter>> OpenDirectoryStoreWriter(const std::string& path, const StoreOptions& options) {
   return OpenStoreWriterWithSeams(path, options, StoreWriterSeams{});
 }
 

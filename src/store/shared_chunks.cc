@@ -1,10 +1,33 @@
 #include "store/shared_chunks.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "format/keys.h"
 
 namespace ckptdb {
+
+std::vector<ReuseCandidate> ReuseCandidatesFrom(const StepMetadata& base, const StepMetadata& planned) {
+  std::vector<ReuseCandidate> out;
+  std::unordered_map<std::string, const EntryMetadata*> by_fqn;
+  for (const EntryMetadata& e : base.entries) by_fqn.emplace(e.fqn, &e);
+  for (const EntryMetadata& e : planned.entries) {
+    auto b = by_fqn.find(e.fqn);
+    if (b == by_fqn.end() || b->second->kind != e.kind || b->second->dtype != e.dtype ||
+        b->second->shape != e.shape) {
+      continue;
+    }
+    std::map<std::pair<std::vector<int64_t>, std::vector<int64_t>>, const StoredPiece*> regions;
+    for (const StoredPiece& p : b->second->pieces) {
+      if (!p.chunk_hashes.empty() && p.encoding != 0) regions.emplace(std::make_pair(p.offsets, p.sizes), &p);
+    }
+    for (const StoredPiece& p : e.pieces) {
+      auto r = regions.find(std::make_pair(p.offsets, p.sizes));
+      if (r != regions.end()) out.push_back(ReuseCandidate{p.key, base.step, base.save_id, *r->second});
+    }
+  }
+  return out;
+}
 
 std::vector<KeyRange> MergeRanges(std::vector<KeyRange> ranges) {
   std::sort(ranges.begin(), ranges.end());

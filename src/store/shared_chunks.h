@@ -21,9 +21,16 @@
 
 #include "ckptdb/metadata.h"
 #include "ckptdb/status.h"
+#include "ckptdb/storage.h"
 #include "format/step_records.h"
 
 namespace ckptdb {
+
+// Deduplication's offer (StorageWriter::FindReusable): for each piece of
+// `planned` whose entry has the same kind, dtype and shape in `base` (the
+// store's latest committed step) and whose region `base` stored with chunk
+// hashes, that stored piece. Every store offers exactly these.
+std::vector<ReuseCandidate> ReuseCandidatesFrom(const StepMetadata& base, const StepMetadata& planned);
 
 // [begin, end) of data keys.
 using KeyRange = std::pair<std::string, std::string>;

@@ -1,6 +1,7 @@
 // Little-endian fixed-width integers in byte buffers: the chunk header
 // (format/chunk_codec.cc) and the messages ranks send each other
-// (comm/gloo_communicator.cc, comm/transfer.cc, store/remote_reader.cc).
+// (comm/gloo_communicator.cc, comm/transfer.cc, store/remote_reader.cc), and
+// the bucket store's records (bucket/).
 #ifndef CKPTDB_SRC_UTIL_LE_BYTES_H_
 #define CKPTDB_SRC_UTIL_LE_BYTES_H_
 
@@ -52,6 +53,39 @@ inline bool ConsumeLE64(std::string_view* in, uint64_t* v) {
   in->remove_prefix(8);
   return true;
 }
+
+// Appends a u32 length and the bytes of s.
+inline void AppendLEString(std::string* out, std::string_view s) {
+  AppendLE32(out, static_cast<uint32_t>(s.size()));
+  out->append(s);
+}
+
+// Reads what the functions above append, front to back; each call returns
+// false (consuming nothing more) when the bytes left are too few.
+class LECursor {
+ public:
+  explicit LECursor(std::string_view s) : s_(s) {}
+  bool U32(uint32_t* v) { return ConsumeLE32(&s_, v); }
+  bool U64(uint64_t* v) { return ConsumeLE64(&s_, v); }
+  // A u32 length and that many bytes (AppendLEString).
+  bool String(std::string* out) {
+    uint32_t n = 0;
+    if (!U32(&n) || n > s_.size()) return false;
+    out->assign(s_.substr(0, n));
+    s_.remove_prefix(n);
+    return true;
+  }
+  bool Bytes(size_t n, std::string_view* out) {
+    if (n > s_.size()) return false;
+    *out = s_.substr(0, n);
+    s_.remove_prefix(n);
+    return true;
+  }
+  bool empty() const { return s_.empty(); }
+
+ private:
+  std::string_view s_;
+};
 
 }  // namespace ckptdb
 

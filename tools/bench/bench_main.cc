@@ -26,6 +26,7 @@
 // against one on the coordinator's host only (HostsWorker; on several hosts
 // through tools/bench-hosts.sh).
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -202,6 +203,29 @@ double Timed(Communicator& comm, F&& f) {
   f();
   double s = std::chrono::duration<double>(Clock::now() - t0).count();
   return JobSeconds(comm, s);
+}
+
+// CPU seconds (user + system, every thread) this process has used so far.
+double ProcessCpuSeconds() {
+  struct rusage ru;
+  ::getrusage(RUSAGE_SELF, &ru);
+  auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; };
+  return sec(ru.ru_utime) + sec(ru.ru_stime);
+}
+
+// Like Timed, and adds to *cpu_seconds the CPU time every rank's process
+// spent in f (summed over the ranks): where all ranks share a machine's
+// cores, wall time >= that sum / cores, whatever the scheduling.
+template <typename F>
+double TimedWithCpu(Communicator& comm, double* cpu_seconds, F&& f) {
+  const double c0 = ProcessCpuSeconds();
+  const double wall = Timed(comm, f);
+  std::vector<std::string> all;
+  Check(comm.AllGather(std::to_string(ProcessCpuSeconds() - c0), &all), "gathering CPU times");
+  double sum = 0;
+  for (const std::string& s : all) sum += std::stod(s);
+  *cpu_seconds = sum;
+  return wall;
 }
 
 // Empties the page cache (every rank waits for rank 0 to do it), so that the
@@ -826,10 +850,10 @@ int HostsWorker(const Args& a) {
   const std::string kind = a.data.at(0);
   StateDict state = MakeState(kind, a.size, rank, world, false, false, a.tensor_bytes);
   StateDict target = MakeState(kind, a.size, rank, world, true, false, a.tensor_bytes);
-  std::vector<double> save_s[2], load_s[2], save_ratio, load_ratio;
+  std::vector<double> save_s[2], load_s[2], save_ratio, load_ratio, load_cpu[2];
   int64_t step = 0;
   for (int rep = 0; rep < a.repeat; ++rep) {
-    double sv[2], ld[2];
+    double sv[2], ld[2], cpu[2];
     for (int k = 0; k < 2; ++k) {
       const int m = (rep % 2 == 0) ? k : 1 - k;
       // No save pays for the write-back of the one before it.
@@ -842,7 +866,7 @@ int HostsWorker(const Args& a) {
       LoadOptions lo;
       lo.step = step;
       lo.communicator = comm.get();
-      ld[m] = Timed(*comm, [&] {
+      ld[m] = TimedWithCpu(*comm, &cpu[m], [&] {
         if (m == 0) {
           auto reader = Must(OpenStoreReader(stores[0]), "reader");
           Check(Load(target, *reader, lo), "load");
@@ -859,6 +883,7 @@ int HostsWorker(const Args& a) {
     for (int m = 0; m < 2; ++m) {
       save_s[m].push_back(sv[m]);
       load_s[m].push_back(ld[m]);
+      load_cpu[m].push_back(cpu[m]);
     }
     save_ratio.push_back(sv[0] / sv[1]);
     load_ratio.push_back(ld[0] / ld[1]);
@@ -886,6 +911,10 @@ int HostsWorker(const Args& a) {
   for (int m = 0; m < 2; ++m) {
     std::fprintf(out, "load %-21s %9.3f %15s %9.3f\n", names[m], Median(load_s[m]), range(load_s[m]).c_str(),
                  logical / Median(load_s[m]) / 1e9);
+  }
+  for (int m = 0; m < 2; ++m) {
+    std::fprintf(out, "load %-21s CPU seconds, all ranks: %.3f (%s)\n", names[m], Median(load_cpu[m]),
+                 range(load_cpu[m]).c_str());
   }
   std::fprintf(out, "coordinator-only vs shared (throughput, per run): save %.2fx (%s, aim >= 0.7), load %.2fx (%s)\n",
                Median(save_ratio), range(save_ratio).c_str(), Median(load_ratio), range(load_ratio).c_str());

@@ -1,0 +1,356 @@
+// s3://BUCKET/PREFIX through the public API (OpenStoreWriter /
+// OpenStoreReader, Save, Load), against the real SeaweedFS server of the
+// S3Server fixture, with the settings taken from AWS's variables as a user
+// sets them: a save on 4 ranks loaded on 3 and on 1; the history (tags,
+// deletes, retention in the commit, keep-best); deduplication against the
+// latest step; gc of a save that died before its commit and of deleted
+// steps, never of a running save; clear errors for a missing bucket, a
+// missing store and refused credentials.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "bucket/bucket_index.h"
+#include "ckptdb/ckptdb.h"
+#include "s3/s3_client.h"
+#include "s3_test_server.h"
+#include "test_util.h"
+#include "thread_communicator.h"
+
+namespace ckptdb {
+namespace {
+
+using ::ckptdb::testing::PatternTensor;
+
+const ::ckptdb::testing::S3TestServer& Server() { return ::ckptdb::testing::TestS3Server(); }
+
+Tensor Rows(const Tensor& full, int64_t begin, int64_t count) {
+  Tensor out = Tensor::Zeros(full.dtype(), {count, full.shape()[1]}).value();
+  const size_t row = static_cast<size_t>(full.shape()[1]) * DTypeSize(full.dtype());
+  std::memcpy(out.data(), static_cast<const char*>(full.data()) + begin * row, count * row);
+  return out;
+}
+
+class S3StoreUrlTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!Server().skip_reason.empty()) GTEST_SKIP() << Server().skip_reason;
+    // As a user's environment says it (every ctest test is a process of its own).
+    setenv("AWS_ENDPOINT_URL", Server().settings.endpoint.c_str(), 1);
+    setenv("AWS_ACCESS_KEY_ID", Server().settings.credentials.access_key_id.c_str(), 1);
+    setenv("AWS_SECRET_ACCESS_KEY", Server().settings.credentials.secret_access_key.c_str(), 1);
+    setenv("AWS_REGION", "us-east-1", 1);
+    setenv("AWS_CONFIG_FILE", "/nonexistent", 1);
+    setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent", 1);
+    auto c = s3::S3Client::Create(Server().settings);
+    ASSERT_TRUE(c.ok()) << c.status();
+    client_ = std::move(*c);
+    prefix_ = ::ckptdb::testing::UniqueTestPrefix();
+    if (!prefix_.empty() && prefix_.back() != '/') prefix_ += "/";
+    url_ = "s3://" + Server().bucket + "/" + prefix_;
+    options_.chunk_bytes = 4096;
+  }
+
+  // Saves `full` as `step` on `world` ranks (threads), cut into rows.
+  // The bytes entry "note" holds `note`, or "step STEP" when it is empty.
+  void SaveOn(int world, const Tensor& full, int64_t step, std::map<std::string, double> metrics = {},
+              const std::string& note = "") {
+    std::vector<Status> statuses(world);
+    std::mutex mu;
+    ::ckptdb::testing::RunRanksAsThreads(world, [&](int rank, Communicator& comm) {
+      Status st;
+      auto w = OpenStoreWriter(url_, options_);
+      if (!w.ok()) {
+        st = w.status();
+      } else {
+        const int64_t rows = full.shape()[0] / world;
+        StateDict sd;
+        std::vector<Shard> shards{Shard{{rank * rows, 0}, Rows(full, rank * rows, rows)}};
+        (void)sd.Add("t", ShardedTensor::Create(full.dtype(), full.shape(), std::move(shards)).value());
+        (void)sd.AddBytes("note", note.empty() ? "step " + std::to_string(step) : note);
+        SaveOptions o;
+        o.step = step;
+        o.communicator = &comm;
+        o.metrics = metrics;
+        st = Save(sd, **w, o);
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      statuses[rank] = st;
+    });
+    for (int r = 0; r < world; ++r) ASSERT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r];
+  }
+
+  Tensor LoadT(int64_t step) {
+    auto reader = OpenStoreReader(url_);
+    EXPECT_TRUE(reader.ok()) << reader.status();
+    if (!reader.ok()) return Tensor();
+    auto whole = LoadWhole(**reader, step);
+    EXPECT_TRUE(whole.ok()) << whole.status();
+    if (!whole.ok()) return Tensor();
+    return std::get<Tensor>(*whole->Find("t"));
+  }
+
+  std::vector<int64_t> Steps() {
+    auto reader = OpenStoreReader(url_);
+    EXPECT_TRUE(reader.ok()) << reader.status();
+    std::vector<int64_t> out;
+    if (!reader.ok()) return out;
+    auto steps = (*reader)->ListSteps();
+    EXPECT_TRUE(steps.ok()) << steps.status();
+    if (!steps.ok()) return out;
+    for (const StepInfo& s : *steps) out.push_back(s.step);
+    return out;
+  }
+
+  size_t ObjectsUnder(const std::string& sub) {
+    auto objects = client_->ListAll(Server().bucket, prefix_ + sub);
+    EXPECT_TRUE(objects.ok()) << objects.status();
+    return objects.ok() ? objects->size() : 0;
+  }
+
+  std::unique_ptr<s3::S3Client> client_;
+  std::string prefix_;
+  std::string url_;
+  StoreOptions options_;
+};
+
+TEST_F(S3StoreUrlTest, SavedOnFourRanksLoadsOnThreeColumnsAndOnOne) {
+  const Tensor full = PatternTensor(DType::kF32, {96, 48}, 3);
+  SaveOn(4, full, 10);
+  std::vector<Status> statuses(3);
+  std::vector<bool> same(3, false);
+  std::mutex mu;
+  ::ckptdb::testing::RunRanksAsThreads(3, [&](int rank, Communicator& comm) {
+    auto reader = OpenStoreReader(url_);
+    Status st = reader.status();
+    bool ok = false;
+    if (reader.ok()) {
+      const int64_t cols = 16;
+      Tensor target = Tensor::Zeros(DType::kF32, {96, cols}).value();
+      StateDict sd;
+      std::vector<Shard> shards{Shard{{0, rank * cols}, target}};
+      (void)sd.Add("t", ShardedTensor::Create(DType::kF32, {96, 48}, std::move(shards)).value());
+      LoadOptions o;
+      o.step = 10;
+      o.communicator = &comm;
+      st = Load(sd, **reader, o);
+      const Shard& got = std::get<ShardedTensor>(*sd.Find("t")).local_shards()[0];
+      ok = true;
+      const float* g = static_cast<const float*>(got.tensor.data());
+      const float* f = static_cast<const float*>(full.data());
+      for (int64_t r = 0; r < 96 && ok; ++r) {
+        ok = std::memcmp(g + r * cols, f + r * 48 + rank * cols, cols * sizeof(float)) == 0;
+      }
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    statuses[rank] = st;
+    same[rank] = ok;
+  });
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(statuses[r].ok()) << statuses[r];
+    EXPECT_TRUE(same[r]) << "rank " << r;
+  }
+  EXPECT_TRUE(LoadT(10).BitwiseEquals(full));
+  auto reader = OpenStoreReader(url_);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  auto steps = (*reader)->ListSteps();
+  ASSERT_TRUE(steps.ok()) << steps.status();
+  ASSERT_EQ(steps->size(), 1u);
+  EXPECT_EQ((*steps)[0].world_size, 4);
+  EXPECT_EQ((*steps)[0].entries, 2u);
+  EXPECT_EQ((*steps)[0].logical_bytes, full.nbytes() + std::strlen("step 10"));
+  EXPECT_EQ((*reader)->path(), url_);
+  EXPECT_EQ((*reader)->LatestStep().value(), 10);
+}
+
+TEST_F(S3StoreUrlTest, TagsDeletesAndRetentionInTheCommit) {
+  options_.retention.keep_last = 2;
+  const Tensor a = PatternTensor(DType::kF32, {16, 16}, 1);
+  SaveOn(2, a, 1);
+  auto w = OpenStoreWriter(url_, options_);
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_TRUE((*w)->Tag(1, "first").ok());
+  for (int64_t step = 2; step <= 4; ++step) SaveOn(2, PatternTensor(DType::kF32, {16, 16}, step), step);
+  // keep_last 2 keeps 3 and 4, keep_tagged keeps 1; 2 went in 4's commit.
+  EXPECT_EQ(Steps(), (std::vector<int64_t>{1, 3, 4}));
+  EXPECT_EQ(ObjectsUnder("data/00000000000000000002/"), 0u);
+  auto reader = OpenStoreReader(url_);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  EXPECT_EQ((*reader)->ResolveTag("first").value(), 1);
+  EXPECT_EQ((*w)->Tag(9, "nine").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ((*w)->Tag(3, "first").value(), std::optional<int64_t>(1));  // moved
+  EXPECT_EQ((*w)->DeleteTag("none").code(), StatusCode::kNotFound);
+  // A delete of several steps: all or none.
+  Status missing = (*w)->DeleteSteps({3, 7});
+  EXPECT_EQ(missing.code(), StatusCode::kNotFound) << missing;
+  EXPECT_NE(missing.message().find("step 7"), std::string::npos) << missing;
+  EXPECT_EQ(Steps(), (std::vector<int64_t>{1, 3, 4}));
+  ASSERT_TRUE((*w)->DeleteSteps({1, 3}).ok());
+  EXPECT_EQ(Steps(), std::vector<int64_t>{4});
+  ASSERT_TRUE((*reader)->Refresh().ok());
+  EXPECT_TRUE((*reader)->ListTags().value().empty());  // the tag went with its step
+  EXPECT_EQ(ObjectsUnder("data/00000000000000000001/"), 0u);
+  EXPECT_EQ(ObjectsUnder("steps/00000000000000000003/"), 0u);
+  EXPECT_TRUE(LoadT(4).BitwiseEquals(PatternTensor(DType::kF32, {16, 16}, 4)));
+}
+
+TEST_F(S3StoreUrlTest, KeepBestKeepsTheBestStepsByTheirMetric) {
+  options_.retention.keep_last = 1;
+  options_.retention.keep_best = 1;
+  options_.retention.best_metric = "loss";
+  const double losses[] = {0.9, 0.2, 0.5, 0.7};
+  for (int64_t step = 1; step <= 4; ++step) {
+    SaveOn(1, PatternTensor(DType::kF32, {8, 8}, step), step, {{"loss", losses[step - 1]}});
+  }
+  EXPECT_EQ(Steps(), (std::vector<int64_t>{2, 4}));
+  auto reader = OpenStoreReader(url_);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  EXPECT_EQ((*reader)->BestStep("loss").value(), 2);
+  EXPECT_EQ((*reader)->ListSteps().value()[0].metrics.at("loss"), 0.2);
+}
+
+TEST_F(S3StoreUrlTest, AnUnchangedStepUploadsNoChunkAndOutlivesTheStepItShares) {
+  const Tensor full = PatternTensor(DType::kF32, {64, 64}, 8);
+  SaveOn(2, full, 1, {}, "same");
+  SaveOn(2, full, 2, {}, "same");
+  auto reader = OpenStoreReader(url_);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  auto steps = (*reader)->ListSteps();
+  ASSERT_TRUE(steps.ok()) << steps.status();
+  ASSERT_EQ(steps->size(), 2u);
+  EXPECT_GT((*steps)[0].stored_bytes, full.nbytes());
+  EXPECT_EQ((*steps)[1].stored_bytes, 0u);
+  EXPECT_EQ(ObjectsUnder("data/00000000000000000002/"), 0u);  // nothing uploaded
+  auto w = OpenStoreWriter(url_, options_);
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_TRUE((*w)->DeleteStep(1).ok());
+  EXPECT_GT(ObjectsUnder("data/00000000000000000001/"), 0u);  // step 2 reads them
+  EXPECT_TRUE(LoadT(2).BitwiseEquals(full));
+  ASSERT_TRUE((*w)->DeleteStep(2).ok());
+  EXPECT_EQ(ObjectsUnder("data/"), 0u);
+  EXPECT_EQ(ObjectsUnder("steps/"), 0u);
+}
+
+// A writer whose coordinator "dies" between the ranks' uploads and the
+// commit: nothing of it is visible, and gc deletes its objects once its
+// pending marker is older than abandoned_save_seconds, never before.
+class DiesBeforeCommit : public StorageWriter {
+ public:
+  explicit DiesBeforeCommit(std::unique_ptr<StoreWriter> inner) : inner_(std::move(inner)) {}
+  FileDelivery delivery() const override { return inner_->delivery(); }
+  StatusOr<uint64_t> Prepare(int64_t step) override { return inner_->Prepare(step); }
+  StatusOr<std::vector<ReuseCandidate>> FindReusable(const SaveContext& ctx, const StepMetadata& md) override {
+    return inner_->FindReusable(ctx, md);
+  }
+  Status PrepareStorage(const SaveContext& ctx, const std::vector<WriteItem>& items) override {
+    return inner_->PrepareStorage(ctx, items);
+  }
+  StatusOr<WriteResult> Write(const SaveContext& ctx, const std::vector<WriteItem>& items) override {
+    return inner_->Write(ctx, items);
+  }
+  StatusOr<std::string> ReceivedFilePath(const SaveContext& ctx, int rank, const std::string& name) override {
+    return inner_->ReceivedFilePath(ctx, rank, name);
+  }
+  void DiscardLocalFiles(const SaveContext& ctx) override { inner_->DiscardLocalFiles(ctx); }
+  Status Finish(const SaveContext&, const StepMetadata&, const std::vector<WriteResult>&) override {
+    return Status::Unavailable("the coordinator died");
+  }
+  void Abort(const SaveContext&) override {}  // (a dead process cleans nothing up)
+
+ private:
+  std::unique_ptr<StoreWriter> inner_;
+};
+
+TEST_F(S3StoreUrlTest, GcDeletesADeadSavesObjectsButNeverARunningSaves) {
+  const Tensor full = PatternTensor(DType::kF32, {32, 32}, 4);
+  SaveOn(1, full, 1);
+  {
+    auto w = OpenStoreWriter(url_, options_);
+    ASSERT_TRUE(w.ok()) << w.status();
+    DiesBeforeCommit dying(std::move(*w));
+    StateDict sd;
+    (void)sd.Add("t", PatternTensor(DType::kF32, {32, 32}, 5));
+    SaveOptions o;
+    o.step = 2;
+    o.no_dist = true;
+    Status st = Save(sd, dying, o);
+    EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st;
+  }
+  EXPECT_EQ(Steps(), std::vector<int64_t>{1});
+  EXPECT_EQ(ObjectsUnder("data/00000000000000000002/"), 1u);
+  EXPECT_EQ(ObjectsUnder("pending/"), 1u);
+  // Taken as running: kept.
+  auto w = OpenStoreWriter(url_, options_);
+  ASSERT_TRUE(w.ok()) << w.status();
+  auto swept = (*w)->Sweep();
+  ASSERT_TRUE(swept.ok()) << swept.status();
+  EXPECT_EQ(swept->orphan_saves, 0u);
+  EXPECT_EQ(ObjectsUnder("data/00000000000000000002/"), 1u);
+  // Taken as dead.
+  StoreOptions impatient = options_;
+  impatient.abandoned_save_seconds = 0;
+  auto w0 = OpenStoreWriter(url_, impatient);
+  ASSERT_TRUE(w0.ok()) << w0.status();
+  auto found = (*w0)->FindLeftovers();
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(found->orphan_saves, 1u);
+  EXPECT_EQ(ObjectsUnder("data/00000000000000000002/"), 1u);  // (only found)
+  swept = (*w0)->Sweep();
+  ASSERT_TRUE(swept.ok()) << swept.status();
+  EXPECT_EQ(swept->orphan_saves, 1u);
+  EXPECT_EQ(ObjectsUnder("data/00000000000000000002/"), 0u);
+  EXPECT_EQ(ObjectsUnder("pending/"), 0u);
+  EXPECT_TRUE(LoadT(1).BitwiseEquals(full));  // committed steps untouched
+}
+
+TEST_F(S3StoreUrlTest, MissingBucketMissingStoreAndRefusedCredentialsAreNamed) {
+  auto r = OpenStoreReader("s3://no-such-bucket-ckptdb/x");
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound) << r.status();
+  EXPECT_NE(r.status().message().find("no-such-bucket-ckptdb"), std::string::npos) << r.status();
+  EXPECT_NE(r.status().message().find(Server().settings.endpoint), std::string::npos) << r.status();
+
+  r = OpenStoreReader(url_);
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound) << r.status();
+  EXPECT_NE(r.status().message().find("no ckptdb store at " + url_), std::string::npos) << r.status();
+
+  EXPECT_EQ(OpenStoreReader("s3://A_bad_name/x").status().code(), StatusCode::kInvalidArgument);
+
+  setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret-at-all", 1);
+  r = OpenStoreReader(url_);
+  EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition) << r.status();
+  EXPECT_NE(r.status().message().find(Server().settings.credentials.access_key_id), std::string::npos);
+  EXPECT_EQ(r.status().message().find("not-the-secret-at-all"), std::string::npos) << r.status();
+}
+
+// `ckptdb ls` of a long history is one GET of the index: 1,000 steps.
+TEST_F(S3StoreUrlTest, ListingAThousandStepsReadsOneObject) {
+  bucket::BucketIndex index;
+  for (int64_t step = 1; step <= 1000; ++step) {
+    bucket::IndexStep s;
+    s.step = step;
+    s.summary.save_id = static_cast<uint64_t>(step);
+    s.summary.world_size = 8;
+    s.summary.metrics["loss"] = 1.0 / static_cast<double>(step);
+    s.uses = {SaveRef{step, static_cast<uint64_t>(step)}};
+    index.steps.emplace(step, s);
+  }
+  ASSERT_TRUE(client_->PutObject(Server().bucket, bucket::IndexKey(prefix_), bucket::EncodeBucketIndex(index)).ok());
+  const auto t0 = std::chrono::steady_clock::now();
+  auto reader = OpenStoreReader(url_);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  auto steps = (*reader)->ListSteps();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(steps.ok()) << steps.status();
+  EXPECT_EQ(steps->size(), 1000u);
+  EXPECT_EQ((*reader)->BestStep("loss").value(), 1000);
+  std::printf("opening and listing 1,000 steps: %.3f s\n", seconds);
+}
+
+}  // namespace
+}  // namespace ckptdb
