@@ -139,25 +139,23 @@ def test_dcp_save_and_load_through_ckptdb_torch_into_a_bucket(tmp_path, bucket):
 ASYNC_SCRIPT = """
 import os, sys, torch, ckptdb
 url = sys.argv[1]
-r, w = int(os.environ["CKPTDB_RANK"]), int(os.environ["CKPTDB_WORLD_SIZE"])
-g = torch.Generator().manual_seed(10 + r)
-sd = {f"rank{r}": {"a": torch.randn(256, 1024, generator=g), "b": torch.randn(4096, generator=g)}}
-first = {k: {n: t.clone() for n, t in v.items()} for k, v in sd.items()}
+r = int(os.environ["CKPTDB_RANK"])
+g = torch.Generator().manual_seed(10)
+sd = {"a": torch.randn(256, 1024, generator=g), "b": torch.randn(4096, generator=g)}  # the same on every rank
+first = {n: t.clone() for n, t in sd.items()}
 fut = ckptdb.async_save(sd, url, step=1)
-for t in sd[f"rank{r}"].values():
+for t in sd.values():
     t.add_(1.0)  # changed at once: the save has its own copy
 fut.result()
-for t in sd[f"rank{r}"].values():
-    t.sub_(1.0)
 # Step 2: the same values as step 1, bit for bit.
-for n, t in sd[f"rank{r}"].items():
-    t.copy_(first[f"rank{r}"][n])
+for n, t in sd.items():
+    t.copy_(first[n])
 ckptdb.async_save(sd, url, step=2).result()
 ckptdb.Store(url).close()
-back = {f"rank{q}": {"a": torch.zeros(256, 1024), "b": torch.zeros(4096)} for q in range(w)}
+back = {"a": torch.zeros(256, 1024), "b": torch.zeros(4096)}
 assert ckptdb.load(back, url, step=1) == 1
-for n, t in back[f"rank{r}"].items():
-    assert torch.equal(t.view(torch.int32), first[f"rank{r}"][n].view(torch.int32)), n
+for n, t in back.items():
+    assert torch.equal(t.view(torch.int32), first[n].view(torch.int32)), n
 print(f"rank {r} ok", flush=True)
 """
 
@@ -183,9 +181,9 @@ def test_async_saves_under_ckptdb_launch_and_an_unchanged_step_stores_almost_not
     with ckptdb.Store(url) as s:
         one, two = s.steps()
         assert (one.step, two.step) == (1, 2) and one.world_size == 2
-        logical = 2 * (256 * 1024 + 4096) * 4
+        logical = (256 * 1024 + 4096) * 4
         assert one.logical_bytes == two.logical_bytes == logical
-        assert one.stored_bytes >= logical
+        assert one.stored_bytes >= logical  # random floats, stored uncompressed
         # Every chunk of step 2 is step 1's: stored once, shared.
         assert two.stored_bytes < logical // 100, (one, two)
 
