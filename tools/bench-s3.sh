@@ -61,6 +61,8 @@ run() {  # run NAME ARGS...: one phase in a fresh process
     --s3tc-threads "$s3tc_threads" "$@" > "$work/out/$name.json"
 }
 systems=(raw ckptdb ckptdb_dcp s3tc)
+# Untimed: the server's first writes allocate its volumes.
+run warmup --phase raw --round 0 && rm "$work/out/warmup.json"
 echo "bench-s3: $((size >> 20)) MiB fp32 in $tensors tensors of $cols columns, $repeat interleaved rounds," \
   "one SeaweedFS on 127.0.0.1" >&2
 for round in $(seq 1 "$repeat"); do

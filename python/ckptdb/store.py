@@ -200,6 +200,9 @@ class Store:
         self.path = store_path(path)
         if access not in ("shared", "coordinator_only"):
             raise ValueError(f"access '{access}' is not one of 'shared', 'coordinator_only'")
+        if access == "coordinator_only" and _is_bucket_url(self.path):
+            raise ValueError(f"store '{self.path}' is a bucket, which every rank reaches itself: "
+                             "access='coordinator_only' is for a directory on the coordinator's host only")
         self.access = access
         self._options = dict(chunk_bytes=chunk_bytes, compression=compression, zstd_level=zstd_level,
                              threads=threads, keep_last=keep_last, keep_every=keep_every,

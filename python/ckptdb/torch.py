@@ -179,7 +179,8 @@ class StorageWriter(_DcpStorageWriter):
     """Writes a DCP save as step `step` of a ckptdb store.
 
     Args:
-        store: the store's path (created by the first save) or a ckptdb.Store
+        store: the store's path (created by the first save), a bucket URL
+            "s3://BUCKET/PREFIX", or a ckptdb.Store
             (for its options: chunk_bytes, compression, retention).
         step: the step number to commit (>= 0; a step already committed is
             an AlreadyExistsError). One writer saves one step; set
@@ -611,7 +612,8 @@ class StorageReader(_DcpStorageReader):
     """Reads a ckptdb step for dcp.load.
 
     Args:
-        store: the store's path or a ckptdb.Store.
+        store: the store's path, a bucket URL "s3://BUCKET/PREFIX", or a
+            ckptdb.Store.
         step: a step number, "latest" (default) or a tag name; resolved when
             DCP reads the metadata, the coordinator's answer used by every
             rank. ``reader.step_loaded`` is the number read.

@@ -198,7 +198,9 @@ def test_a_missing_bucket_is_an_error_naming_it(bucket):
         ckptdb.Store(f"s3://{missing}/run").steps()
 
 
-def test_a_bucket_url_stays_a_url_and_a_collapsed_one_is_refused():
+def test_a_bucket_url_stays_a_url_and_a_collapsed_one_or_coordinator_only_is_refused():
     assert ckptdb.Store("s3://some-bucket/a/b").path == "s3://some-bucket/a/b"
     with pytest.raises(ValueError, match="s3:/some-bucket/a"):
         ckptdb.Store(pathlib.Path("s3://some-bucket/a"))
+    with pytest.raises(ValueError, match="coordinator_only"):
+        ckptdb.Store("s3://some-bucket/a", access="coordinator_only")
