@@ -7,8 +7,9 @@
 #   ckptdb_dcp   dcp.save / dcp.load through ckptdb.torch's StorageWriter/Reader
 #   s3tc         dcp.save / dcp.load through s3torchconnector's S3StorageWriter/
 #                S3StorageReader (path style; --s3tc-threads writer threads)
-#   raw          --raw-objects objects of the same bytes PUT, then GET, one
-#                thread each (s3torchconnector's client): the server's rate
+#   raw          --raw-objects objects of the same bytes PUT, then GET, over as
+#                many parallel connections by one curl: the server's rate (and
+#                from a thread each by s3torchconnector's client)
 # Every save and every load runs in a fresh process into fresh tensors (cold
 # for the process; the server's files may be in the page cache). Prints
 # medians (min-max) and ratios; then, once, a resharded read's bytes fetched
@@ -21,7 +22,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 size=$((512 << 20)); tensors=8; cols=4096; repeat=5; raw_objects=16; s3tc_threads=8
 while [ $# -gt 0 ]; do
   case "$1" in
-    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     --size) size="$2"; shift 2 ;;
     --tensors) tensors="$2"; shift 2 ;;
     --cols) cols="$2"; shift 2 ;;

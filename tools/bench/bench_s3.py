@@ -9,7 +9,8 @@ Systems, on the same state dict (--size bytes of fp32 in --tensors tensors of
   s3tc        dcp.save / dcp.load through AWS's s3torchconnector
               S3StorageWriter/S3StorageReader (path style, --s3tc-threads)
   raw         the server's throughput: --raw-objects objects of the same bytes
-              PUT, then GET, from as many threads (s3torchconnector's client)
+              PUT, then GET, over as many parallel connections by one curl
+              (and from as many threads by s3torchconnector's client)
   reshard     ckptdb: each tensor's left column half read from the ckptdb
               step (Store.read of a slice) through a counting proxy: bytes
               the server sent / bytes needed
@@ -155,7 +156,30 @@ def phase_raw(a) -> dict:
     with ThreadPoolExecutor(n) as pool:
         t_put = timed(lambda: list(pool.map(put, keys)))
         t_get = timed(lambda: list(pool.map(get, keys)))
-    return {"put_seconds": t_put, "get_seconds": t_get, "bytes": per * n}
+    out = {"s3tc_put_seconds": t_put, "s3tc_get_seconds": t_get, "bytes": per * n}
+    out.update(raw_curl(a, body, keys))
+    return out
+
+
+def raw_curl(a, body: memoryview, keys: list[str]) -> dict:
+    """The same objects PUT, then GET, by one curl over as many parallel
+    connections (C, no Python in the data path): the server's rate."""
+    import subprocess
+    import tempfile
+    sign = ["--aws-sigv4", f"aws:amz:{REGION}:s3", "-u",
+            f"{os.environ['AWS_ACCESS_KEY_ID']}:{os.environ['AWS_SECRET_ACCESS_KEY']}",
+            "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD"]
+    base = ["curl", "-sS", "-f", "-Z", "--parallel-max", str(len(keys)), *sign]
+    urls = [f"{endpoint()}/{a.bucket}/curl-{k}" for k in keys]
+    with tempfile.NamedTemporaryFile(dir="/dev/shm" if os.path.isdir("/dev/shm") else None) as f:
+        f.write(body)
+        f.flush()
+        put = base + [x for u in urls for x in ("-T", f.name, u)]
+        get = base + [x for u in urls for x in ("-o", "/dev/null", u)]
+        quiet = {"check": True, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+        t_put = timed(lambda: subprocess.run(put, **quiet))
+        t_get = timed(lambda: subprocess.run(get, **quiet))
+    return {"put_seconds": t_put, "get_seconds": t_get}
 
 
 class CountingProxy:
@@ -244,6 +268,11 @@ def report(d: str) -> None:
     raw_put, raw_get = med("raw", "put_seconds"), med("raw", "get_seconds")
     print(f"raw PUT  {fmt(raw_put)}  {size / raw_put[0] / 1e9:.2f} GB/s" if raw_put else "raw PUT -")
     print(f"raw GET  {fmt(raw_get)}  {size / raw_get[0] / 1e9:.2f} GB/s" if raw_get else "raw GET -")
+    for kind in ("put", "get"):
+        m = med("raw", f"s3tc_{kind}_seconds")
+        if m:
+            print(f"raw {kind.upper()} by s3torchconnector's client (a thread per object): {fmt(m)}  "
+                  f"{size / m[0] / 1e9:.2f} GB/s")
     s3tc_save, s3tc_load = med("save-s3tc", "seconds"), med("load-s3tc", "seconds")
     for system in ("ckptdb", "ckptdb_dcp", "s3tc"):
         for kind, raw, peer in (("save", raw_put, s3tc_save), ("load", raw_get, s3tc_load)):
