@@ -67,7 +67,8 @@ def save(state_dict: dict, store: Any, step: int, *, coordinator: int = 0,
         state_dict: nested dicts and lists of tensors (torch, CPU or CUDA,
             any layout), numpy arrays, DTensors, ShardedTensors and other
             objects (pickled); flattened to dotted FQNs.
-        store: a path (the store is created when missing) or a ckptdb.Store.
+        store: a path (the store is created when missing), a bucket URL
+            "s3://BUCKET/PREFIX" (see ckptdb.Store) or a ckptdb.Store.
         step: the step number to commit (>= 0; an existing step is an
             AlreadyExistsError).
         coordinator: the rank that commits.

