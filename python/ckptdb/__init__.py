@@ -20,12 +20,12 @@ A storage backend for torch.distributed.checkpoint: ckptdb.torch.
 from ._checkpoint import SaveFuture, async_save, load, save
 from ._errors import (AlreadyExistsError, CheckpointError, DataLossError, InvalidArgumentError,
                       NotFoundError, TimeoutError_)
-from .store import EntryInfo, StepInfo, Store
+from .store import EntryInfo, StepInfo, Store, copy
 
 __version__ = "0.2.0"
 
 __all__ = [
-    "save", "load", "async_save", "SaveFuture", "Store", "StepInfo", "EntryInfo",
+    "save", "load", "async_save", "SaveFuture", "Store", "StepInfo", "EntryInfo", "copy",
     "CheckpointError", "InvalidArgumentError", "NotFoundError", "AlreadyExistsError",
     "DataLossError", "TimeoutError_",
 ]

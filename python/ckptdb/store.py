@@ -464,3 +464,21 @@ def _empty(fqn: str, dtype: str, sizes: list[int], like: str | None) -> Any:
             raise TypeError(f"entry '{fqn}': numpy has no dtype for {dtype}: read it with like='torch'")
         return np.empty(sizes, dtype=_NUMPY_NAMES[dtype])
     raise ValueError(f"like must be 'torch' or 'numpy', not {like!r}")
+
+
+def copy(src: str | os.PathLike, dst: str | os.PathLike, steps: "list[int] | None" = None, *,
+         tags: bool = False, dry_run: bool = False) -> list[dict]:
+    """Copies committed steps from store `src` to store `dst` (each a
+    directory or s3://BUCKET/PREFIX; `dst` is made when missing), as
+    `ckptdb cp` does: oldest first (so that `dst` stores unchanged chunks
+    once), each read with every checksum verified and committed at `dst`
+    whole or not at all under its own number, with its entries, metrics,
+    note and annotations. `steps`: the step numbers (default: every step).
+    `tags`: point `src`'s tags on the copied steps at them in `dst` too.
+    A step `dst` already holds with the same entries, byte for byte, is left
+    as it is; one with other content raises AlreadyExistsError naming it
+    (the steps before it are copied). Returns one dict per step: step,
+    outcome ("copied", "present", or "would_copy" with dry_run),
+    logical_bytes, stored_bytes (what it added to `dst`), tags."""
+    return _ckptdb.copy_steps(store_path(src), store_path(dst), [int(s) for s in (steps or [])], bool(tags),
+                              bool(dry_run))

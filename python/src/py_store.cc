@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ckptdb/checkpoint.h"
+#include "ckptdb/copy.h"
 #include "py_common.h"
 #include "py_store.h"
 
@@ -272,6 +273,33 @@ void BindStore(nb::module_& m) {
             return out;
           },
           nb::arg("step"), "The records the step's save attached, by name (SaveOptions::annotations)");
+
+  m.def(
+      "copy_steps",
+      [](const std::string& from, const std::string& to, const std::vector<int64_t>& steps, bool tags, bool dry_run) {
+        CopyOptions o;
+        o.steps = steps;
+        o.tags = tags;
+        o.dry_run = dry_run;
+        std::vector<CopiedStep> copied = Released([&] { return CopySteps(from, to, o); });
+        nb::list out;
+        for (const CopiedStep& c : copied) {
+          nb::dict d;
+          d["step"] = c.step;
+          d["outcome"] = c.outcome == CopiedStep::Outcome::kCopied    ? "copied"
+                         : c.outcome == CopiedStep::Outcome::kPresent ? "present"
+                                                                      : "would_copy";
+          d["logical_bytes"] = c.logical_bytes;
+          d["stored_bytes"] = c.stored_bytes;
+          nb::list t;
+          for (const std::string& name : c.tags) t.append(nb::str(name.data(), name.size()));
+          d["tags"] = t;
+          out.append(d);
+        }
+        return out;
+      },
+      nb::arg("src"), nb::arg("dst"), nb::arg("steps"), nb::arg("tags"), nb::arg("dry_run"),
+      "CopySteps (ckptdb/copy.h)");
 }
 
 }  // namespace ckptdb::py

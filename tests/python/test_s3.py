@@ -204,3 +204,30 @@ def test_a_bucket_url_stays_a_url_and_a_collapsed_one_or_coordinator_only_is_ref
         ckptdb.Store(pathlib.Path("s3://some-bucket/a"))
     with pytest.raises(ValueError, match="coordinator_only"):
         ckptdb.Store("s3://some-bucket/a", access="coordinator_only")
+
+
+def test_copy_directory_to_bucket_and_back_keeps_steps_tags_and_metrics(tmp_path, bucket):
+    src, back = str(tmp_path / "src"), str(tmp_path / "back")
+    url = f"s3://{bucket}/copied"
+    for step in (1, 2):
+        ckptdb.save({"w": torch.arange(4096, dtype=torch.float32) * step, "cfg": f"lr={step}"}, src,
+                    step=step, metrics={"loss": 1.0 / step}, note=f"step {step}")
+    ckptdb.Store(src).tag(2, "best")
+    copied = ckptdb.copy(src, url, tags=True)
+    assert [(c["step"], c["outcome"], c["tags"]) for c in copied] == [(1, "copied", []), (2, "copied", ["best"])]
+    ckptdb.copy(url, back)
+    for store in (url, back):
+        info = {s.step: s for s in ckptdb.Store(store).steps()}
+        assert sorted(info) == [1, 2]
+        assert info[2].metrics == {"loss": 0.5} and info[2].note == "step 2"
+        target = {"w": torch.zeros(4096), "cfg": None}
+        ckptdb.load(target, store, step=2)
+        assert torch.equal(target["w"], torch.arange(4096, dtype=torch.float32) * 2)
+        assert target["cfg"] == "lr=2"
+    assert ckptdb.Store(url).resolve("best") == 2
+    # Again: nothing to do; onto other content: refused, naming the step.
+    assert [c["outcome"] for c in ckptdb.copy(url, back)] == ["present", "present"]
+    other = str(tmp_path / "other")
+    ckptdb.save({"w": torch.ones(3)}, other, step=1)
+    with pytest.raises(ckptdb.AlreadyExistsError, match="step 1 is already in store"):
+        ckptdb.copy(url, other, steps=[1])

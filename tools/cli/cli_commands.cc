@@ -384,6 +384,14 @@ Status Info(StoreReader& reader, bool json, std::ostream& out) {
   rows.push_back({"dedup", dedup + (distinct > 0 ? "x (bytes / distinct: shared between steps)" : "")});
   rows.push_back({"stored", HumanBytes(stored) + " (chunk values the steps added, as stored)"});
   rows.push_back({"compression", ratio + (stored > 0 ? "x (the steps' own raw chunks / stored)" : "")});
+  if (reader.path().rfind("s3://", 0) == 0) {
+    // A bucket store (StoreStats as bucket/bucket_store.cc fills them).
+    rows.push_back({"bucket", HumanBytes(st.disk_bytes) + " (every object under the store's prefix)"});
+    rows.push_back({"data objects", std::to_string(st.sst_files) + ", " + HumanBytes(st.sst_bytes)});
+    rows.push_back({"pending", std::to_string(st.staging_dirs) + " save(s) in flight, or left by failed ones (gc)"});
+    PrintTable(rows, out);
+    return Status::OK();
+  }
   rows.push_back({"disk", HumanBytes(st.disk_bytes) + " (every file under STORE/db)"});
   std::string levels;
   for (size_t l = 0; l < st.files_per_level.size(); ++l) {
