@@ -285,6 +285,16 @@ TEST_F(S3StoreUrlTest, GcDeletesADeadSavesObjectsButNeverARunningSaves) {
   EXPECT_EQ(Steps(), std::vector<int64_t>{1});
   EXPECT_EQ(ObjectsUnder("data/00000000000000000002/"), 1u);
   EXPECT_EQ(ObjectsUnder("pending/"), 1u);
+  // A second rank of it was killed mid-upload: its multipart upload is open.
+  auto dead = client_->ListAll(Server().bucket, prefix_ + "data/00000000000000000002/");
+  ASSERT_TRUE(dead.ok() && dead->size() == 1u);
+  const std::string open_key = dead->at(0).key.substr(0, dead->at(0).key.rfind('/') + 1) + "rank-1-0.sst";
+  ASSERT_TRUE(client_->CreateMultipartUpload(Server().bucket, open_key).ok());
+  auto open_uploads = [&] {
+    auto u = client_->ListMultipartUploads(Server().bucket, prefix_);
+    EXPECT_TRUE(u.ok()) << u.status();
+    return u.ok() ? u->size() : 0;
+  };
   // Taken as running: kept.
   auto w = OpenStoreWriter(url_, options_);
   ASSERT_TRUE(w.ok()) << w.status();
@@ -292,6 +302,7 @@ TEST_F(S3StoreUrlTest, GcDeletesADeadSavesObjectsButNeverARunningSaves) {
   ASSERT_TRUE(swept.ok()) << swept.status();
   EXPECT_EQ(swept->orphan_saves, 0u);
   EXPECT_EQ(ObjectsUnder("data/00000000000000000002/"), 1u);
+  EXPECT_EQ(open_uploads(), 1u);
   // Taken as dead.
   StoreOptions impatient = options_;
   impatient.abandoned_save_seconds = 0;
@@ -306,6 +317,7 @@ TEST_F(S3StoreUrlTest, GcDeletesADeadSavesObjectsButNeverARunningSaves) {
   EXPECT_EQ(swept->orphan_saves, 1u);
   EXPECT_EQ(ObjectsUnder("data/00000000000000000002/"), 0u);
   EXPECT_EQ(ObjectsUnder("pending/"), 0u);
+  EXPECT_EQ(open_uploads(), 0u);
   EXPECT_TRUE(LoadT(1).BitwiseEquals(full));  // committed steps untouched
 }
 

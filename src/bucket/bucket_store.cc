@@ -198,6 +198,8 @@ struct Garbage {
   uint64_t deleted_saves = 0;  // saves of deleted steps
   uint64_t stale_markers = 0;  // pending markers of saves that died before uploading anything
   uint64_t running_saves = 0;  // left alone: their markers are young
+  // Multipart uploads a rank killed mid-upload left open: (key, upload id).
+  std::vector<std::pair<std::string, std::string>> uploads;
 };
 
 class BucketStoreWriter : public StoreWriter {
@@ -517,6 +519,8 @@ class BucketStoreWriter : public StoreWriter {
   // or its save is over without a commit (proto/FORMAT.md, "gc").
   StatusOr<Garbage> FindGarbage() {
     ASSIGN_OR_RETURN(std::vector<s3::ObjectInfo> data, client_->ListAll(bucket_, prefix_ + "data/"));
+    ASSIGN_OR_RETURN(std::vector<s3::MultipartUploadInfo> uploads,
+                     client_->ListMultipartUploads(bucket_, prefix_ + "data/"));
     ASSIGN_OR_RETURN(std::vector<s3::ObjectInfo> records, client_->ListAll(bucket_, prefix_ + "steps/"));
     ASSIGN_OR_RETURN(std::vector<s3::ObjectInfo> pending, client_->ListAll(bucket_, prefix_ + "pending/"));
     ASSIGN_OR_RETURN(IndexSnapshot snap, ReadIndex(client_.get(), bucket_, prefix_));
@@ -567,6 +571,13 @@ class BucketStoreWriter : public StoreWriter {
       }
       ++(with_record.count(ref) != 0 ? g.deleted_saves : g.failed_saves);
     }
+    for (const s3::MultipartUploadInfo& u : uploads) {
+      SaveRef ref;
+      if (ParseSaveRef(std::string_view(u.key).substr(prefix_.size() + 5), '/', &ref) && used.count(ref) == 0 &&
+          !running(ref)) {
+        g.uploads.emplace_back(u.key, u.upload_id);
+      }
+    }
     for (const auto& [ref, objects] : markers) {
       if (running(ref)) continue;
       for (const s3::ObjectInfo* o : objects) g.keys.push_back(o->key);
@@ -577,6 +588,7 @@ class BucketStoreWriter : public StoreWriter {
 
   StatusOr<Garbage> DeleteGarbage() {
     ASSIGN_OR_RETURN(Garbage g, FindGarbage());
+    for (const auto& [key, id] : g.uploads) RETURN_IF_ERROR(client_->AbortMultipartUpload(bucket_, key, id));
     RETURN_IF_ERROR(DeleteKeys(client_.get(), bucket_, g.keys));
     return g;
   }
@@ -585,7 +597,7 @@ class BucketStoreWriter : public StoreWriter {
     ASSIGN_OR_RETURN(Garbage g, dry_run ? FindGarbage() : DeleteGarbage());
     SweepStats s;
     s.orphan_saves = g.failed_saves;
-    s.staging_dirs = g.stale_markers;
+    s.staging_dirs = g.stale_markers + g.uploads.size();
     s.deleted_saves_reclaimed = g.deleted_saves;
     return s;
   }

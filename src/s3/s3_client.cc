@@ -3,6 +3,7 @@
 #include <openssl/evp.h>
 
 #include <chrono>
+#include <cstdio>
 #include <ctime>
 #include <random>
 #include <thread>
@@ -443,6 +444,62 @@ StatusOr<std::vector<ObjectInfo>> S3Client::ListAll(const std::string& bucket, c
     token = page.truncated ? page.next_continuation_token : std::string();
   } while (!token.empty());
   return all;
+}
+
+namespace {
+
+// "2026-12-02T18:56:35.123Z" -> Unix ms; false when it is not that shape.
+bool ParseIsoTime(const std::string& text, int64_t* ms) {
+  std::tm tm{};
+  int millis = 0;
+  int year = 0, month = 0, day = 0, hour = 0, minute = 0, second = 0;
+  const int n = std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d.%3d", &year, &month, &day, &hour, &minute,
+                            &second, &millis);
+  if (n < 6) return false;
+  tm.tm_year = year - 1900;
+  tm.tm_mon = month - 1;
+  tm.tm_mday = day;
+  tm.tm_hour = hour;
+  tm.tm_min = minute;
+  tm.tm_sec = second;
+  *ms = static_cast<int64_t>(timegm(&tm)) * 1000 + (n == 7 ? millis : 0);
+  return true;
+}
+
+}  // namespace
+
+StatusOr<std::vector<MultipartUploadInfo>> S3Client::ListMultipartUploads(const std::string& bucket,
+                                                                          const std::string& prefix) {
+  std::vector<MultipartUploadInfo> all;
+  std::string key_marker, id_marker;
+  while (true) {
+    Call call{"ListMultipartUploads", "GET", bucket, "", {{"uploads", ""}}, {}, {}};
+    if (!prefix.empty()) call.query.emplace_back("prefix", prefix);
+    if (!key_marker.empty()) call.query.emplace_back("key-marker", key_marker);
+    if (!id_marker.empty()) call.query.emplace_back("upload-id-marker", id_marker);
+    Outcome outcome;
+    ASSIGN_OR_RETURN(HttpResponse r, Execute(call, &outcome));
+    if (r.status != 200) return ErrorFor(call, r);
+    const std::string what = Describe(call) + " (prefix '" + prefix + "') response";
+    ASSIGN_OR_RETURN(XmlElement doc, ParseXml(r.body, what));
+    if (doc.name != "ListMultipartUploadsResult") {
+      return Status::DataLoss(what + " is a <" + doc.name + ">, expected <ListMultipartUploadsResult>");
+    }
+    for (const XmlElement& e : doc.children) {
+      if (e.name != "Upload") continue;
+      MultipartUploadInfo u;
+      u.key = e.ChildText("Key");
+      u.upload_id = e.ChildText("UploadId");
+      if (u.key.empty() || u.upload_id.empty() || !ParseIsoTime(e.ChildText("Initiated"), &u.initiated_unix_ms)) {
+        return Status::DataLoss(what + ": an <Upload> lacks a Key, an UploadId or a valid Initiated time");
+      }
+      all.push_back(std::move(u));
+    }
+    if (doc.ChildText("IsTruncated") != "true") return all;
+    key_marker = doc.ChildText("NextKeyMarker");
+    id_marker = doc.ChildText("NextUploadIdMarker");
+    if (key_marker.empty()) return Status::DataLoss(what + " is truncated but has no NextKeyMarker");
+  }
 }
 
 StatusOr<std::string> S3Client::CreateMultipartUpload(const std::string& bucket, const std::string& key) {

@@ -1,7 +1,8 @@
 // The S3 operations a bucket store needs, over the SigV4 signer and libcurl:
 // objects (put, conditional put, get, ranged get into the caller's memory,
 // head, delete, batch delete), listings (ListObjectsV2, paginated) and
-// multipart uploads (create, parts, complete, conditional complete, abort),
+// multipart uploads (create, parts, complete, conditional complete, abort,
+// list),
 // plus CreateBucket and HeadBucket.
 //
 // Errors name the operation, the object (s3://BUCKET/KEY), the endpoint and
@@ -68,6 +69,13 @@ struct ListPage {
   std::vector<std::string> common_prefixes;  // with a delimiter only
   bool truncated = false;
   std::string next_continuation_token;  // when truncated
+};
+
+// A multipart upload not yet completed or aborted.
+struct MultipartUploadInfo {
+  std::string key;
+  std::string upload_id;
+  int64_t initiated_unix_ms = 0;  // from S3's <Initiated>
 };
 
 struct CompletedPart {
@@ -146,6 +154,9 @@ class S3Client {
                                                 const std::string& upload_id, const std::vector<CompletedPart>& parts,
                                                 bool if_none_match = false);
   Status AbortMultipartUpload(const std::string& bucket, const std::string& key, const std::string& upload_id);
+  // Every multipart upload in progress under `prefix` (ListMultipartUploads,
+  // all pages): what a process that died mid-upload left.
+  StatusOr<std::vector<MultipartUploadInfo>> ListMultipartUploads(const std::string& bucket, const std::string& prefix);
 
   // The ETag S3 gives an object assembled from parts with these ETags.
   static std::string MultipartEtag(const std::vector<CompletedPart>& parts);
