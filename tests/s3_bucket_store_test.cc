@@ -411,3 +411,68 @@ TEST(BucketStepRecordTest, RoundTripsAndRefusesTruncation) {
 }  // namespace
 }  // namespace bucket
 }  // namespace ckptdb
+
+namespace ckptdb {
+namespace bucket {
+namespace {
+
+// A rank's share is cut into files of upload_file_bytes, each uploaded while
+// the next is encoded; no local file stays; the step loads bit for bit.
+TEST_F(BucketStoreTest, ARanksShareIsUploadedFileByFileWhileItIsEncoded) {
+  const Tensor full = PatternTensor(DType::kF32, {512, 512}, 12);  // 1 MiB
+  ::ckptdb::testing::TempDir local;
+  BucketWriteOptions wo;
+  wo.local_dir = local.path();
+  wo.upload_file_bytes = 64 << 10;
+  for (const Status& st : SaveRows(full, 2, 1, -1, wo)) ASSERT_TRUE(st.ok()) << st;
+  EXPECT_TRUE(std::filesystem::is_empty(local.path()));
+  const std::vector<std::string> data = Keys(DataDir(1));
+  EXPECT_GE(data.size(), 16u);  // 512 KiB a rank, in files of 64 KiB
+  auto reader = OpenBucketStoreReader(client_, bucket_, prefix_);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  auto whole = LoadWhole(**reader, 1);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_TRUE(std::get<Tensor>(*whole->Find("t")).BitwiseEquals(full));
+}
+
+// The server goes away while a rank uploads: the save fails (Unavailable),
+// nothing is visible, no local file stays, and gc takes what was uploaded.
+TEST_F(BucketStoreTest, AnUploadThatFailsMidWayFailsTheSaveAndLeavesNoLocalFile) {
+  using Action = ::ckptdb::testing::S3FaultProxy::Action;
+  ::ckptdb::testing::S3FaultProxy proxy(Server().port);
+  s3::S3Settings settings = Server().settings;
+  settings.endpoint = proxy.endpoint();
+  s3::S3ClientOptions co;
+  co.max_attempts = 2;
+  co.initial_backoff_ms = 1;
+  auto made = s3::S3Client::Create(settings, co);
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::shared_ptr<s3::S3Client> coordinator = std::move(*made);
+  const Tensor full = PatternTensor(DType::kF32, {512, 512}, 13);
+  options_.deduplicate = false;
+  for (const Status& st : SaveRows(full, 1, 1)) ASSERT_TRUE(st.ok()) << st;
+  ::ckptdb::testing::TempDir local;
+  BucketWriteOptions wo;
+  wo.local_dir = local.path();
+  wo.upload_file_bytes = 64 << 10;
+  // Prepare and the first uploads pass; then every request is reset.
+  std::vector<Action> script(6, Action::kPass);
+  script.resize(200, Action::kResetBeforeSending);
+  proxy.Script(script);
+  const std::vector<Status> statuses = SaveRows(full, 1, 2, -1, wo, {}, coordinator);
+  EXPECT_EQ(statuses[0].code(), StatusCode::kUnavailable) << statuses[0];
+  EXPECT_TRUE(std::filesystem::is_empty(local.path()));
+  auto reader = OpenBucketStoreReader(client_, bucket_, prefix_);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  EXPECT_EQ(StepNumbers(**reader), std::vector<int64_t>{1});
+  StoreOptions o;
+  o.abandoned_save_seconds = 0;
+  auto w = OpenBucketStoreWriter(client_, bucket_, prefix_, o);
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_TRUE((*w)->Sweep().ok());
+  EXPECT_TRUE(Keys(DataDir(2)).empty());
+}
+
+}  // namespace
+}  // namespace bucket
+}  // namespace ckptdb

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -110,8 +112,9 @@ StatusOr<SstObject> DecodeObjectEntry(const std::string& entry) {
 
 Status ValidateOptions(const StoreOptions& o, const BucketWriteOptions& w) {
   RETURN_IF_ERROR(ValidateStoreOptions(o));
-  if (w.part_bytes == 0 || w.upload_threads < 1) {
-    return Status::InvalidArgument("BucketWriteOptions.part_bytes and upload_threads must be positive");
+  if (w.part_bytes == 0 || w.upload_threads < 1 || w.upload_file_bytes == 0 || w.upload_files_in_flight < 1) {
+    return Status::InvalidArgument(
+        "BucketWriteOptions.part_bytes, upload_threads, upload_file_bytes and upload_files_in_flight must be positive");
   }
   return Status::OK();
 }
@@ -602,47 +605,91 @@ class BucketStoreWriter : public StoreWriter {
     return s;
   }
 
+  // Encodes the items into SST files of at most upload_file_bytes and
+  // uploads each as soon as it is finished, upload_files_in_flight at once,
+  // while the next files are encoded; each local file is removed once
+  // uploaded. The encoder waits while that many files wait for upload, so
+  // the local disk holds a bounded window of the rank's share, not all of it.
   StatusOr<WriteResult> WriteAndUpload(const SaveContext& ctx, const std::vector<WriteItem>& items,
                                        const std::string& dir) {
     ChunkWriteOptions o;
     o.chunk_bytes = options_.chunk_bytes;
     o.compression = options_.compression;
     o.zstd_level = options_.zstd_level;
-    o.max_sst_file_bytes = options_.max_sst_file_bytes;
+    o.max_sst_file_bytes = std::min(options_.max_sst_file_bytes, write_options_.upload_file_bytes);
     o.invalidate_page_cache = options_.sst_invalidate_page_cache;
     o.threads = options_.threads > 0 ? options_.threads : DefaultParallelism();
     o.boxes = options_.chunk_layout == ChunkLayout::kBoxes;
     o.content_hashes = options_.content_hashes;
     o.writeback_bytes = 0;  // the files are read back for upload and removed
-    ASSIGN_OR_RETURN(WriteResult result, WriteItemsToSst(dir, ctx, items, SstObjectWriteOptions(), o));
     const std::string save_prefix = SaveDataPrefix(prefix_, ctx.step, ctx.save_id);
-    std::vector<std::string> entries;
-    std::vector<std::string> uploaded;
-    Status failed;
-    for (const std::string& path : result.files) {
-      SstObject obj;
-      obj.key = save_prefix + fs::path(path).filename().string();
-      Status s = KeyRange(path, &obj.smallest_key, &obj.largest_key);
+
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<std::pair<size_t, std::string>> queue;  // (file number, path); guarded by mu
+    bool closed = false;                                // guarded by mu
+    Status failed;                                      // the first upload error; guarded by mu
+    std::map<size_t, SstObject> done;                   // guarded by mu
+    auto upload_one = [&](const std::string& path, SstObject* obj) {
+      obj->key = save_prefix + fs::path(path).filename().string();
+      RETURN_IF_ERROR(KeyRange(path, &obj->smallest_key, &obj->largest_key));
       std::error_code ec;
-      if (s.ok()) {
-        obj.size = fs::file_size(path, ec);
-        if (ec) s = Status::IOError("cannot stat " + path + ": " + ec.message());
-      }
-      if (s.ok()) s = Upload(path, obj.key, obj.size);
-      if (!s.ok()) {
-        failed = s;
-        break;
-      }
-      uploaded.push_back(obj.key);
-      entries.push_back(EncodeObjectEntry(obj));
+      obj->size = fs::file_size(path, ec);
+      if (ec) return Status::IOError("cannot stat " + path + ": " + ec.message());
+      RETURN_IF_ERROR(Upload(path, obj->key, obj->size));
       fs::remove(path, ec);
+      return Status::OK();
+    };
+    auto uploader = [&] {
+      std::unique_lock<std::mutex> lock(mu);
+      while (true) {
+        cv.wait(lock, [&] { return closed || !queue.empty(); });
+        if (queue.empty()) return;
+        auto [n, path] = std::move(queue.front());
+        queue.pop_front();
+        const bool give_up = !failed.ok();
+        cv.notify_all();
+        lock.unlock();
+        SstObject obj;
+        Status st = give_up ? Status::OK() : upload_one(path, &obj);
+        lock.lock();
+        if (!st.ok() && failed.ok()) failed = st;
+        if (st.ok() && !obj.key.empty()) done[n] = std::move(obj);
+        cv.notify_all();
+      }
+    };
+    std::vector<std::thread> threads;
+    for (int t = 0; t < write_options_.upload_files_in_flight; ++t) threads.emplace_back(uploader);
+    size_t finished = 0;
+    o.on_file_finished = [&](const std::string& path) -> Status {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] {
+        return !failed.ok() || queue.size() < static_cast<size_t>(write_options_.upload_files_in_flight);
+      });
+      if (!failed.ok()) return failed;
+      queue.emplace_back(finished++, path);
+      cv.notify_all();
+      return Status::OK();
+    };
+    StatusOr<WriteResult> written = WriteItemsToSst(dir, ctx, items, SstObjectWriteOptions(), o);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      closed = true;
+      cv.notify_all();
     }
+    for (std::thread& t : threads) t.join();
+    if (!written.ok() && failed.ok()) failed = written.status();
+    if (failed.ok() && done.size() != finished) failed = Status::Internal("an uploaded file went missing");
     if (!failed.ok()) {
       // This rank's objects go now; the coordinator's Abort lists the rest.
-      if (!uploaded.empty()) (void)client_->DeleteObjects(bucket_, uploaded);
+      std::vector<std::string> uploaded;
+      for (const auto& [n, obj] : done) uploaded.push_back(obj.key);
+      if (!uploaded.empty()) (void)DeleteKeys(client_.get(), bucket_, uploaded);
       return failed;
     }
-    result.files = std::move(entries);
+    WriteResult result = std::move(written).value();
+    result.files.clear();
+    for (const auto& [n, obj] : done) result.files.push_back(EncodeObjectEntry(obj));
     return result;
   }
 

@@ -64,6 +64,13 @@ struct BucketWriteOptions {
   uint64_t part_bytes = 8u << 20;
   // Parts uploaded at once per file; each holds one part in memory.
   int upload_threads = 4;
+  // A rank's share is cut into SST files of at most this many bytes (or
+  // StoreOptions.max_sst_file_bytes, when smaller); each is uploaded as
+  // soon as it is finished, while the next is encoded.
+  uint64_t upload_file_bytes = 64u << 20;
+  // Finished files uploaded at once (each with upload_threads parts in
+  // flight); the encoder waits while as many more wait for upload.
+  int upload_files_in_flight = 2;
 };
 
 // The object keys of one save attempt under `prefix` ("" or ending in '/'):

@@ -99,7 +99,7 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
     sst.reset();
     if (!s.ok()) return FromRocks(s, "finishing SST file " + file);
     result.files.push_back(file);
-    return Status::OK();
+    return o.on_file_finished ? o.on_file_finished(file) : Status::OK();
   };
   auto produce = [&](size_t j, std::string* value) -> Status {
     const WriteItem* it = sorted[jobs[j].item];

@@ -6,6 +6,7 @@
 
 #include <rocksdb/options.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,10 @@ struct ChunkWriteOptions {
   // Cut host pieces of two or more dimensions into n-d boxes where
   // ChooseChunkShape gives a shape (StoreOptions::chunk_layout kBoxes).
   bool boxes = true;
+  // Called on the appending thread as soon as each file is finished (before
+  // the next is opened), with its path: a bucket store starts uploading it
+  // while the next file is encoded. An error stops the write and is returned.
+  std::function<Status(const std::string& path)> on_file_finished;
 };
 
 // The chunk size of one piece: chunk_bytes rounded down to a whole number of
