@@ -214,6 +214,24 @@ TEST_F(S3ClientTest, ConditionalPutSecondCreatorGetsAlreadyExists) {
   EXPECT_EQ(*got, "first");
 }
 
+// If-Match: a compare-and-swap on the ETag a GET gave.
+TEST_F(S3ClientTest, PutIfMatchSwapsOnlyTheVersionRead) {
+  const std::string key = prefix_ + "index";
+  auto first = client_->PutObject(bucket_, key, "v1", /*if_none_match=*/true);
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto got = client_->GetObjectVersioned(bucket_, key);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->data, "v1");
+  EXPECT_EQ(got->etag, *first);
+  auto second = client_->PutObjectIfMatch(bucket_, key, "v2", got->etag);
+  ASSERT_TRUE(second.ok()) << second.status();
+  // The version read is gone: the swap is refused, naming the object.
+  auto stale = client_->PutObjectIfMatch(bucket_, key, "v3", got->etag);
+  EXPECT_EQ(stale.status().code(), StatusCode::kAborted) << stale.status();
+  EXPECT_NE(stale.status().message().find(key), std::string::npos) << stale.status();
+  EXPECT_EQ(*client_->GetObject(bucket_, key), "v2");
+}
+
 TEST_F(S3ClientTest, SixteenConcurrentCreatorsExactlyOneWins) {
   const std::string key = prefix_ + "contended";
   std::vector<Status> results(16);

@@ -107,6 +107,24 @@ TEST_F(S3FaultsTest, ConditionalPutLosingToAnotherWriterAfterALostAnswerIsAlread
   EXPECT_EQ(*got, "theirs");
 }
 
+TEST_F(S3FaultsTest, PutIfMatchWhoseAnswerWasLostIsItsOwnSuccess) {
+  // The swap landed, its answer was lost; the retry's If-Match no longer
+  // matches (412), and the object read back is our bytes: success.
+  const std::string key = prefix_ + "index";
+  auto first = direct_->PutObject(bucket_, key, "v1");
+  ASSERT_TRUE(first.ok()) << first.status();
+  proxy_->Script({Action::kLoseResponse});
+  auto put = client_->PutObjectIfMatch(bucket_, key, "v2", *first);
+  ASSERT_TRUE(put.ok()) << put.status();
+  EXPECT_EQ(*direct_->GetObject(bucket_, key), "v2");
+  // Another writer's swap in between stands: Aborted.
+  ASSERT_TRUE(direct_->PutObject(bucket_, key, "theirs").ok());
+  proxy_->Script({Action::kLoseResponse});
+  auto lost = client_->PutObjectIfMatch(bucket_, key, "v3", *put);
+  EXPECT_EQ(lost.status().code(), StatusCode::kAborted) << lost.status();
+  EXPECT_EQ(*direct_->GetObject(bucket_, key), "theirs");
+}
+
 TEST_F(S3FaultsTest, ConditionalCompletionWhoseAnswerWasLostIsItsOwnSuccess) {
   const std::string key = prefix_ + "multipart";
   auto upload = client_->CreateMultipartUpload(bucket_, key);

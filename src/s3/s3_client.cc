@@ -2,11 +2,13 @@
 
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <random>
 #include <thread>
+#include <tuple>
 
 #include "s3/s3_xml.h"
 #include "s3/sigv4.h"
@@ -495,7 +497,13 @@ StatusOr<std::vector<MultipartUploadInfo>> S3Client::ListMultipartUploads(const 
       }
       all.push_back(std::move(u));
     }
-    if (doc.ChildText("IsTruncated") != "true") return all;
+    if (doc.ChildText("IsTruncated") != "true") {
+      // S3 lists in key order; SeaweedFS did not once (b before a).
+      std::sort(all.begin(), all.end(), [](const MultipartUploadInfo& a, const MultipartUploadInfo& b) {
+        return std::tie(a.key, a.initiated_unix_ms, a.upload_id) < std::tie(b.key, b.initiated_unix_ms, b.upload_id);
+      });
+      return all;
+    }
     key_marker = doc.ChildText("NextKeyMarker");
     id_marker = doc.ChildText("NextUploadIdMarker");
     if (key_marker.empty()) return Status::DataLoss(what + " is truncated but has no NextKeyMarker");

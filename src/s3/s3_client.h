@@ -155,7 +155,7 @@ class S3Client {
                                                 bool if_none_match = false);
   Status AbortMultipartUpload(const std::string& bucket, const std::string& key, const std::string& upload_id);
   // Every multipart upload in progress under `prefix` (ListMultipartUploads,
-  // all pages): what a process that died mid-upload left.
+  // all pages), sorted by key: what a process that died mid-upload left.
   StatusOr<std::vector<MultipartUploadInfo>> ListMultipartUploads(const std::string& bucket, const std::string& prefix);
 
   // The ETag S3 gives an object assembled from parts with these ETags.
