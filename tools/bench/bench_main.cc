@@ -82,6 +82,7 @@ struct Args {
   bool finetune = false;            // --scenario finetune
   bool hosts = false;               // --scenario hosts
   std::string local_dir;            // --local-dir (--scenario hosts)
+  std::string store;                // --store (the default scenario): where the store is
   bool data_given = false;          // --data was given
   int64_t cols = 1024;              // --cols: columns of every tensor
   ChunkLayout chunk_layout = ChunkLayout::kBoxes;  // --chunk-layout
@@ -308,7 +309,7 @@ int Worker(const Args& a) {
   bg.job_id += "-async";
   auto background = Must(ConnectGloo(bg), "joining the background job");
   const int rank = comm->rank(), world = comm->world_size();
-  const std::string store = a.dir + "/store";
+  const std::string store = a.store.empty() ? a.dir + "/store" : a.store;
   const std::string raw = a.dir + "/raw-" + std::to_string(rank) + ".bin";
   std::map<std::string, std::map<std::string, PhaseResult>> results;  // data -> phase -> result
   int64_t step = 0;
@@ -940,7 +941,7 @@ int main(int argc, char** argv) {
     };
     if (s == "-h" || s == "--help") {
       std::cout << "usage: ckptdb-bench [--size 1GiB] [--world 2] [--data fp32|bf16|adam|bytes|all]\n"
-                   "                    [--compression none|zstd|auto] [--repeat 3] [--dir DIR] [--json]\n"
+                   "                    [--compression none|zstd|auto] [--repeat 3] [--dir DIR] [--store STORE] [--json]\n"
                    "                    [--chunk-bytes 4MiB] [--invalidate-page-cache] [--no-mmap] [--warm-only]\n"
                    "                    [--tensor-bytes 64MiB] [--cols 1024] [--chunk-layout boxes|rows]\n\n"
                    "Saves and loads a state dict of --size logical bytes over --world ranks (started\n"
@@ -953,7 +954,9 @@ int main(int argc, char** argv) {
                    "SaveAsync blocks the caller) and async total. The cold phases drop the page\n"
                    "cache first (as root; skipped, and said so, otherwise; --warm-only skips them),\n"
                    "as a job restarting on a fresh machine meets it. --dir (default: a temporary directory, removed at the end) holds the\n"
-                   "store and the raw files. --chunk-bytes and --invalidate-page-cache set the\n"
+                   "store and the raw files; --store STORE puts the store elsewhere, e.g. in a\n"
+                   "bucket (s3://BUCKET/PREFIX, settings from AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID...;\n"
+                   "its steps are left there). --chunk-bytes and --invalidate-page-cache set the\n"
                    "StoreOptions of the same names, --no-mmap ReaderOptions.mmap_reads = false, to\n"
                    "compare. --tensor-bytes caps each entry (default 64 MiB): small entries make\n"
                    "many of them, to measure the control plane (plans, metadata) with many ranks.\n"
@@ -1052,6 +1055,8 @@ int main(int argc, char** argv) {
       forward.push_back(s);
     } else if (s == "--local-dir") {
       a.local_dir = next();
+    } else if (s == "--store") {
+      a.store = next();
     } else if (s == "--worker") {
       worker = true;
     } else {
