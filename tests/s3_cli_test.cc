@@ -27,12 +27,7 @@ class S3CliTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!Server().skip_reason.empty()) GTEST_SKIP() << Server().skip_reason;
-    setenv("AWS_ENDPOINT_URL", Server().settings.endpoint.c_str(), 1);
-    setenv("AWS_ACCESS_KEY_ID", Server().settings.credentials.access_key_id.c_str(), 1);
-    setenv("AWS_SECRET_ACCESS_KEY", Server().settings.credentials.secret_access_key.c_str(), 1);
-    setenv("AWS_REGION", "us-east-1", 1);
-    setenv("AWS_CONFIG_FILE", "/nonexistent", 1);
-    setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent", 1);
+    ::ckptdb::testing::SetAwsVariablesForTestServer();
     std::string prefix = ::ckptdb::testing::UniqueTestPrefix();
     url_ = "s3://" + Server().bucket + "/" + prefix;
   }

@@ -53,6 +53,16 @@ std::string UniqueTestPrefix() {
   return std::string(info->test_suite_name()) + "." + info->name() + "-" + std::to_string(std::random_device{}()) + "/";
 }
 
+void SetAwsVariablesForTestServer() {
+  const S3TestServer& server = TestS3Server();
+  setenv("AWS_ENDPOINT_URL", server.settings.endpoint.c_str(), 1);
+  setenv("AWS_ACCESS_KEY_ID", server.settings.credentials.access_key_id.c_str(), 1);
+  setenv("AWS_SECRET_ACCESS_KEY", server.settings.credentials.secret_access_key.c_str(), 1);
+  setenv("AWS_REGION", "us-east-1", 1);
+  setenv("AWS_CONFIG_FILE", "/nonexistent", 1);
+  setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent", 1);
+}
+
 std::string RandomBytes(size_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::string out(n, '\0');

@@ -29,6 +29,11 @@ std::string UniqueTestPrefix();
 
 std::string RandomBytes(size_t n, uint64_t seed);
 
+// Sets AWS's variables (endpoint, keys, region; no config files) to reach
+// the test server, as a user's environment does, for this process and the
+// ones it starts.
+void SetAwsVariablesForTestServer();
+
 }  // namespace testing
 }  // namespace ckptdb
 

@@ -208,7 +208,7 @@ Status FaultyWriter::Finish(const SaveContext& ctx, const StepMetadata& m, const
 
 void FaultyWriter::Abort(const SaveContext& ctx) {
   ++aborts;
-  inner_->Abort(ctx);
+  if (forward_abort) inner_->Abort(ctx);
 }
 
 StatusOr<StepMetadata> FaultyReader::ReadMetadata(int64_t step) {

@@ -93,6 +93,9 @@ class FaultyWriter : public StorageWriter {
   // Called after the inner Write returned successfully, before its result is
   // passed on (e.g. to die with the rank's data already in staging).
   std::function<void()> after_write;
+  // false: Abort is counted, not passed on (a coordinator that died cleans
+  // nothing up).
+  bool forward_abort = true;
 
   StatusOr<uint64_t> Prepare(int64_t step) override;
   StatusOr<std::vector<ReuseCandidate>> FindReusable(const SaveContext& ctx, const StepMetadata& planned) override {
