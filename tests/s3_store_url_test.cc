@@ -233,6 +233,74 @@ TEST_F(S3StoreUrlTest, AnUnchangedStepUploadsNoChunkAndOutlivesTheStepItShares) 
   EXPECT_EQ(ObjectsUnder("steps/"), 0u);
 }
 
+// The step a save shares chunks with is deleted while the save runs (after
+// every rank uploaded, before the commit): its objects may be gone, so the
+// commit is refused naming both steps, nothing of the save is visible and
+// its objects are deleted.
+TEST_F(S3StoreUrlTest, ASaveWhoseSharedStepWasDeletedMeanwhileIsRefused) {
+  const Tensor first = PatternTensor(DType::kF32, {64, 64}, 41);
+  SaveOn(2, first, 1);
+  // Step 2 is half step 1: it shares the unchanged chunks and uploads the rest.
+  Tensor second = PatternTensor(DType::kF32, {64, 64}, 42);
+  std::memcpy(second.data(), first.data(), first.nbytes() / 2);
+  auto deleter = OpenStoreWriter(url_, options_);
+  ASSERT_TRUE(deleter.ok()) << deleter.status();
+  std::vector<Status> statuses(2);
+  std::mutex mu;
+  ::ckptdb::testing::RunRanksAsThreads(2, [&](int rank, Communicator& comm) {
+    Status st;
+    auto w = OpenStoreWriter(url_, options_);
+    if (!w.ok()) {
+      st = w.status();
+    } else {
+      ::ckptdb::testing::FaultyWriter faulty(w->get());
+      faulty.on_finish = [&] { return (*deleter)->DeleteStep(1); };
+      StateDict sd;
+      std::vector<Shard> shards{Shard{{rank * 32, 0}, Rows(second, rank * 32, 32)}};
+      (void)sd.Add("t", ShardedTensor::Create(second.dtype(), second.shape(), std::move(shards)).value());
+      SaveOptions o;
+      o.step = 2;
+      o.communicator = &comm;
+      st = Save(sd, faulty, o);
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    statuses[rank] = st;
+  });
+  EXPECT_EQ(statuses[0].code(), StatusCode::kAborted) << statuses[0];
+  EXPECT_NE(statuses[0].ToString().find("shares chunks with step 1"), std::string::npos) << statuses[0];
+  EXPECT_TRUE(Steps().empty());
+  EXPECT_EQ(ObjectsUnder("data/"), 0u);
+  EXPECT_EQ(ObjectsUnder("pending/"), 0u);
+}
+
+// Writers changing the index at once (8 threads, each its own writer,
+// each a tag): every change lands; none is lost to another's swap.
+TEST_F(S3StoreUrlTest, ConcurrentIndexChangesAreAllKept) {
+  SaveOn(1, PatternTensor(DType::kF32, {16, 16}, 43), 1);
+  std::vector<std::thread> threads;
+  std::vector<Status> statuses(8);
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&, i] {
+      auto w = OpenStoreWriter(url_, options_);
+      statuses[i] = w.ok() ? (*w)->Tag(1, "t" + std::to_string(i)).status() : w.status();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const Status& st : statuses) EXPECT_TRUE(st.ok()) << st;
+  auto reader = OpenStoreReader(url_);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  auto tags = (*reader)->ListTags();
+  ASSERT_TRUE(tags.ok()) << tags.status();
+  EXPECT_EQ(tags->size(), 8u);
+}
+
+TEST(S3StoreUrlRemoteTest, TheRemoteReaderRefusesABucket) {
+  std::unique_ptr<Communicator> comm = NewLocalCommunicator();
+  auto r = OpenRemoteStoreReader("s3://b/p", comm.get());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status();
+  EXPECT_NE(r.status().message().find("OpenStoreReader"), std::string::npos) << r.status();
+}
+
 // A save whose coordinator "dies" between the ranks' uploads and the
 // commit (Finish fails, Abort cleans nothing up): nothing of it is visible,
 // and gc deletes its objects once its pending marker is older than
