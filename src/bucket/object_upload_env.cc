@@ -1,0 +1,304 @@
+#include "bucket/object_upload_env.h"
+
+#include <rocksdb/file_system.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "util/status_macros.h"
+
+namespace ckptdb {
+namespace bucket {
+
+std::map<std::string, uint64_t> UploadLedger::objects() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return objects_;
+}
+
+uint64_t UploadLedger::peak_buffered_bytes() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return peak_;
+}
+
+void UploadLedger::Completed(const std::string& key, uint64_t size) {
+  std::lock_guard<std::mutex> l(mu_);
+  objects_[key] = size;
+}
+
+void UploadLedger::Buffered(int64_t delta) {
+  std::lock_guard<std::mutex> l(mu_);
+  buffered_ = static_cast<uint64_t>(static_cast<int64_t>(buffered_) + delta);
+  peak_ = std::max(peak_, buffered_);
+}
+
+namespace {
+
+rocksdb::IOStatus ToIO(const Status& s) {
+  return s.ok() ? rocksdb::IOStatus::OK() : rocksdb::IOStatus::IOError(s.ToString());
+}
+
+// Returns the failure of a Status-returning expression as an IOStatus.
+#define CKPTDB_RETURN_IO(expr)     \
+  do {                             \
+    Status _s = (expr);            \
+    if (!_s.ok()) return ToIO(_s); \
+  } while (0)
+
+class ObjectUploadFile final : public rocksdb::FSWritableFile {
+ public:
+  ObjectUploadFile(s3::S3Client* client, std::string bucket, std::string key, ObjectUploadOptions options,
+                   UploadLedger* ledger)
+      : client_(client), bucket_(std::move(bucket)), key_(std::move(key)), options_(options), ledger_(ledger) {
+    options_.part_bytes = std::max<uint64_t>(options_.part_bytes, 1);
+    options_.parts_in_flight = std::max(options_.parts_in_flight, 1);
+  }
+
+  ~ObjectUploadFile() override {
+    // Destroyed without a successful Close: the object must not appear.
+    if (!closed_) (void)Fail(Status::Aborted("s3://" + bucket_ + "/" + key_ + ": file destroyed before Close"));
+    StopWorkers();
+    if (!upload_id_.empty() && !completed_) (void)client_->AbortMultipartUpload(bucket_, key_, upload_id_);
+    ledger_->Buffered(-static_cast<int64_t>(buffer_.size()));
+  }
+
+  using rocksdb::FSWritableFile::Append;
+  rocksdb::IOStatus Append(const rocksdb::Slice& data, const rocksdb::IOOptions&, rocksdb::IODebugContext*) override {
+    if (closed_) return rocksdb::IOStatus::IOError("s3://" + bucket_ + "/" + key_ + ": append after Close");
+    CKPTDB_RETURN_IO(FirstError());
+    std::string_view rest(data.data(), data.size());
+    while (!rest.empty()) {
+      size_t n = std::min<size_t>(rest.size(), options_.part_bytes - buffer_.size());
+      if (buffer_.capacity() < options_.part_bytes) buffer_.reserve(options_.part_bytes);
+      buffer_.append(rest.data(), n);
+      ledger_->Buffered(static_cast<int64_t>(n));
+      rest.remove_prefix(n);
+      size_ += n;
+      if (buffer_.size() == options_.part_bytes) CKPTDB_RETURN_IO(SendPart());
+    }
+    return rocksdb::IOStatus::OK();
+  }
+
+  rocksdb::IOStatus Flush(const rocksdb::IOOptions&, rocksdb::IODebugContext*) override { return ToIO(FirstError()); }
+  // Durability comes from Close: an object exists whole or not at all.
+  rocksdb::IOStatus Sync(const rocksdb::IOOptions&, rocksdb::IODebugContext*) override { return ToIO(FirstError()); }
+  rocksdb::IOStatus Fsync(const rocksdb::IOOptions&, rocksdb::IODebugContext*) override { return ToIO(FirstError()); }
+  rocksdb::IOStatus RangeSync(uint64_t, uint64_t, const rocksdb::IOOptions&, rocksdb::IODebugContext*) override {
+    return rocksdb::IOStatus::OK();
+  }
+  rocksdb::IOStatus InvalidateCache(size_t, size_t) override { return rocksdb::IOStatus::OK(); }
+  uint64_t GetFileSize(const rocksdb::IOOptions&, rocksdb::IODebugContext*) override { return size_; }
+
+  rocksdb::IOStatus Close(const rocksdb::IOOptions&, rocksdb::IODebugContext*) override {
+    if (closed_) return ToIO(close_status_);
+    closed_ = true;
+    close_status_ = Finish();
+    if (!close_status_.ok()) {
+      (void)Fail(close_status_);
+      StopWorkers();
+      if (!upload_id_.empty() && !completed_) (void)client_->AbortMultipartUpload(bucket_, key_, upload_id_);
+    }
+    return ToIO(close_status_);
+  }
+
+ private:
+  std::string Name() const { return "s3://" + bucket_ + "/" + key_; }
+
+  Status FirstError() {
+    std::lock_guard<std::mutex> l(mu_);
+    return error_;
+  }
+
+  Status Fail(Status s) {
+    std::lock_guard<std::mutex> l(mu_);
+    if (error_.ok()) error_ = s;
+    cv_.notify_all();
+    return error_;
+  }
+
+  // Hands the full buffer to the upload threads, waiting while
+  // parts_in_flight parts are queued or uploading.
+  Status SendPart() {
+    if (upload_id_.empty()) {
+      StatusOr<std::string> id = client_->CreateMultipartUpload(bucket_, key_);
+      if (!id.ok()) return Fail(id.status());
+      upload_id_ = *id;
+      for (int i = 0; i < options_.parts_in_flight; ++i) workers_.emplace_back([this] { Work(); });
+    }
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait(l, [&] { return !error_.ok() || in_flight_ < options_.parts_in_flight; });
+    if (!error_.ok()) return error_;
+    ++in_flight_;
+    queue_.emplace_back(++parts_sent_, std::move(buffer_));
+    buffer_ = std::string();
+    cv_.notify_all();
+    return Status::OK();
+  }
+
+  void Work() {
+    std::unique_lock<std::mutex> l(mu_);
+    while (true) {
+      cv_.wait(l, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      auto [number, data] = std::move(queue_.front());
+      queue_.pop_front();
+      Status failed = error_;
+      l.unlock();
+      StatusOr<std::string> etag =
+          failed.ok() ? client_->UploadPart(bucket_, key_, upload_id_, number, data) : StatusOr<std::string>(failed);
+      ledger_->Buffered(-static_cast<int64_t>(data.size()));
+      data = std::string();
+      l.lock();
+      if (etag.ok()) {
+        parts_.push_back({number, *etag});
+      } else if (error_.ok()) {
+        error_ = etag.status();
+      }
+      --in_flight_;
+      cv_.notify_all();
+    }
+  }
+
+  void StopWorkers() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+      cv_.notify_all();
+    }
+    for (std::thread& t : workers_) t.join();
+    workers_.clear();
+  }
+
+  Status Finish() {
+    RETURN_IF_ERROR(FirstError());
+    std::string expected_etag;
+    if (upload_id_.empty()) {
+      StatusOr<std::string> etag = client_->PutObject(bucket_, key_, buffer_);
+      ledger_->Buffered(-static_cast<int64_t>(buffer_.size()));
+      buffer_ = std::string();
+      RETURN_IF_ERROR(etag.status());
+    } else {
+      if (!buffer_.empty()) RETURN_IF_ERROR(SendPart());
+      {
+        std::unique_lock<std::mutex> l(mu_);
+        cv_.wait(l, [&] { return !error_.ok() || in_flight_ == 0; });
+        RETURN_IF_ERROR(error_);
+      }
+      StopWorkers();
+      std::sort(parts_.begin(), parts_.end(),
+                [](const s3::CompletedPart& a, const s3::CompletedPart& b) { return a.part_number < b.part_number; });
+      expected_etag = s3::S3Client::MultipartEtag(parts_);
+      RETURN_IF_ERROR(client_->CompleteMultipartUpload(bucket_, key_, upload_id_, parts_).status());
+      completed_ = true;
+    }
+    StatusOr<s3::ObjectInfo> head = client_->HeadObject(bucket_, key_);
+    Status check = head.status();
+    if (check.ok() && head->size != size_) {
+      check = Status::DataLoss(Name() + ": uploaded " + std::to_string(size_) + " bytes but the object has " +
+                               std::to_string(head->size));
+    }
+    std::string etag = check.ok() ? head->etag : "";
+    etag.erase(std::remove(etag.begin(), etag.end(), '"'), etag.end());
+    if (check.ok() && !expected_etag.empty() && etag != expected_etag) {
+      check = Status::DataLoss(Name() + ": the object's ETag " + etag + " is not its parts' " + expected_etag);
+    }
+    if (!check.ok()) {
+      (void)client_->DeleteObject(bucket_, key_);
+      return check;
+    }
+    ledger_->Completed(key_, size_);
+    return Status::OK();
+  }
+
+  s3::S3Client* client_;
+  std::string bucket_, key_;
+  ObjectUploadOptions options_;
+  UploadLedger* ledger_;
+  std::string buffer_;  // the part being filled (writer thread only)
+  uint64_t size_ = 0;
+  int parts_sent_ = 0;
+  std::string upload_id_;
+  bool completed_ = false;
+  bool closed_ = false;
+  Status close_status_;
+  std::vector<std::thread> workers_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::pair<int, std::string>> queue_;  // guarded by mu_
+  int in_flight_ = 0;                              // queued or uploading; guarded by mu_
+  std::vector<s3::CompletedPart> parts_;           // guarded by mu_
+  Status error_;                                   // the first failure; guarded by mu_
+  bool stop_ = false;                              // guarded by mu_
+};
+
+class ObjectUploadFileSystem final : public rocksdb::FileSystemWrapper {
+ public:
+  ObjectUploadFileSystem(const std::shared_ptr<rocksdb::FileSystem>& base, s3::S3Client* client, std::string bucket,
+                         std::string key_prefix, std::string root, ObjectUploadOptions options, UploadLedger* ledger)
+      : FileSystemWrapper(base),
+        client_(client),
+        bucket_(std::move(bucket)),
+        key_prefix_(std::move(key_prefix)),
+        root_(std::move(root)),
+        options_(options),
+        ledger_(ledger) {}
+  const char* Name() const override { return "CkptdbObjectUploadFileSystem"; }
+
+  rocksdb::IOStatus NewWritableFile(const std::string& f, const rocksdb::FileOptions& o,
+                                    std::unique_ptr<rocksdb::FSWritableFile>* r,
+                                    rocksdb::IODebugContext* dbg) override {
+    std::string key;
+    if (!KeyOf(f, &key)) return target()->NewWritableFile(f, o, r, dbg);
+    *r = std::make_unique<ObjectUploadFile>(client_, bucket_, key, options_, ledger_);
+    return rocksdb::IOStatus::OK();
+  }
+
+  // A writer that gives up on a file deletes it; a file that never closed
+  // left nothing, and one that did is removed from the bucket.
+  rocksdb::IOStatus DeleteFile(const std::string& f, const rocksdb::IOOptions& o,
+                               rocksdb::IODebugContext* dbg) override {
+    std::string key;
+    if (!KeyOf(f, &key)) return target()->DeleteFile(f, o, dbg);
+    return ToIO(client_->DeleteObject(bucket_, key));
+  }
+
+  rocksdb::IOStatus FileExists(const std::string& f, const rocksdb::IOOptions& o,
+                               rocksdb::IODebugContext* dbg) override {
+    std::string key;
+    if (!KeyOf(f, &key)) return target()->FileExists(f, o, dbg);
+    StatusOr<s3::ObjectInfo> head = client_->HeadObject(bucket_, key);
+    if (head.ok()) return rocksdb::IOStatus::OK();
+    return head.status().code() == StatusCode::kNotFound ? rocksdb::IOStatus::NotFound(f) : ToIO(head.status());
+  }
+
+ private:
+  bool KeyOf(const std::string& path, std::string* key) const {
+    if (path.size() <= root_.size() || path.compare(0, root_.size(), root_) != 0) return false;
+    *key = key_prefix_ + path.substr(root_.size());
+    return true;
+  }
+
+  s3::S3Client* client_;
+  std::string bucket_, key_prefix_, root_;
+  ObjectUploadOptions options_;
+  UploadLedger* ledger_;
+};
+
+#undef CKPTDB_RETURN_IO
+
+}  // namespace
+
+std::unique_ptr<rocksdb::Env> NewObjectUploadEnv(rocksdb::Env* base, s3::S3Client* client, std::string bucket,
+                                                 std::string key_prefix, std::string root, ObjectUploadOptions options,
+                                                 UploadLedger* ledger) {
+  if (base == nullptr) base = rocksdb::Env::Default();
+  return rocksdb::NewCompositeEnv(std::make_shared<ObjectUploadFileSystem>(
+      base->GetFileSystem(), client, std::move(bucket), std::move(key_prefix), std::move(root), options, ledger));
+}
+
+}  // namespace bucket
+}  // namespace ckptdb

@@ -1,0 +1,71 @@
+// A RocksDB Env whose writable files under a virtual root stream into a
+// bucket instead of onto a disk: SstFileWriter writes "ROOT/NAME" and the
+// bytes go to s3://BUCKET/KEY_PREFIX + NAME while the file is still being
+// written, so a rank keeps no local copy and uploading overlaps encoding.
+//
+// A file fills a buffer of part_bytes; each full part goes to the file's
+// upload threads (the multipart upload is created with the first full part).
+// At most parts_in_flight parts are queued or uploading; Append blocks while
+// that many are, so a file holds at most (parts_in_flight + 1) x part_bytes.
+// Sync and Fsync do nothing: the object exists once Close returns OK, and
+// not before. Close uploads the rest and completes the upload (a file that
+// never filled one part: one PutObject), then checks the object's size (and,
+// for a multipart object, its ETag against S3Client::MultipartEtag) with a
+// HEAD. Any failure is returned by the next Append or Close, the multipart
+// upload is aborted and no object appears. Paths outside the root go to the
+// base file system unchanged.
+//
+// Thread safety: one writer per file (RocksDB's contract); the ledger may be
+// read from any thread.
+#ifndef CKPTDB_SRC_BUCKET_OBJECT_UPLOAD_ENV_H_
+#define CKPTDB_SRC_BUCKET_OBJECT_UPLOAD_ENV_H_
+
+#include <rocksdb/env.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "s3/s3_client.h"
+
+namespace ckptdb {
+namespace bucket {
+
+struct ObjectUploadOptions {
+  // Bytes per part. S3 wants at least 5 MiB for every part but the last.
+  uint64_t part_bytes = 8u << 20;
+  // Parts of one file queued or uploading at once (and upload threads per
+  // file). Memory per open file: about (parts_in_flight + 1) x part_bytes.
+  int parts_in_flight = 4;
+};
+
+// What the files of one env uploaded. Shared by every file of the env.
+class UploadLedger {
+ public:
+  // Final size of every object completed so far, by object key.
+  std::map<std::string, uint64_t> objects() const;
+  // The most part bytes held in memory at once by all files together.
+  uint64_t peak_buffered_bytes() const;
+
+  void Completed(const std::string& key, uint64_t size);
+  void Buffered(int64_t delta);
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, uint64_t> objects_;
+  uint64_t buffered_ = 0;
+  uint64_t peak_ = 0;
+};
+
+// `root` is a path prefix such as "/ckptdb-upload/" (with the trailing '/');
+// `client` and `ledger` must outlive the env. Null base: RocksDB's default.
+std::unique_ptr<rocksdb::Env> NewObjectUploadEnv(rocksdb::Env* base, s3::S3Client* client, std::string bucket,
+                                                 std::string key_prefix, std::string root, ObjectUploadOptions options,
+                                                 UploadLedger* ledger);
+
+}  // namespace bucket
+}  // namespace ckptdb
+
+#endif  // CKPTDB_SRC_BUCKET_OBJECT_UPLOAD_ENV_H_

@@ -1,0 +1,148 @@
+// SST files written through the object upload env (src/bucket/
+// object_upload_env.h) straight into the S3Server fixture's bucket: the
+// object reads back value for value, a file of many parts keeps its memory
+// bound, and a part that fails leaves neither an object nor an open upload.
+#include <gtest/gtest.h>
+#include <rocksdb/sst_file_reader.h>
+#include <rocksdb/sst_file_writer.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bucket/object_upload_env.h"
+#include "s3/s3_client.h"
+#include "s3_fault_proxy.h"
+#include "s3_test_server.h"
+#include "test_util.h"
+
+namespace ckptdb {
+namespace bucket {
+namespace {
+
+using ::ckptdb::testing::RandomBytes;
+using ::ckptdb::testing::TempDir;
+
+const ::ckptdb::testing::S3TestServer& Server() { return ::ckptdb::testing::TestS3Server(); }
+
+constexpr char kRoot[] = "/ckptdb-upload/";
+
+std::unique_ptr<s3::S3Client> Client(const std::string& endpoint = "", int max_attempts = 5) {
+  s3::S3Settings settings = Server().settings;
+  if (!endpoint.empty()) settings.endpoint = endpoint;
+  s3::S3ClientOptions o;
+  o.max_attempts = max_attempts;
+  auto c = s3::S3Client::Create(settings, o);
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c.ok() ? std::move(*c) : nullptr;
+}
+
+std::string Key(int i) {
+  char b[16];
+  std::snprintf(b, sizeof(b), "k%08d", i);
+  return b;
+}
+
+// Writes n values of value_bytes through `env` into ROOT/name; returns
+// Finish's status and its info.
+rocksdb::Status WriteSst(rocksdb::Env* env, const std::string& name, int n, size_t value_bytes,
+                         rocksdb::ExternalSstFileInfo* info) {
+  rocksdb::Options o;
+  o.env = env;
+  o.compression = rocksdb::kNoCompression;
+  rocksdb::SstFileWriter w(rocksdb::EnvOptions(), o);
+  rocksdb::Status s = w.Open(std::string(kRoot) + name);
+  for (int i = 0; s.ok() && i < n; ++i) s = w.Put(Key(i), RandomBytes(value_bytes, i));
+  if (s.ok()) s = w.Finish(info);
+  return s;
+}
+
+// Reads the object back as a local SST file and checks every value.
+void ExpectValues(s3::S3Client* client, const std::string& key, int n, size_t value_bytes) {
+  StatusOr<std::string> bytes = client->GetObject(Server().bucket, key);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  TempDir dir;
+  const std::string path = dir.path() + "/copy.sst";
+  std::ofstream(path, std::ios::binary) << *bytes;
+  rocksdb::Options o;
+  rocksdb::SstFileReader r(o);
+  ASSERT_TRUE(r.Open(path).ok());
+  ASSERT_TRUE(r.VerifyChecksum().ok());
+  std::unique_ptr<rocksdb::Iterator> it(r.NewIterator(rocksdb::ReadOptions()));
+  int i = 0;
+  for (it->SeekToFirst(); it->Valid(); it->Next(), ++i) {
+    ASSERT_EQ(it->key().ToString(), Key(i));
+    ASSERT_EQ(it->value().ToString(), RandomBytes(value_bytes, i)) << Key(i);
+  }
+  ASSERT_TRUE(it->status().ok());
+  EXPECT_EQ(i, n);
+}
+
+class ObjectUploadTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!Server().skip_reason.empty()) GTEST_SKIP() << Server().skip_reason;
+    client_ = Client();
+    ASSERT_NE(client_, nullptr);
+    prefix_ = ::ckptdb::testing::UniqueTestPrefix();
+  }
+  std::unique_ptr<s3::S3Client> client_;
+  std::string prefix_;
+  UploadLedger ledger_;
+};
+
+TEST_F(ObjectUploadTest, ASmallFileIsOneObjectReadableValueForValue) {
+  auto env = NewObjectUploadEnv(nullptr, client_.get(), Server().bucket, prefix_, kRoot, {}, &ledger_);
+  rocksdb::ExternalSstFileInfo info;
+  ASSERT_TRUE(WriteSst(env.get(), "rank-0-0.sst", 100, 1000, &info).ok());
+  EXPECT_EQ(ledger_.objects(), (std::map<std::string, uint64_t>{{prefix_ + "rank-0-0.sst", info.file_size}}));
+  EXPECT_EQ(info.smallest_key, Key(0));
+  EXPECT_EQ(info.largest_key, Key(99));
+  ExpectValues(client_.get(), prefix_ + "rank-0-0.sst", 100, 1000);
+}
+
+TEST_F(ObjectUploadTest, AFileOfManyPartsKeepsAtMostInFlightPlusOnePartsInMemory) {
+  ObjectUploadOptions o;
+  o.part_bytes = 5 << 20;  // SeaweedFS refuses smaller parts but the last
+  o.parts_in_flight = 2;
+  auto env = NewObjectUploadEnv(nullptr, client_.get(), Server().bucket, prefix_, kRoot, o, &ledger_);
+  rocksdb::ExternalSstFileInfo info;
+  rocksdb::Status s = WriteSst(env.get(), "big.sst", 400, 70000, &info);  // ~27 MiB: 6 parts
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_GT(info.file_size, 5 * o.part_bytes);
+  EXPECT_EQ(ledger_.objects().at(prefix_ + "big.sst"), info.file_size);
+  EXPECT_GT(ledger_.peak_buffered_bytes(), o.part_bytes);  // parts did overlap the writing
+  EXPECT_LE(ledger_.peak_buffered_bytes(), 3 * o.part_bytes);
+  ExpectValues(client_.get(), prefix_ + "big.sst", 400, 70000);
+}
+
+TEST_F(ObjectUploadTest, APartThatFailsFailsTheFileAndLeavesNoObjectNorUpload) {
+  using Action = ::ckptdb::testing::S3FaultProxy::Action;
+  ::ckptdb::testing::S3FaultProxy proxy(Server().port);
+  std::unique_ptr<s3::S3Client> faulty = Client(proxy.endpoint(), 1);
+  ASSERT_NE(faulty, nullptr);
+  // Create the upload, one part, then a part the server fails.
+  proxy.Script({Action::kPass, Action::kPass, Action::kInternalError});
+  ObjectUploadOptions o;
+  o.part_bytes = 5 << 20;  // SeaweedFS refuses smaller parts but the last
+  o.parts_in_flight = 2;
+  auto env = NewObjectUploadEnv(nullptr, faulty.get(), Server().bucket, prefix_, kRoot, o, &ledger_);
+  rocksdb::ExternalSstFileInfo info;
+  rocksdb::Status s = WriteSst(env.get(), "failed.sst", 400, 70000, &info);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.ToString().find("InternalError"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.ToString().find("failed.sst"), std::string::npos) << s.ToString();
+  EXPECT_TRUE(ledger_.objects().empty());
+  StatusOr<s3::ObjectInfo> head = client_->HeadObject(Server().bucket, prefix_ + "failed.sst");
+  EXPECT_EQ(head.status().code(), StatusCode::kNotFound) << head.status();
+  auto uploads = client_->ListMultipartUploads(Server().bucket, prefix_);
+  ASSERT_TRUE(uploads.ok()) << uploads.status();
+  EXPECT_TRUE(uploads->empty());
+}
+
+}  // namespace
+}  // namespace bucket
+}  // namespace ckptdb
