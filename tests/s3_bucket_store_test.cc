@@ -171,13 +171,9 @@ class BucketStoreTest : public ::testing::Test {
 
 TEST_F(BucketStoreTest, SavedOnFourRanksLoadsOnThreeColumnsAndOnOneBitForBit) {
   const Tensor full = PatternTensor(DType::kF32, {128, 96}, 11);
-  ::ckptdb::testing::TempDir local;
-  BucketWriteOptions wo;
-  wo.local_dir = local.path();
-  for (const Status& st : SaveRows(full, 4, 3, -1, wo)) ASSERT_TRUE(st.ok()) << st;
-  EXPECT_TRUE(std::filesystem::is_empty(local.path()));
+  for (const Status& st : SaveRows(full, 4, 3)) ASSERT_TRUE(st.ok()) << st;
 
-  // One object per rank, under the save's own id; no local file left.
+  // One object per rank, under the save's own id.
   const std::vector<std::string> data = Keys(DataDir(3));
   ASSERT_EQ(data.size(), 4u);
   for (int r = 0; r < 4; ++r) {
@@ -220,13 +216,13 @@ TEST_F(BucketStoreTest, SavedOnFourRanksLoadsOnThreeColumnsAndOnOneBitForBit) {
   EXPECT_EQ(Keys(DataDir(3)), data);
 }
 
-// A file over the multipart threshold goes up in parts (in parallel):
-// 11 MiB in parts of 5 MiB, S3's (and SeaweedFS's) smallest but the last.
+// A file of more than one part goes up in parts (in parallel) while it is
+// written: 11 MiB in parts of 5 MiB, S3's (and SeaweedFS's) smallest but the
+// last.
 TEST_F(BucketStoreTest, ALargeFileIsUploadedInParts) {
   const Tensor full = PatternTensor(DType::kF32, {2816, 1024}, 4);
   options_.chunk_bytes = 1 << 20;
   BucketWriteOptions wo;
-  wo.multipart_threshold = 8 << 20;
   wo.part_bytes = 5 << 20;
   for (const Status& st : SaveRows(full, 1, 1, -1, wo)) ASSERT_TRUE(st.ok()) << st;
   auto head = client_->HeadObject(bucket_, Keys(DataDir(1)).at(0));
@@ -416,13 +412,14 @@ namespace ckptdb {
 namespace bucket {
 namespace {
 
-// A rank's share is cut into files of upload_file_bytes, each uploaded while
-// the next is encoded; no local file stays; the step loads bit for bit.
-TEST_F(BucketStoreTest, ARanksShareIsUploadedFileByFileWhileItIsEncoded) {
+// A rank's share is cut into objects of upload_file_bytes, streamed while
+// they are written, with nothing written to the local disk (TMPDIR pointed
+// at an empty directory stays empty); the step loads bit for bit.
+TEST_F(BucketStoreTest, ARanksShareStreamsIntoObjectsWithNoLocalFile) {
   const Tensor full = PatternTensor(DType::kF32, {512, 512}, 12);  // 1 MiB
   ::ckptdb::testing::TempDir local;
+  setenv("TMPDIR", local.path().c_str(), 1);
   BucketWriteOptions wo;
-  wo.local_dir = local.path();
   wo.upload_file_bytes = 64 << 10;
   for (const Status& st : SaveRows(full, 2, 1, -1, wo)) ASSERT_TRUE(st.ok()) << st;
   EXPECT_TRUE(std::filesystem::is_empty(local.path()));
@@ -436,8 +433,8 @@ TEST_F(BucketStoreTest, ARanksShareIsUploadedFileByFileWhileItIsEncoded) {
 }
 
 // The server goes away while a rank uploads: the save fails (Unavailable),
-// nothing is visible, no local file stays, and gc takes what was uploaded.
-TEST_F(BucketStoreTest, AnUploadThatFailsMidWayFailsTheSaveAndLeavesNoLocalFile) {
+// nothing is visible, and gc takes what was uploaded.
+TEST_F(BucketStoreTest, AnUploadThatFailsMidWayFailsTheSave) {
   using Action = ::ckptdb::testing::S3FaultProxy::Action;
   ::ckptdb::testing::S3FaultProxy proxy(Server().port);
   s3::S3Settings settings = Server().settings;
@@ -451,9 +448,7 @@ TEST_F(BucketStoreTest, AnUploadThatFailsMidWayFailsTheSaveAndLeavesNoLocalFile)
   const Tensor full = PatternTensor(DType::kF32, {512, 512}, 13);
   options_.deduplicate = false;
   for (const Status& st : SaveRows(full, 1, 1)) ASSERT_TRUE(st.ok()) << st;
-  ::ckptdb::testing::TempDir local;
   BucketWriteOptions wo;
-  wo.local_dir = local.path();
   wo.upload_file_bytes = 64 << 10;
   // Prepare and the first uploads pass; then every request is reset.
   std::vector<Action> script(6, Action::kPass);
@@ -461,7 +456,6 @@ TEST_F(BucketStoreTest, AnUploadThatFailsMidWayFailsTheSaveAndLeavesNoLocalFile)
   proxy.Script(script);
   const std::vector<Status> statuses = SaveRows(full, 1, 2, -1, wo, {}, coordinator);
   EXPECT_EQ(statuses[0].code(), StatusCode::kUnavailable) << statuses[0];
-  EXPECT_TRUE(std::filesystem::is_empty(local.path()));
   auto reader = OpenBucketStoreReader(client_, bucket_, prefix_);
   ASSERT_TRUE(reader.ok()) << reader.status();
   EXPECT_EQ(StepNumbers(**reader), std::vector<int64_t>{1});

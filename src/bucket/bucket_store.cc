@@ -1,9 +1,5 @@
 #include "bucket/bucket_store.h"
 
-#include <fcntl.h>
-#include <rocksdb/sst_file_reader.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -21,6 +17,7 @@
 #include <thread>
 
 #include "bucket/bucket_index.h"
+#include "bucket/object_upload_env.h"
 #include "bucket/sst_object_options.h"
 #include "format/chunk_codec.h"
 #include "format/metadata_codec.h"
@@ -112,40 +109,12 @@ StatusOr<SstObject> DecodeObjectEntry(const std::string& entry) {
 
 Status ValidateOptions(const StoreOptions& o, const BucketWriteOptions& w) {
   RETURN_IF_ERROR(ValidateStoreOptions(o));
-  if (w.part_bytes == 0 || w.upload_threads < 1 || w.upload_file_bytes == 0 || w.upload_files_in_flight < 1) {
-    return Status::InvalidArgument(
-        "BucketWriteOptions.part_bytes, upload_threads, upload_file_bytes and upload_files_in_flight must be positive");
+  if (w.part_bytes == 0 || w.upload_threads < 1 || w.upload_file_bytes == 0) {
+    return Status::InvalidArgument("BucketWriteOptions.part_bytes, upload_threads and upload_file_bytes must be positive");
   }
   return Status::OK();
 }
 
-// The smallest and largest keys of a finished local SST file.
-Status KeyRange(const std::string& path, std::string* smallest, std::string* largest) {
-  rocksdb::SstFileReader reader(SstObjectWriteOptions());
-  RETURN_IF_ERROR(FromRocks(reader.Open(path), "opening " + path));
-  std::unique_ptr<rocksdb::Iterator> it(reader.NewIterator(rocksdb::ReadOptions()));
-  it->SeekToFirst();
-  if (!it->Valid()) return FromRocks(it->status(), "reading the first key of " + path);
-  *smallest = it->key().ToString();
-  it->SeekToLast();
-  if (!it->Valid()) return FromRocks(it->status(), "reading the last key of " + path);
-  *largest = it->key().ToString();
-  return FromRocks(it->status(), "reading " + path);
-}
-
-Status ReadAt(int fd, const std::string& path, uint64_t offset, size_t n, std::string* out) {
-  out->resize(n);
-  size_t done = 0;
-  while (done < n) {
-    const ssize_t r = ::pread(fd, out->data() + done, n - done, static_cast<off_t>(offset + done));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) {
-      return Status::IOError("cannot read " + path + ": " + (r < 0 ? std::strerror(errno) : "unexpected end"));
-    }
-    done += static_cast<size_t>(r);
-  }
-  return Status::OK();
-}
 
 std::string Hex16(uint64_t v) {
   char id[17];
@@ -260,19 +229,64 @@ class BucketStoreWriter : public StoreWriter {
     return CheckWriteItems(ctx, items);
   }
 
+  // The rank's SST files stream into the bucket as SstFileWriter writes
+  // them (bucket/object_upload_env.h): no local copy, uploads overlapped
+  // with encoding, at most (upload_threads + 1) parts of part_bytes held.
   StatusOr<WriteResult> Write(const SaveContext& ctx, const std::vector<WriteItem>& items) override {
-    const fs::path base =
-        write_options_.local_dir.empty() ? fs::temp_directory_path() : fs::path(write_options_.local_dir);
-    char name[96];
-    std::snprintf(name, sizeof(name), "ckptdb-bucket-%016" PRIx64 "-rank-%d-%016" PRIx64, ctx.save_id, ctx.rank,
-                  NewSaveId());
-    const fs::path dir = base / name;
-    std::error_code ec;
-    fs::create_directories(dir, ec);
-    if (ec) return Status::IOError("cannot create the local directory " + dir.string() + ": " + ec.message());
-    StatusOr<WriteResult> r = WriteAndUpload(ctx, items, dir.string());
-    fs::remove_all(dir, ec);  // every local copy, uploaded or not
-    return r;
+    const std::string save_prefix = SaveDataPrefix(prefix_, ctx.step, ctx.save_id);
+    char root[96];
+    std::snprintf(root, sizeof(root), "/ckptdb-upload-%016" PRIx64 "-rank-%d/", ctx.save_id, ctx.rank);
+    UploadLedger ledger;
+    ObjectUploadOptions uo;
+    uo.part_bytes = write_options_.part_bytes;
+    uo.parts_in_flight = write_options_.upload_threads;
+    std::unique_ptr<rocksdb::Env> env =
+        NewObjectUploadEnv(rocksdb::Env::Default(), client_.get(), bucket_, save_prefix, root, uo, &ledger);
+    rocksdb::Options db_options = SstObjectWriteOptions();
+    db_options.env = env.get();
+    ChunkWriteOptions o;
+    o.chunk_bytes = options_.chunk_bytes;
+    o.compression = options_.compression;
+    o.zstd_level = options_.zstd_level;
+    o.max_sst_file_bytes = std::min(options_.max_sst_file_bytes, write_options_.upload_file_bytes);
+    o.threads = options_.threads > 0 ? options_.threads : DefaultParallelism();
+    o.boxes = options_.chunk_layout == ChunkLayout::kBoxes;
+    o.content_hashes = options_.content_hashes;
+    o.writeback_bytes = 0;  // (no disk)
+    std::vector<SstObject> objects;
+    o.on_file_finished = [&](const std::string& path, const rocksdb::ExternalSstFileInfo& info) {
+      SstObject obj;
+      obj.key = save_prefix + fs::path(path).filename().string();
+      obj.size = info.file_size;
+      obj.smallest_key = info.smallest_key;
+      obj.largest_key = info.largest_key;
+      objects.push_back(std::move(obj));
+      return Status::OK();
+    };
+    std::string dir(root);
+    dir.pop_back();
+    StatusOr<WriteResult> written = WriteItemsToSst(dir, ctx, items, db_options, o);
+    Status failed = written.status();
+    const std::map<std::string, uint64_t> uploaded = ledger.objects();
+    for (const SstObject& obj : objects) {
+      if (!failed.ok()) break;
+      auto it = uploaded.find(obj.key);
+      if (it == uploaded.end() || it->second != obj.size) {
+        failed = Status::DataLoss("object s3://" + bucket_ + "/" + obj.key + " was not uploaded whole (" +
+                                  std::to_string(obj.size) + " bytes written)");
+      }
+    }
+    if (!failed.ok()) {
+      // This rank's objects go now; the coordinator's Abort lists the rest.
+      std::vector<std::string> keys;
+      for (const auto& [key, size] : uploaded) keys.push_back(key);
+      if (!keys.empty()) (void)DeleteKeys(client_.get(), bucket_, keys);
+      return failed;
+    }
+    WriteResult result = std::move(written).value();
+    result.files.clear();
+    for (const SstObject& obj : objects) result.files.push_back(EncodeObjectEntry(obj));
+    return result;
   }
 
   StatusOr<std::string> ReceivedFilePath(const SaveContext&, int, const std::string&) override {
@@ -603,150 +617,6 @@ class BucketStoreWriter : public StoreWriter {
     s.staging_dirs = g.stale_markers + g.uploads.size();
     s.deleted_saves_reclaimed = g.deleted_saves;
     return s;
-  }
-
-  // Encodes the items into SST files of at most upload_file_bytes and
-  // uploads each as soon as it is finished, upload_files_in_flight at once,
-  // while the next files are encoded; each local file is removed once
-  // uploaded. The encoder waits while that many files wait for upload, so
-  // the local disk holds a bounded window of the rank's share, not all of it.
-  StatusOr<WriteResult> WriteAndUpload(const SaveContext& ctx, const std::vector<WriteItem>& items,
-                                       const std::string& dir) {
-    ChunkWriteOptions o;
-    o.chunk_bytes = options_.chunk_bytes;
-    o.compression = options_.compression;
-    o.zstd_level = options_.zstd_level;
-    o.max_sst_file_bytes = std::min(options_.max_sst_file_bytes, write_options_.upload_file_bytes);
-    o.invalidate_page_cache = options_.sst_invalidate_page_cache;
-    o.threads = options_.threads > 0 ? options_.threads : DefaultParallelism();
-    o.boxes = options_.chunk_layout == ChunkLayout::kBoxes;
-    o.content_hashes = options_.content_hashes;
-    o.writeback_bytes = 0;  // the files are read back for upload and removed
-    const std::string save_prefix = SaveDataPrefix(prefix_, ctx.step, ctx.save_id);
-
-    std::mutex mu;
-    std::condition_variable cv;
-    std::deque<std::pair<size_t, std::string>> queue;  // (file number, path); guarded by mu
-    bool closed = false;                                // guarded by mu
-    Status failed;                                      // the first upload error; guarded by mu
-    std::map<size_t, SstObject> done;                   // guarded by mu
-    auto upload_one = [&](const std::string& path, SstObject* obj) {
-      obj->key = save_prefix + fs::path(path).filename().string();
-      RETURN_IF_ERROR(KeyRange(path, &obj->smallest_key, &obj->largest_key));
-      std::error_code ec;
-      obj->size = fs::file_size(path, ec);
-      if (ec) return Status::IOError("cannot stat " + path + ": " + ec.message());
-      RETURN_IF_ERROR(Upload(path, obj->key, obj->size));
-      fs::remove(path, ec);
-      return Status::OK();
-    };
-    auto uploader = [&] {
-      std::unique_lock<std::mutex> lock(mu);
-      while (true) {
-        cv.wait(lock, [&] { return closed || !queue.empty(); });
-        if (queue.empty()) return;
-        auto [n, path] = std::move(queue.front());
-        queue.pop_front();
-        const bool give_up = !failed.ok();
-        cv.notify_all();
-        lock.unlock();
-        SstObject obj;
-        Status st = give_up ? Status::OK() : upload_one(path, &obj);
-        lock.lock();
-        if (!st.ok() && failed.ok()) failed = st;
-        if (st.ok() && !obj.key.empty()) done[n] = std::move(obj);
-        cv.notify_all();
-      }
-    };
-    std::vector<std::thread> threads;
-    for (int t = 0; t < write_options_.upload_files_in_flight; ++t) threads.emplace_back(uploader);
-    size_t finished = 0;
-    o.on_file_finished = [&](const std::string& path) -> Status {
-      std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] {
-        return !failed.ok() || queue.size() < static_cast<size_t>(write_options_.upload_files_in_flight);
-      });
-      if (!failed.ok()) return failed;
-      queue.emplace_back(finished++, path);
-      cv.notify_all();
-      return Status::OK();
-    };
-    StatusOr<WriteResult> written = WriteItemsToSst(dir, ctx, items, SstObjectWriteOptions(), o);
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      closed = true;
-      cv.notify_all();
-    }
-    for (std::thread& t : threads) t.join();
-    if (!written.ok() && failed.ok()) failed = written.status();
-    if (failed.ok() && done.size() != finished) failed = Status::Internal("an uploaded file went missing");
-    if (!failed.ok()) {
-      // This rank's objects go now; the coordinator's Abort lists the rest.
-      std::vector<std::string> uploaded;
-      for (const auto& [n, obj] : done) uploaded.push_back(obj.key);
-      if (!uploaded.empty()) (void)DeleteKeys(client_.get(), bucket_, uploaded);
-      return failed;
-    }
-    WriteResult result = std::move(written).value();
-    result.files.clear();
-    for (const auto& [n, obj] : done) result.files.push_back(EncodeObjectEntry(obj));
-    return result;
-  }
-
-  Status Upload(const std::string& path, const std::string& key, uint64_t size) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return Status::IOError("cannot open " + path + ": " + std::strerror(errno));
-    Status s =
-        size < write_options_.multipart_threshold ? PutWhole(fd, path, key, size) : PutInParts(fd, path, key, size);
-    ::close(fd);
-    return s;
-  }
-
-  Status PutWhole(int fd, const std::string& path, const std::string& key, uint64_t size) {
-    std::string data;
-    RETURN_IF_ERROR(ReadAt(fd, path, 0, size, &data));
-    return client_->PutObject(bucket_, key, data).status();
-  }
-
-  // Parts read and uploaded by upload_threads threads at once, each holding
-  // one part: memory stays bounded whatever the file's size.
-  Status PutInParts(int fd, const std::string& path, const std::string& key, uint64_t size) {
-    ASSIGN_OR_RETURN(std::string upload_id, client_->CreateMultipartUpload(bucket_, key));
-    const uint64_t part = write_options_.part_bytes;
-    const int parts = static_cast<int>((size + part - 1) / part);
-    std::vector<s3::CompletedPart> done(parts);
-    std::atomic<int> next{0};
-    std::mutex mu;
-    Status first;
-    auto work = [&] {
-      std::string buf;
-      while (true) {
-        const int i = next.fetch_add(1);
-        if (i >= parts) return;
-        {
-          std::lock_guard<std::mutex> lock(mu);
-          if (!first.ok()) return;
-        }
-        const uint64_t begin = static_cast<uint64_t>(i) * part;
-        Status s = ReadAt(fd, path, begin, std::min(part, size - begin), &buf);
-        StatusOr<std::string> etag =
-            s.ok() ? client_->UploadPart(bucket_, key, upload_id, i + 1, buf) : StatusOr<std::string>(s);
-        std::lock_guard<std::mutex> lock(mu);
-        if (!etag.ok()) {
-          if (first.ok()) first = etag.status();
-          return;
-        }
-        done[i] = s3::CompletedPart{i + 1, *etag};
-      }
-    };
-    std::vector<std::thread> threads;
-    const int n = std::min(parts, write_options_.upload_threads);
-    for (int t = 1; t < n; ++t) threads.emplace_back(work);
-    work();
-    for (std::thread& t : threads) t.join();
-    if (first.ok()) first = client_->CompleteMultipartUpload(bucket_, key, upload_id, done).status();
-    if (!first.ok()) (void)client_->AbortMultipartUpload(bucket_, key, upload_id);
-    return first;
   }
 
   Status CheckSizes(const SaveContext& ctx, const std::vector<SstObject>& objects) {

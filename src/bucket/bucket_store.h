@@ -52,25 +52,16 @@ namespace ckptdb {
 namespace bucket {
 
 struct BucketWriteOptions {
-  // Where a rank writes its SST files before uploading them (each is removed
-  // once uploaded, or when the Write fails). Empty: the system's temporary
-  // directory.
-  std::string local_dir;
-  // Files of at least this many bytes are uploaded in parts (multipart
-  // upload), smaller ones with one PutObject.
-  uint64_t multipart_threshold = 16u << 20;
-  // Bytes per part. S3 wants at least 5 MiB for every part but the last;
-  // SeaweedFS accepts smaller parts (the tests use them).
+  // Bytes per part of a multipart upload (a file smaller than one part is
+  // one PutObject). S3 and SeaweedFS want at least 5 MiB for every part but
+  // the last.
   uint64_t part_bytes = 8u << 20;
-  // Parts uploaded at once per file; each holds one part in memory.
+  // Parts of a file uploading at once; a file holds about
+  // (upload_threads + 1) x part_bytes in memory.
   int upload_threads = 4;
-  // A rank's share is cut into SST files of at most this many bytes (or
-  // StoreOptions.max_sst_file_bytes, when smaller); each is uploaded as
-  // soon as it is finished, while the next is encoded.
+  // A rank's share is cut into objects of at most this many bytes (or
+  // StoreOptions.max_sst_file_bytes, when smaller).
   uint64_t upload_file_bytes = 64u << 20;
-  // Finished files uploaded at once (each with upload_threads parts in
-  // flight); the encoder waits while as many more wait for upload.
-  int upload_files_in_flight = 2;
 };
 
 // The object keys of one save attempt under `prefix` ("" or ending in '/'):

@@ -95,11 +95,12 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
   std::string file;
   auto finish_file = [&]() -> Status {
     if (!sst) return Status::OK();
-    rocksdb::Status s = sst->Finish();  // syncs the file
+    rocksdb::ExternalSstFileInfo info;
+    rocksdb::Status s = sst->Finish(&info);  // syncs the file
     sst.reset();
     if (!s.ok()) return FromRocks(s, "finishing SST file " + file);
     result.files.push_back(file);
-    return o.on_file_finished ? o.on_file_finished(file) : Status::OK();
+    return o.on_file_finished ? o.on_file_finished(file, info) : Status::OK();
   };
   auto produce = [&](size_t j, std::string* value) -> Status {
     const WriteItem* it = sorted[jobs[j].item];

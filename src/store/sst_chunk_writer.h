@@ -5,6 +5,7 @@
 #define CKPTDB_SRC_SST_CHUNK_WRITER_H_
 
 #include <rocksdb/options.h>
+#include <rocksdb/sst_file_writer.h>
 
 #include <functional>
 #include <string>
@@ -39,9 +40,10 @@ struct ChunkWriteOptions {
   // ChooseChunkShape gives a shape (StoreOptions::chunk_layout kBoxes).
   bool boxes = true;
   // Called on the appending thread as soon as each file is finished (before
-  // the next is opened), with its path: a bucket store starts uploading it
-  // while the next file is encoded. An error stops the write and is returned.
-  std::function<Status(const std::string& path)> on_file_finished;
+  // the next is opened), with its path and what SstFileWriter::Finish
+  // reported (size, smallest and largest key): a bucket store records the
+  // object its file became. An error stops the write and is returned.
+  std::function<Status(const std::string& path, const rocksdb::ExternalSstFileInfo& info)> on_file_finished;
 };
 
 // The chunk size of one piece: chunk_bytes rounded down to a whole number of
