@@ -334,9 +334,10 @@ TEST_F(BucketStoreTest, ACommitWhoseAnswerIsLostIsReadBackAndNeverAborted) {
   const Tensor full = PatternTensor(DType::kF32, {32, 32}, 21);
   for (const Status& st : SaveRows(full, 1, 0)) ASSERT_TRUE(st.ok()) << st;  // the index exists
   // The coordinator's requests: GET of the index and PUT of its pending
-  // marker (Prepare), PUT of its data object, HEAD of it and PUT of the
-  // record (Finish), GET of the index, then its conditional PUT.
-  const std::vector<Action> commit(6, Action::kPass);
+  // marker (Prepare), PUT of its data object and the HEAD checking it
+  // (Write), HEAD of it again and PUT of the record (Finish), GET of the
+  // index, then its conditional PUT.
+  const std::vector<Action> commit(7, Action::kPass);
   std::vector<Action> script = commit;
   script.push_back(Action::kLoseResponse);
   proxy.Script(script);

@@ -266,7 +266,9 @@ class BucketStoreWriter : public StoreWriter {
     std::string dir(root);
     dir.pop_back();
     StatusOr<WriteResult> written = WriteItemsToSst(dir, ctx, items, db_options, o);
-    Status failed = written.status();
+    // An upload's own error (Unavailable naming the object, ...), not the
+    // IOError RocksDB wrapped it in.
+    Status failed = written.ok() || ledger.first_error().ok() ? written.status() : ledger.first_error();
     const std::map<std::string, uint64_t> uploaded = ledger.objects();
     for (const SstObject& obj : objects) {
       if (!failed.ok()) break;

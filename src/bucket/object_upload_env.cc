@@ -24,6 +24,16 @@ uint64_t UploadLedger::peak_buffered_bytes() const {
   return peak_;
 }
 
+Status UploadLedger::first_error() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return first_error_;
+}
+
+void UploadLedger::Failed(const Status& s) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (first_error_.ok()) first_error_ = s;
+}
+
 void UploadLedger::Completed(const std::string& key, uint64_t size) {
   std::lock_guard<std::mutex> l(mu_);
   objects_[key] = size;
@@ -59,7 +69,12 @@ class ObjectUploadFile final : public rocksdb::FSWritableFile {
 
   ~ObjectUploadFile() override {
     // Destroyed without a successful Close: the object must not appear.
-    if (!closed_) (void)Fail(Status::Aborted("s3://" + bucket_ + "/" + key_ + ": file destroyed before Close"));
+    if (!closed_) {
+      // (Not the ledger's error: whatever made the writer give up is.)
+      std::lock_guard<std::mutex> l(mu_);
+      if (error_.ok()) error_ = Status::Aborted("s3://" + bucket_ + "/" + key_ + ": file destroyed before Close");
+      cv_.notify_all();
+    }
     StopWorkers();
     if (!upload_id_.empty() && !completed_) (void)client_->AbortMultipartUpload(bucket_, key_, upload_id_);
     ledger_->Buffered(-static_cast<int64_t>(buffer_.size()));
@@ -113,6 +128,7 @@ class ObjectUploadFile final : public rocksdb::FSWritableFile {
   }
 
   Status Fail(Status s) {
+    ledger_->Failed(s);
     std::lock_guard<std::mutex> l(mu_);
     if (error_.ok()) error_ = s;
     cv_.notify_all();

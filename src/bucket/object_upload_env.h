@@ -49,11 +49,17 @@ class UploadLedger {
   // The most part bytes held in memory at once by all files together.
   uint64_t peak_buffered_bytes() const;
 
+  // The first error of any file, as ckptdb's Status (RocksDB passes it on
+  // as an IOError holding its text): the caller reports this one.
+  Status first_error() const;
+
   void Completed(const std::string& key, uint64_t size);
   void Buffered(int64_t delta);
+  void Failed(const Status& s);
 
  private:
   mutable std::mutex mu_;
+  Status first_error_;
   std::map<std::string, uint64_t> objects_;
   uint64_t buffered_ = 0;
   uint64_t peak_ = 0;
