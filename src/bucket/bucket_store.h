@@ -30,10 +30,11 @@
 // first; the other save gets AlreadyExists and its objects (under its own
 // save id) are deleted by its Abort (or by gc, when it died first).
 //
-// Not done: incomplete multipart uploads left by a rank killed mid-upload
-// are not listed or aborted by gc (a bucket lifecycle rule
-// AbortIncompleteMultipartUpload removes them); files are still written
-// locally, then uploaded.
+// Each rank's SST files (of at most BucketWriteOptions.upload_file_bytes)
+// stream into the bucket while SstFileWriter writes them
+// (bucket/object_upload_env.h): multipart, parts in parallel, bounded
+// memory, no local copy; gc also aborts the multipart uploads a killed rank
+// left open.
 #ifndef CKPTDB_SRC_BUCKET_BUCKET_STORE_H_
 #define CKPTDB_SRC_BUCKET_BUCKET_STORE_H_
 
