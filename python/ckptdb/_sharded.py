@@ -13,26 +13,26 @@ import sys
 from typing import Any
 
 
-def _dtensor_class():
-    if "torch" not in sys.modules:
-        return None
-    for mod in ("torch.distributed.tensor", "torch.distributed._tensor"):
-        try:
-            m = __import__(mod, fromlist=["DTensor"])
-            return m.DTensor
-        except Exception:  # noqa: BLE001 - absent, or failing to import: no DTensors then
-            continue
+def _loaded_class(modules: tuple[str, ...], name: str):
+    """The class `name` of the first of `modules` already imported, else None.
+    Never imports: an object of a class whose module nobody imported cannot
+    exist, and importing torch.distributed.tensor (sympy with it) costs a
+    plain-tensor save or load a second or more."""
+    for mod in modules:
+        cls = getattr(sys.modules.get(mod), name, None)
+        if cls is not None:
+            return cls
     return None
 
 
+def _dtensor_class():
+    return _loaded_class(("torch.distributed.tensor", "torch.distributed._tensor", "torch.distributed.tensor._api",
+                          "torch.distributed._tensor.api"), "DTensor")
+
+
 def _sharded_tensor_class():
-    if "torch" not in sys.modules:
-        return None
-    try:
-        from torch.distributed._shard.sharded_tensor import ShardedTensor
-        return ShardedTensor
-    except Exception:  # noqa: BLE001 - ImportError, or Debian's 1.13 failing to import it on Python 3.11
-        return None
+    return _loaded_class(("torch.distributed._shard.sharded_tensor", "torch.distributed._shard.sharded_tensor.api"),
+                         "ShardedTensor")
 
 
 def local_shards(fqn: str, value: Any, for_load: bool):

@@ -286,3 +286,29 @@ def test_tensors_are_cut_into_boxes_unless_rows_are_asked_for(tmp_path):
         s.close()
     with pytest.raises(ValueError, match="chunk_layout 'cubes'"):
         ckptdb.Store(tmp_path / "x", chunk_layout="cubes")
+
+
+PLAIN_PROCESS_SCRIPT = """
+import sys, torch, ckptdb
+before = set(sys.modules)
+ckptdb.save({"w": torch.arange(6.0), "epoch": 3}, sys.argv[1], 1)
+t = {"w": torch.zeros(6), "epoch": None}
+ckptdb.load(t, sys.argv[1])
+assert torch.equal(t["w"], torch.arange(6.0)) and t["epoch"] == 3, t
+print(sorted(m for m in set(sys.modules) - before
+             if m.startswith(("torch.distributed.tensor", "torch.distributed._tensor", "torch.distributed._shard",
+                              "sympy"))))
+"""
+
+
+def test_plain_tensors_save_and_load_without_importing_the_sharded_tensor_modules(tmp_path, store):
+    """A script of plain tensors pays for no DTensor or ShardedTensor import
+    (torch.distributed.tensor brings sympy: a second or more per process);
+    a DTensor cannot exist unless its module was imported already."""
+    import subprocess
+    import sys
+    from conftest import _child_env
+    out = subprocess.run([sys.executable, "-c", PLAIN_PROCESS_SCRIPT, store], capture_output=True, text=True,
+                         timeout=120, env=_child_env(), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]", out.stdout
