@@ -136,6 +136,45 @@ def test_dcp_save_and_load_through_ckptdb_torch_into_a_bucket(tmp_path, bucket):
         assert torch.equal(s.read(5, "w"), full)
 
 
+def torchrun(tmp_path, script: str, nproc: int, *args: str) -> subprocess.CompletedProcess:
+    """`script` on nproc ranks under torchrun itself (torch.distributed.run,
+    its rendezvous on 127.0.0.1), the bucket's AWS_* variables inherited."""
+    from conftest import free_port
+    path = tmp_path / f"torchrun_{abs(hash(script))}.py"
+    path.write_text(textwrap.dedent(script))
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc),
+                           "--master-addr", "127.0.0.1", "--master-port", str(free_port()), "--max-restarts", "0",
+                           str(path), *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=180, env=_child_env(), cwd=tmp_path)
+
+
+TORCHRUN_PLAIN_SCRIPT = """
+import os, sys, torch, ckptdb
+url = sys.argv[1]
+r = int(os.environ["RANK"])
+# No process group: the ranks meet in torchrun's own store.
+assert ckptdb.load(t := {"w": torch.zeros(64, 48)}, url) == 5
+ckptdb.save({"w": t["w"] * 2, "rank0": r == 0}, url, 6)
+back = {"w": torch.zeros(64, 48), "rank0": None}
+assert ckptdb.load(back, url) == 6 and back["rank0"] is True
+assert torch.equal(back["w"], t["w"] * 2)
+print(f"rank {r} ok", flush=True)
+"""
+
+
+@needs_dtensor
+def test_jobs_under_torchrun_save_and_load_a_bucket(tmp_path, bucket):
+    url = f"s3://{bucket}/torchrun"
+    saved = torchrun(tmp_path, DCP_SCRIPT, 2, "save", url)
+    assert saved.returncode == 0 and saved.stdout.count(" ok") == 2, saved.stdout
+    loaded = torchrun(tmp_path, DCP_SCRIPT, 3, "load", url)
+    assert loaded.returncode == 0 and loaded.stdout.count(" ok") == 3, loaded.stdout
+    plain = torchrun(tmp_path, TORCHRUN_PLAIN_SCRIPT, 2, url)
+    assert plain.returncode == 0 and plain.stdout.count(" ok") == 2, plain.stdout
+    with ckptdb.Store(url) as s:
+        assert [(i.step, i.world_size) for i in s.steps()] == [(5, 2), (6, 2)]
+
+
 ASYNC_SCRIPT = """
 import os, sys, torch, ckptdb
 url = sys.argv[1]
