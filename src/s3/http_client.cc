@@ -121,6 +121,7 @@ bool HttpConnection::Perform(const HttpRequest& request, HttpResponse* response,
   curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 1L);
   curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 2L);
   curl_easy_setopt(curl, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl_easy_setopt(curl, CURLOPT_BUFFERSIZE, options_.receive_buffer_bytes);
   curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, WriteBody);
   DownloadState download{curl, &request, response};
   curl_easy_setopt(curl, CURLOPT_WRITEDATA, &download);

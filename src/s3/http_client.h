@@ -32,6 +32,11 @@ struct HttpOptions {
   long total_timeout_ms = 0;
   // A CA bundle instead of the system's (tests with a private CA).
   std::string ca_file;
+  // libcurl's receive buffer per connection (its default is 16 KiB): a
+  // response is read from the socket this much per call. 512 KiB cut a
+  // 512 MiB bucket load's client CPU by about a tenth (fewer recv and poll
+  // calls); the memory is per pooled connection.
+  long receive_buffer_bytes = 512 << 10;
 };
 
 struct HttpRequest {
