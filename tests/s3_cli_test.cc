@@ -3,11 +3,12 @@
 // every entry bit for bit, with metrics, note and tags, and the bucket
 // deduplicates unchanged chunks; a copy run again leaves identical steps as
 // they are, and one onto other content stops naming the step; ls, info,
-// verify, tag, rm and gc work on s3:// URLs; an unreachable endpoint is
-// named.
+// verify, cat, tag, rm, gc, diff and export work on s3:// URLs; an
+// unreachable endpoint is named.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -156,6 +157,16 @@ TEST_F(S3CliTest, ReadAndWriteCommandsTakeBucketUrls) {
   EXPECT_NE(gc.out.find("\"kept_steps\": [1, 3]"), std::string::npos) << gc.out;  // 1 is tagged
   auto json = Cli("ls " + url_ + " --json");
   EXPECT_NE(json.out.find("\"first\""), std::string::npos) << json.out;
+  // Steps 1 and 3 differ in rows 0-63 of w (by 2) and in cfg.
+  auto diff = Cli("diff " + url_ + " first 3");
+  ASSERT_EQ(diff.code, 0) << diff.out;
+  EXPECT_EQ(diff.out.rfind("step 1 -> step 3: 0 added, 0 removed, 2 changed, 0 unchanged\n", 0), 0u) << diff.out;
+  EXPECT_NE(diff.out.find("65536 of 4194304 elements differ, max abs diff 2"), std::string::npos) << diff.out;
+  const std::string out = back_.path() + "/step3.safetensors";
+  auto exported = Cli("export " + url_ + " latest --format safetensors " + out);
+  ASSERT_EQ(exported.code, 0) << exported.out;
+  EXPECT_EQ(exported.out.rfind("exported step 3 to " + out + ": 1 tensors, 1 bytes entries", 0), 0u) << exported.out;
+  EXPECT_GT(std::filesystem::file_size(out), 16u << 20);
 
   setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1", 1);
   auto down = Cli("ls " + url_);
