@@ -9,11 +9,15 @@
 #                S3StorageReader (path style; --s3tc-threads writer threads)
 #   raw          --raw-objects objects of the same bytes PUT, then GET, over as
 #                many parallel connections by one curl: the server's rate (and
-#                from a thread each by s3torchconnector's client)
+#                from a thread each by s3torchconnector's client); GET twice:
+#                into /dev/null and into fresh files on /dev/shm (memory
+#                allocated as the bytes land, as a load into fresh tensors)
 # Every save and every load runs in a fresh process into fresh tensors (cold
 # for the process; the server's files may be in the page cache). Prints
-# medians (min-max) and ratios; then, once, a resharded read's bytes fetched
-# over bytes needed (each tensor's left column half, counted by a proxy).
+# medians (min-max), ratios and the CPU seconds the client and the server
+# used (the two share this machine's cores); then, once, a resharded read's
+# bytes fetched over bytes needed (each tensor's left column half, counted
+# by a proxy).
 #   tools/bench-s3.sh [--size BYTES] [--tensors N] [--cols C] [--repeat R]
 #                     [--raw-objects N] [--s3tc-threads N]
 # Installs s3torchconnector and boto3 into the bench venv when missing.
@@ -22,7 +26,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 size=$((512 << 20)); tensors=8; cols=4096; repeat=5; raw_objects=16; s3tc_threads=8
 while [ $# -gt 0 ]; do
   case "$1" in
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     --size) size="$2"; shift 2 ;;
     --tensors) tensors="$2"; shift 2 ;;
     --cols) cols="$2"; shift 2 ;;
@@ -47,6 +51,8 @@ trap '"$root/tools/seaweedfs.sh" stop "$server"; rm -rf "$work"' EXIT
 "$root/tools/seaweedfs.sh" start "$server" >/dev/null
 # shellcheck disable=SC1091
 . "$server/server.env"
+# The server's CPU seconds are read from /proc by each phase.
+export BENCH_S3_SERVER_PID="$(cat "$server/weed.pid")"
 export AWS_ENDPOINT_URL_S3="$CKPTDB_S3_ENDPOINT" AWS_ENDPOINT_URL="$CKPTDB_S3_ENDPOINT" \
   AWS_ACCESS_KEY_ID="$CKPTDB_S3_ACCESS_KEY" AWS_SECRET_ACCESS_KEY="$CKPTDB_S3_SECRET_KEY" AWS_REGION=us-east-1
 unset AWS_PROFILE AWS_SESSION_TOKEN AWS_CA_BUNDLE AWS_DEFAULT_REGION

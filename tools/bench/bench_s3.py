@@ -77,6 +77,29 @@ def timed(f) -> float:
     return time.perf_counter() - t0
 
 
+def server_cpu() -> float:
+    """CPU seconds the server's process has used so far (user + system;
+    --server-pid, else 0)."""
+    pid = os.environ.get("BENCH_S3_SERVER_PID")
+    if not pid:
+        return 0.0
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measured(f, children: bool = False) -> dict:
+    """f() timed, with the CPU seconds it cost this process (or, children:
+    the processes it ran and waited for) and the server."""
+    import resource
+    who = resource.RUSAGE_CHILDREN if children else resource.RUSAGE_SELF
+    r0, s0 = resource.getrusage(who), server_cpu()
+    seconds = timed(f)
+    r1, s1 = resource.getrusage(who), server_cpu()
+    return {"seconds": seconds, "client_cpu": (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime),
+            "server_cpu": s1 - s0}
+
+
 def phase_save(a) -> dict:
     import torch.distributed.checkpoint as dcp
     sd = make_state(a.size, a.tensors, a.cols)
@@ -84,10 +107,10 @@ def phase_save(a) -> dict:
     url = f"s3://{a.bucket}/{a.system}-r{a.round}"
     if a.system == "ckptdb":
         import ckptdb
-        out["seconds"] = timed(lambda: ckptdb.save(sd, url, step=1))
+        out.update(measured(lambda: ckptdb.save(sd, url, step=1)))
     elif a.system == "ckptdb_dcp":
         import ckptdb.torch
-        out["seconds"] = timed(lambda: dcp.save(sd, storage_writer=ckptdb.torch.StorageWriter(url, step=1)))
+        out.update(measured(lambda: dcp.save(sd, storage_writer=ckptdb.torch.StorageWriter(url, step=1))))
     elif a.system == "s3tc":
         from s3torchconnector.dcp import S3StorageWriter
         from s3torchconnector._s3client import S3ClientConfig
@@ -98,7 +121,7 @@ def phase_save(a) -> dict:
             w.fs = s3tc_fs()
             w.path = w.fs.init_path(url)
             dcp.save(sd, storage_writer=w)
-        out["seconds"] = timed(save)
+        out.update(measured(save))
     return out
 
 
@@ -109,10 +132,10 @@ def phase_load(a) -> dict:
     out = {}
     if a.system == "ckptdb":
         import ckptdb
-        out["seconds"] = timed(lambda: ckptdb.load(sd, url, step=1))
+        out.update(measured(lambda: ckptdb.load(sd, url, step=1)))
     elif a.system == "ckptdb_dcp":
         import ckptdb.torch
-        out["seconds"] = timed(lambda: dcp.load(sd, storage_reader=ckptdb.torch.StorageReader(url, step=1)))
+        out.update(measured(lambda: dcp.load(sd, storage_reader=ckptdb.torch.StorageReader(url, step=1))))
     elif a.system == "s3tc":
         from s3torchconnector.dcp import S3StorageReader
         from s3torchconnector._s3client import S3ClientConfig
@@ -122,7 +145,7 @@ def phase_load(a) -> dict:
             r.fs = s3tc_fs(r._reader_constructor)
             r.path = r.fs.init_path(url)
             dcp.load(sd, storage_reader=r)
-        out["seconds"] = timed(load)
+        out.update(measured(load))
     out["digest"] = digest(sd)
     return out
 
@@ -163,7 +186,11 @@ def phase_raw(a) -> dict:
 
 def raw_curl(a, body: memoryview, keys: list[str]) -> dict:
     """The same objects PUT, then GET, by one curl over as many parallel
-    connections (C, no Python in the data path): the server's rate."""
+    connections (C, no Python in the data path): the server's rate. GET
+    twice: into /dev/null (nothing kept: the server's rate), and into fresh
+    files on /dev/shm (memory the kernel allocates as the bytes land, as a
+    load into fresh tensors does), removed after."""
+    import shutil
     import subprocess
     import tempfile
     sign = ["--aws-sigv4", f"aws:amz:{REGION}:s3", "-u",
@@ -171,15 +198,26 @@ def raw_curl(a, body: memoryview, keys: list[str]) -> dict:
             "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD"]
     base = ["curl", "-sS", "-f", "-Z", "--parallel-max", str(len(keys)), *sign]
     urls = [f"{endpoint()}/{a.bucket}/curl-{k}" for k in keys]
-    with tempfile.NamedTemporaryFile(dir="/dev/shm" if os.path.isdir("/dev/shm") else None) as f:
+    shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    out = {}
+    with tempfile.NamedTemporaryFile(dir=shm) as f:
         f.write(body)
         f.flush()
         put = base + [x for u in urls for x in ("-T", f.name, u)]
         get = base + [x for u in urls for x in ("-o", "/dev/null", u)]
         quiet = {"check": True, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-        t_put = timed(lambda: subprocess.run(put, **quiet))
-        t_get = timed(lambda: subprocess.run(get, **quiet))
-    return {"put_seconds": t_put, "get_seconds": t_get}
+        for name, cmd in (("put", put), ("get", get)):
+            m = measured(lambda: subprocess.run(cmd, **quiet), children=True)
+            out.update({f"{name}_{k}": v for k, v in m.items()})
+    fresh = tempfile.mkdtemp(dir=shm)
+    try:
+        get = base + [x for i, u in enumerate(urls) for x in ("-o", os.path.join(fresh, str(i)), u)]
+        m = measured(lambda: subprocess.run(get, check=True, stdout=subprocess.DEVNULL,
+                                            stderr=subprocess.DEVNULL), children=True)
+        out.update({f"get_fresh_{k}": v for k, v in m.items()})
+    finally:
+        shutil.rmtree(fresh)
+    return out
 
 
 class CountingProxy:
@@ -263,11 +301,18 @@ def report(d: str) -> None:
     def fmt(m) -> str:
         return f"{m[0]:.3f} ({m[1]:.3f}-{m[2]:.3f})" if m else "-"
 
+    def cpu(key: str, prefix: str = "") -> str:
+        c, v = med(key, prefix + "client_cpu"), med(key, prefix + "server_cpu")
+        return f"  CPU s: client {c[0]:.2f}, server {v[0]:.2f}" if c and v else ""
+
     size = rows["raw"][0]["bytes"] if "raw" in rows else 0
-    print(f"bench-s3: {len(rows.get('raw', []))} rounds; medians (min-max) in seconds; ratios > 1: ckptdb faster")
+    print(f"bench-s3: {len(rows.get('raw', []))} rounds; medians (min-max) in seconds; ratios > 1: ckptdb faster; "
+          "CPU: medians of the CPU seconds the client's and the server's processes used")
     raw_put, raw_get = med("raw", "put_seconds"), med("raw", "get_seconds")
-    print(f"raw PUT  {fmt(raw_put)}  {size / raw_put[0] / 1e9:.2f} GB/s" if raw_put else "raw PUT -")
-    print(f"raw GET  {fmt(raw_get)}  {size / raw_get[0] / 1e9:.2f} GB/s" if raw_get else "raw GET -")
+    raw_fresh = med("raw", "get_fresh_seconds")
+    for label, m, prefix in (("raw PUT", raw_put, "put_"), ("raw GET into /dev/null", raw_get, "get_"),
+                             ("raw GET into fresh memory (/dev/shm)", raw_fresh, "get_fresh_")):
+        print(f"{label}  {fmt(m)}  {size / m[0] / 1e9:.2f} GB/s{cpu('raw', prefix)}" if m else f"{label} -")
     for kind in ("put", "get"):
         m = med("raw", f"s3tc_{kind}_seconds")
         if m:
@@ -284,7 +329,9 @@ def report(d: str) -> None:
                 line += f"  vs s3torchconnector {peer[0] / m[0]:.2f}x"
             if raw:
                 line += f"  vs raw {raw[0] / m[0]:.2f}x"
-            print(line)
+            if kind == "load" and raw_fresh:
+                line += f" (into fresh memory {raw_fresh[0] / m[0]:.2f}x)"
+            print(line + cpu(f"{kind}-{system}"))
     for r in rows.get("reshard", []):
         print(f"reshard (column halves, Store.read): fetched/needed "
               f"{r['column_half_fetched'] / r['column_half_needed']:.3f} in {r['column_half_seconds']:.3f} s; "
