@@ -32,28 +32,49 @@ void Reset(int fd) {
   close(fd);
 }
 
-// Reads one request: the head up to the blank line, then Content-Length
-// bytes of body. Returns "" when the client closed first.
-std::string ReadRequest(int fd) {
-  std::string data;
+// Reads a request's head, up to and with the blank line, into *data (which
+// may then hold the first body bytes too). False when the client closed first.
+bool ReadHead(int fd, std::string* data, size_t* head_end) {
   char buf[65536];
-  size_t head_end = std::string::npos;
-  while ((head_end = data.find("\r\n\r\n")) == std::string::npos) {
+  while ((*head_end = data->find("\r\n\r\n")) == std::string::npos) {
     const ssize_t n = recv(fd, buf, sizeof(buf), 0);
-    if (n <= 0) return "";
-    data.append(buf, static_cast<size_t>(n));
+    if (n <= 0) return false;
+    data->append(buf, static_cast<size_t>(n));
   }
-  std::string lower = data.substr(0, head_end);
+  return true;
+}
+
+// Reads the rest of the request: Content-Length bytes of body after the head.
+bool ReadBody(int fd, std::string* data, size_t head_end) {
+  std::string lower = data->substr(0, head_end);
   for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   size_t length = 0;
   const size_t cl = lower.find("\r\ncontent-length:");
   if (cl != std::string::npos) length = std::stoul(lower.substr(cl + 17));
-  while (data.size() < head_end + 4 + length) {
+  char buf[65536];
+  while (data->size() < head_end + 4 + length) {
     const ssize_t n = recv(fd, buf, sizeof(buf), 0);
-    if (n <= 0) return "";
-    data.append(buf, static_cast<size_t>(n));
+    if (n <= 0) return false;
+    data->append(buf, static_cast<size_t>(n));
   }
-  return data;
+  return true;
+}
+
+// Removes the header lines named `name` (lower case, with the colon) from
+// the head of `request`.
+void RemoveHeader(std::string* request, const std::string& name) {
+  size_t line = request->find("\r\n") + 2;
+  while (true) {
+    const size_t end = request->find("\r\n", line);
+    if (end == std::string::npos || end == line) return;  // the blank line: the head is over
+    std::string start = request->substr(line, name.size());
+    for (char& c : start) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (start == name) {
+      request->erase(line, end + 2 - line);
+    } else {
+      line = end + 2;
+    }
+  }
 }
 
 std::string CannedError(int status, const char* reason, const char* code) {
@@ -119,14 +140,35 @@ void S3FaultProxy::AcceptLoop() {
   }
 }
 
+void S3FaultProxy::HoldUntilGone() {
+  ++held_;
+  while (!stopping_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+}
+
 void S3FaultProxy::Serve(int client) {
-  std::string request = ReadRequest(client);
-  if (request.empty()) {
+  std::string request;
+  size_t head_end = 0;
+  if (!ReadHead(client, &request, &head_end)) {
     close(client);
     return;
   }
   ++requests_;
   const Action action = Next();
+  if (action == Action::kStopReadingUpload) {
+    // The body stays unread: the client's sends fill the socket buffers and
+    // block, as with a server that stopped mid-upload.
+    HoldUntilGone();
+    Reset(client);
+    return;
+  }
+  if (!ReadBody(client, &request, head_end)) {
+    close(client);
+    return;
+  }
+  if (strip_conditional_.load()) {
+    RemoveHeader(&request, "if-none-match:");
+    RemoveHeader(&request, "if-match:");
+  }
   switch (action) {
     case Action::kServiceUnavailable:
       WriteAll(client, CannedError(503, "Service Unavailable", "SlowDown"));
@@ -144,13 +186,15 @@ void S3FaultProxy::Serve(int client) {
       Reset(client);
       return;
     case Action::kHoldBeforeSending:
-      ++held_;
-      while (!stopping_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      HoldUntilGone();
       Reset(client);
       return;
     case Action::kPass:
     case Action::kLoseResponse:
     case Action::kHoldAfterForwarding:
+    case Action::kStallMidBody:
+    case Action::kAnswerLate:
+    case Action::kStopReadingUpload:
       break;
   }
   // One request per upstream connection; the response ends when it closes.
@@ -169,9 +213,22 @@ void S3FaultProxy::Serve(int client) {
     while ((n = recv(upstream, buf, sizeof(buf), 0)) > 0) response.append(buf, static_cast<size_t>(n));
   }
   close(upstream);
-  if (action == Action::kHoldAfterForwarding) {
-    ++held_;
-    while (!stopping_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (action == Action::kHoldAfterForwarding) HoldUntilGone();
+  if (action == Action::kStallMidBody) {
+    // The head and half of the body, then silence.
+    const size_t body_start = response.find("\r\n\r\n");
+    const size_t cut = body_start == std::string::npos ? response.size() / 2
+                                                       : body_start + 4 + (response.size() - body_start - 4) / 2;
+    WriteAll(client, response.substr(0, cut));
+    HoldUntilGone();
+    Reset(client);
+    return;
+  }
+  if (action == Action::kAnswerLate) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(late_answer_ms_.load());
+    while (!stopping_.load() && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
   }
   if (action == Action::kLoseResponse || action == Action::kHoldAfterForwarding || response.empty()) {
     Reset(client);

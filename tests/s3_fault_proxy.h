@@ -30,6 +30,9 @@ class S3FaultProxy {
     kLoseResponse,         // forward (the server acts on it), then reset instead of answering
     kHoldBeforeSending,    // keep the request, answer nothing, until the proxy goes
     kHoldAfterForwarding,  // forward (the server acts on it), answer nothing, until the proxy goes
+    kStallMidBody,         // forward, relay the head and half the body, then nothing until the proxy goes
+    kStopReadingUpload,    // read the request's head, then stop reading its body; answer nothing
+    kAnswerLate,           // forward, then relay the answer only after late_answer_ms
   };
 
   // Forwards to `upstream_port` on 127.0.0.1.
@@ -40,6 +43,11 @@ class S3FaultProxy {
   std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
   // The actions of the next requests, in order.
   void Script(std::vector<Action> actions);
+  // How long kAnswerLate holds an answer.
+  void set_late_answer_ms(int ms) { late_answer_ms_ = ms; }
+  // Forward requests without their If-None-Match and If-Match headers: a
+  // server that ignores conditional writes (the client does not sign them).
+  void set_strip_conditional_headers(bool strip) { strip_conditional_ = strip; }
   int requests() const { return requests_.load(); }
   int forwarded() const { return forwarded_.load(); }
   // Requests held (kHold...) so far: counted once the action took effect
@@ -50,6 +58,7 @@ class S3FaultProxy {
   void AcceptLoop();
   void Serve(int client);
   Action Next();
+  void HoldUntilGone();
 
   int upstream_port_;
   int listen_fd_ = -1;
@@ -58,6 +67,8 @@ class S3FaultProxy {
   std::atomic<int> requests_{0};
   std::atomic<int> forwarded_{0};
   std::atomic<int> held_{0};
+  std::atomic<int> late_answer_ms_{0};
+  std::atomic<bool> strip_conditional_{false};
   std::mutex mu_;
   std::deque<Action> script_;         // guarded by mu_
   std::vector<std::thread> workers_;  // guarded by mu_

@@ -165,10 +165,22 @@ struct StoreOptions {
   // mostly stay in the page cache.
   std::string local_staging_dir;
   // Bucket stores (s3://) only: gc (Sweep) takes a save whose pending marker
-  // is older than this as dead, and deletes its objects; a younger one is
-  // taken as running and left alone. Must exceed the longest save. >= 0;
-  // default one hour.
+  // is older than this, by the server's clock, as dead, and deletes its
+  // objects; a younger one is taken as running and left alone. A running
+  // save writes its marker again every quarter of this (at most every 5
+  // minutes), so a save may run for any length of time; its commit is
+  // refused (Aborted, nothing committed) if the marker went unrefreshed for
+  // half of this (a server that stopped answering), since gc may then have
+  // taken it for dead. So gc is safe with any threshold at least half the
+  // savers'. 0: every save is taken as dead (gc only). >= 0; default one
+  // hour.
   int64_t abandoned_save_seconds = 3600;
+  // Bucket stores (s3://) only: a request that moves no byte for this many
+  // seconds is abandoned and retried, and a second silent try ends it with
+  // Unavailable naming the object and the endpoint (a server that stopped
+  // answering never hangs a save). 0: CKPTDB_S3_STALL_TIMEOUT, else 20 s.
+  // Range [0, 86400].
+  int64_t s3_stall_timeout_seconds = 0;
 };
 
 // A committed step, as listed.
@@ -373,6 +385,8 @@ class StoreReader : public StorageReader {
 };
 
 struct ReaderOptions {
+  // Bucket stores (s3://) only: as StoreOptions::s3_stall_timeout_seconds.
+  int64_t s3_stall_timeout_seconds = 0;
   // Open every SST file of the database when the reader opens or refreshes
   // (RocksDB max_open_files = -1): one descriptor per file, i.e. per rank
   // and step of the whole history, which runs into the process's descriptor

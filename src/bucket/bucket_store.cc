@@ -17,7 +17,9 @@
 #include <thread>
 
 #include "bucket/bucket_index.h"
+#include "bucket/conditional_probe.h"
 #include "bucket/object_upload_env.h"
+#include "bucket/save_marker.h"
 #include "bucket/sst_object_options.h"
 #include "format/chunk_codec.h"
 #include "format/metadata_codec.h"
@@ -149,6 +151,27 @@ std::string PendingKey(const std::string& prefix, int64_t step, uint64_t save_id
   return prefix + "pending/" + Step20(step) + "-" + Hex16(save_id) + "-" + std::to_string(unix_ms);
 }
 
+// How often a running save's marker is written again: a quarter of the
+// threshold (so gc, and the commit's own check at half of it, never see it
+// stale), at most every 5 minutes, at least every 0.1 s; none when the
+// threshold is 0 (a writer that only runs gc, taking every save as dead).
+std::chrono::milliseconds HeartbeatInterval(int64_t abandoned_save_seconds) {
+  if (abandoned_save_seconds <= 0) return std::chrono::milliseconds(0);
+  return std::chrono::milliseconds(std::clamp<int64_t>(abandoned_save_seconds * 250, 100, 300000));
+}
+
+// A client like `client` that tries each request once: what cleanup after a
+// failure uses, so that a server that stopped answering costs it one stall
+// limit per request, not the retries (what it leaves is gc's).
+std::shared_ptr<s3::S3Client> OneTryClient(const std::shared_ptr<s3::S3Client>& client) {
+  s3::S3ClientOptions o = client->options();
+  o.max_attempts = 1;
+  o.max_stalled_attempts = 1;
+  StatusOr<std::unique_ptr<s3::S3Client>> c = s3::S3Client::Create(client->settings(), o);
+  if (!c.ok()) return client;
+  return std::shared_ptr<s3::S3Client>(std::move(*c));
+}
+
 // Deletes `keys` 1000 at a time (S3's limit per request).
 Status DeleteKeys(s3::S3Client* client, const std::string& bucket, const std::vector<std::string>& keys) {
   for (size_t i = 0; i < keys.size(); i += 1000) {
@@ -179,26 +202,40 @@ class BucketStoreWriter : public StoreWriter {
   BucketStoreWriter(std::shared_ptr<s3::S3Client> client, std::string bucket, std::string prefix,
                     StoreOptions options, BucketWriteOptions write_options)
       : client_(std::move(client)),
+        cleanup_client_(OneTryClient(client_)),
         bucket_(std::move(bucket)),
         prefix_(std::move(prefix)),
         path_("s3://" + bucket_ + "/" + prefix_),
         options_(std::move(options)),
         write_options_(std::move(write_options)) {}
 
+  ~BucketStoreWriter() override {
+    std::map<uint64_t, std::unique_ptr<SaveMarker>> markers;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      markers.swap(markers_);
+    }
+    // Their heartbeats stop; the markers stay for gc to judge.
+    markers.clear();
+  }
+
   FileDelivery delivery() const override { return FileDelivery::kShared; }
 
   StatusOr<uint64_t> Prepare(int64_t step) override {
+    RETURN_IF_ERROR(CheckConditionalWrites());
     ASSIGN_OR_RETURN(IndexSnapshot snap, ReadIndex(client_.get(), bucket_, prefix_));
     if (snap.index.steps.count(step) != 0) {
       return Status::AlreadyExists("step " + std::to_string(step) + " is already committed in " + path_);
     }
     const uint64_t id = NewSaveId();
-    // Before any rank uploads: gc leaves the objects of a save with a young
-    // marker alone.
-    const std::string marker = PendingKey(prefix_, step, id, NowUnixMs());
-    RETURN_IF_ERROR(client_->PutObject(bucket_, marker, "").status());
+    // Before any rank uploads: gc leaves the objects of a save with a fresh
+    // marker alone, and the heartbeat keeps it fresh until the save ends.
+    auto marker = std::make_unique<SaveMarker>(
+        client_.get(), bucket_, PendingKey(prefix_, step, id, NowUnixMs() + write_options_.host_clock_offset_ms),
+        HeartbeatInterval(options_.abandoned_save_seconds));
+    RETURN_IF_ERROR(marker->Start());
     std::lock_guard<std::mutex> lock(mu_);
-    markers_[id] = marker;
+    markers_[id] = std::move(marker);
     return id;
   }
 
@@ -240,6 +277,7 @@ class BucketStoreWriter : public StoreWriter {
     ObjectUploadOptions uo;
     uo.part_bytes = write_options_.part_bytes;
     uo.parts_in_flight = write_options_.upload_threads;
+    uo.cleanup_client = cleanup_client_.get();
     std::unique_ptr<rocksdb::Env> env =
         NewObjectUploadEnv(rocksdb::Env::Default(), client_.get(), bucket_, save_prefix, root, uo, &ledger);
     rocksdb::Options db_options = SstObjectWriteOptions();
@@ -282,7 +320,7 @@ class BucketStoreWriter : public StoreWriter {
       // This rank's objects go now; the coordinator's Abort lists the rest.
       std::vector<std::string> keys;
       for (const auto& [key, size] : uploaded) keys.push_back(key);
-      if (!keys.empty()) (void)DeleteKeys(client_.get(), bucket_, keys);
+      if (!keys.empty()) (void)DeleteKeys(cleanup_client_.get(), bucket_, keys);
       return failed;
     }
     WriteResult result = std::move(written).value();
@@ -340,6 +378,8 @@ class BucketStoreWriter : public StoreWriter {
     }
     RETURN_IF_ERROR(
         client_->PutObject(bucket_, StepRecordKey(prefix_, ctx.step, ctx.save_id), EncodeStepRecord(record)).status());
+    // The last moment to refuse: after this the index names the step.
+    RETURN_IF_ERROR(CheckMarkerFresh(ctx));
     IndexStep entry;
     entry.step = ctx.step;
     entry.summary = SummarizeStep(metadata);
@@ -363,7 +403,7 @@ class BucketStoreWriter : public StoreWriter {
     if (!written.ok()) {
       // An index write that failed without an answer may have landed: the
       // index read back decides.
-      if (written.status().code() != StatusCode::kAlreadyExists && CommittedBy(ctx) == Committed::kThisSave) {
+      if (written.status().code() != StatusCode::kAlreadyExists && CommittedBy(ctx, client_.get()) == Committed::kThisSave) {
         EndSave(ctx);
         return Status::OK();
       }
@@ -374,21 +414,27 @@ class BucketStoreWriter : public StoreWriter {
       pruned_last_ = pruned;
     }
     EndSave(ctx);
-    if (!pruned.empty()) (void)DeleteGarbage();  // best effort: gc finishes the job
+    if (!pruned.empty()) (void)DeleteGarbage(cleanup_client_.get());  // best effort: gc finishes the job
     return Status::OK();
   }
 
+  // Best effort, one try per request (cleanup_client_): a server that
+  // stopped answering costs one stall limit per request here, and what is
+  // left (objects, the marker, now no longer refreshed) is gc's.
   void Abort(const SaveContext& ctx) override {
+    std::unique_ptr<SaveMarker> marker = StopMarker(ctx.save_id);
     // Finish may have failed after its index write landed, or without
     // knowing: the objects of a step that is (or may be) this save's stay.
-    if (CommittedBy(ctx) != Committed::kNotThisSave) return;
+    if (CommittedBy(ctx, cleanup_client_.get()) != Committed::kNotThisSave) return;
     StatusOr<std::vector<s3::ObjectInfo>> objects =
-        client_->ListAll(bucket_, SaveDataPrefix(prefix_, ctx.step, ctx.save_id));
-    if (!objects.ok()) return;  // best effort: what stays is a leftover for gc
+        cleanup_client_->ListAll(bucket_, SaveDataPrefix(prefix_, ctx.step, ctx.save_id));
+    if (!objects.ok()) return;
     std::vector<std::string> keys;
     for (const s3::ObjectInfo& o : *objects) keys.push_back(o.key);
     keys.push_back(StepRecordKey(prefix_, ctx.step, ctx.save_id));
-    if (DeleteKeys(client_.get(), bucket_, keys).ok()) EndSave(ctx);
+    if (DeleteKeys(cleanup_client_.get(), bucket_, keys).ok() && marker != nullptr) {
+      (void)cleanup_client_->DeleteObject(bucket_, marker->key());
+    }
   }
 
   Status OpenDatabase() override { return client_->HeadBucket(bucket_); }
@@ -399,6 +445,7 @@ class BucketStoreWriter : public StoreWriter {
   Status DeleteStep(int64_t step) override { return DeleteSteps({step}); }
 
   Status DeleteSteps(const std::vector<int64_t>& steps) override {
+    RETURN_IF_ERROR(CheckConditionalWrites());
     RETURN_IF_ERROR(UpdateIndex(client_.get(), bucket_, prefix_, [&](BucketIndex* index) {
                       for (int64_t step : steps) {
                         if (index->steps.count(step) == 0) {
@@ -408,7 +455,7 @@ class BucketStoreWriter : public StoreWriter {
                       for (int64_t step : steps) DropStep(index, step);
                       return Status::OK();
                     }).status());
-    (void)DeleteGarbage();  // best effort: gc finishes the job
+    (void)DeleteGarbage(cleanup_client_.get());  // best effort: gc finishes the job
     return Status::OK();
   }
 
@@ -427,11 +474,12 @@ class BucketStoreWriter : public StoreWriter {
     ASSIGN_OR_RETURN(IndexSnapshot snap, ReadIndex(client_.get(), bucket_, prefix_));
     std::vector<int64_t> dropped = PruneIndex(&snap.index, policy);
     if (dry_run || dropped.empty()) return dropped;
+    RETURN_IF_ERROR(CheckConditionalWrites());
     RETURN_IF_ERROR(UpdateIndex(client_.get(), bucket_, prefix_, [&](BucketIndex* index) {
                       dropped = PruneIndex(index, policy);
                       return Status::OK();
                     }).status());
-    (void)DeleteGarbage();  // best effort: gc finishes the job
+    (void)DeleteGarbage(cleanup_client_.get());  // best effort: gc finishes the job
     return dropped;
   }
 
@@ -442,6 +490,7 @@ class BucketStoreWriter : public StoreWriter {
 
   StatusOr<std::optional<int64_t>> Tag(int64_t step, const std::string& name) override {
     RETURN_IF_ERROR(ValidateTagName(name));
+    RETURN_IF_ERROR(CheckConditionalWrites());
     std::optional<int64_t> before;
     RETURN_IF_ERROR(UpdateIndex(client_.get(), bucket_, prefix_, [&](BucketIndex* index) {
                       if (index->steps.count(step) == 0) return Status::NotFound(StepNotFound(step, path_));
@@ -454,6 +503,7 @@ class BucketStoreWriter : public StoreWriter {
   }
 
   Status DeleteTag(const std::string& name) override {
+    RETURN_IF_ERROR(CheckConditionalWrites());
     return UpdateIndex(client_.get(), bucket_, prefix_, [&](BucketIndex* index) {
              if (index->tags.erase(name) == 0) {
                return Status::NotFound("tag '" + name + "' not found in store '" + path_ + "'");
@@ -506,10 +556,50 @@ class BucketStoreWriter : public StoreWriter {
     return Status::OK();
   }
 
+  // Every write of the history rests on conditional writes: refused on a
+  // server that ignores them (bucket/conditional_probe.h).
+  Status CheckConditionalWrites() { return ConditionalWriteVerdict(client_.get(), bucket_, prefix_); }
+
+  // The save's marker must never have been older than half the threshold:
+  // then gc, judging by the server's clock with a threshold of at least that
+  // half, cannot have taken the save for dead and deleted its objects.
+  Status CheckMarkerFresh(const SaveContext& ctx) {
+    if (options_.abandoned_save_seconds <= 0) return Status::OK();
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = markers_.find(ctx.save_id);
+    if (it == markers_.end()) return Status::OK();  // a writer that did not Prepare this save
+    const int64_t stalest_ms = it->second->StalestAge().count();
+    if (stalest_ms * 2 < options_.abandoned_save_seconds * 1000) return Status::OK();
+    const Status why = it->second->last_error();
+    return Status::Aborted("step " + std::to_string(ctx.step) + " was not committed to " + path_ + ": its pending " +
+                           "marker went " + std::to_string(stalest_ms / 1000.0).substr(0, 6) +
+                           " s without a refresh, past half of abandoned_save_seconds (" +
+                           std::to_string(options_.abandoned_save_seconds) +
+                           " s), so gc may have taken the save for dead and deleted its objects" +
+                           (why.ok() ? std::string() : " (the last refresh failed: " + why.message() + ")") +
+                           "; save again");
+  }
+
+  // Ends the save's heartbeat; returns its marker (null when none).
+  std::unique_ptr<SaveMarker> StopMarker(uint64_t save_id) {
+    std::unique_ptr<SaveMarker> marker;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = markers_.find(save_id);
+      if (it != markers_.end()) {
+        marker = std::move(it->second);
+        markers_.erase(it);
+      }
+      base_objects_.erase(save_id);
+    }
+    if (marker != nullptr) marker->Stop();
+    return marker;
+  }
+
   enum class Committed { kThisSave, kNotThisSave, kUnknown };
   // Whether the index names ctx.step as this save's, read back.
-  Committed CommittedBy(const SaveContext& ctx) {
-    StatusOr<IndexSnapshot> snap = ReadIndex(client_.get(), bucket_, prefix_);
+  Committed CommittedBy(const SaveContext& ctx, s3::S3Client* client) {
+    StatusOr<IndexSnapshot> snap = ReadIndex(client, bucket_, prefix_);
     if (!snap.ok()) return Committed::kUnknown;
     auto it = snap->index.steps.find(ctx.step);
     if (it == snap->index.steps.end()) return Committed::kNotThisSave;
@@ -519,15 +609,8 @@ class BucketStoreWriter : public StoreWriter {
   // The save is over: its marker goes (best effort: a marker left behind
   // only makes gc wait abandoned_save_seconds longer for its leftovers).
   void EndSave(const SaveContext& ctx) {
-    std::string marker;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = markers_.find(ctx.save_id);
-      if (it != markers_.end()) marker = it->second;
-      markers_.erase(ctx.save_id);
-      base_objects_.erase(ctx.save_id);
-    }
-    if (!marker.empty()) (void)client_->DeleteObject(bucket_, marker);
+    std::unique_ptr<SaveMarker> marker = StopMarker(ctx.save_id);
+    if (marker != nullptr) (void)cleanup_client_->DeleteObject(bucket_, marker->key());
   }
 
   // Every object under the prefix that no committed step reads and no
@@ -536,19 +619,23 @@ class BucketStoreWriter : public StoreWriter {
   // deletes it only after its index write, so an object listed here is
   // either named by the index read after, or its save's marker was listed,
   // or its save is over without a commit (proto/FORMAT.md, "gc").
-  StatusOr<Garbage> FindGarbage() {
-    ASSIGN_OR_RETURN(std::vector<s3::ObjectInfo> data, client_->ListAll(bucket_, prefix_ + "data/"));
+  StatusOr<Garbage> FindGarbage(s3::S3Client* client) {
+    ASSIGN_OR_RETURN(std::vector<s3::ObjectInfo> data, client->ListAll(bucket_, prefix_ + "data/"));
     ASSIGN_OR_RETURN(std::vector<s3::MultipartUploadInfo> uploads,
-                     client_->ListMultipartUploads(bucket_, prefix_ + "data/"));
-    ASSIGN_OR_RETURN(std::vector<s3::ObjectInfo> records, client_->ListAll(bucket_, prefix_ + "steps/"));
-    ASSIGN_OR_RETURN(std::vector<s3::ObjectInfo> pending, client_->ListAll(bucket_, prefix_ + "pending/"));
-    ASSIGN_OR_RETURN(IndexSnapshot snap, ReadIndex(client_.get(), bucket_, prefix_));
+                     client->ListMultipartUploads(bucket_, prefix_ + "data/"));
+    ASSIGN_OR_RETURN(std::vector<s3::ObjectInfo> records, client->ListAll(bucket_, prefix_ + "steps/"));
+    ASSIGN_OR_RETURN(s3::Listing pending_listing, client->ListAllTimed(bucket_, prefix_ + "pending/"));
+    const std::vector<s3::ObjectInfo>& pending = pending_listing.objects;
+    ASSIGN_OR_RETURN(IndexSnapshot snap, ReadIndex(client, bucket_, prefix_));
     std::set<SaveRef> used;
     for (const auto& [step, s] : snap.index.steps) {
       used.insert(s.uses.begin(), s.uses.end());
       used.insert(SaveRef{step, s.summary.save_id});
     }
-    const int64_t now = NowUnixMs();
+    // Ages by the server's clock: a marker's LastModified (moved forward by
+    // its save's heartbeat) against the listing's Date. The saving host's
+    // clock, in the marker's name, is not used.
+    const int64_t server_now = pending_listing.server_unix_ms;
     std::map<SaveRef, std::vector<const s3::ObjectInfo*>> markers;
     for (const s3::ObjectInfo& o : pending) {
       SaveRef ref;
@@ -557,10 +644,15 @@ class BucketStoreWriter : public StoreWriter {
     auto running = [&](const SaveRef& ref) {
       auto m = markers.find(ref);
       if (m == markers.end()) return false;
+      if (options_.abandoned_save_seconds <= 0) return false;
       for (const s3::ObjectInfo* o : m->second) {
-        const std::string& k = o->key;
-        const int64_t ms = std::atoll(k.c_str() + k.rfind('-') + 1);
-        if (now - ms < options_.abandoned_save_seconds * 1000) return true;
+        // A server without a Date header: every marker counts as running.
+        // The Date has whole seconds, LastModified may too: a second of
+        // slack keeps the rounding on the side of running.
+        if (server_now <= 0 ||
+            server_now - o->last_modified_unix_ms < options_.abandoned_save_seconds * 1000 + 1000) {
+          return true;
+        }
       }
       return false;
     };
@@ -605,15 +697,15 @@ class BucketStoreWriter : public StoreWriter {
     return g;
   }
 
-  StatusOr<Garbage> DeleteGarbage() {
-    ASSIGN_OR_RETURN(Garbage g, FindGarbage());
-    for (const auto& [key, id] : g.uploads) RETURN_IF_ERROR(client_->AbortMultipartUpload(bucket_, key, id));
-    RETURN_IF_ERROR(DeleteKeys(client_.get(), bucket_, g.keys));
+  StatusOr<Garbage> DeleteGarbage(s3::S3Client* client) {
+    ASSIGN_OR_RETURN(Garbage g, FindGarbage(client));
+    for (const auto& [key, id] : g.uploads) RETURN_IF_ERROR(client->AbortMultipartUpload(bucket_, key, id));
+    RETURN_IF_ERROR(DeleteKeys(client, bucket_, g.keys));
     return g;
   }
 
   StatusOr<SweepStats> SweepOrFind(bool dry_run) {
-    ASSIGN_OR_RETURN(Garbage g, dry_run ? FindGarbage() : DeleteGarbage());
+    ASSIGN_OR_RETURN(Garbage g, dry_run ? FindGarbage(client_.get()) : DeleteGarbage(client_.get()));
     SweepStats s;
     s.orphan_saves = g.failed_saves;
     s.staging_dirs = g.stale_markers + g.uploads.size();
@@ -651,13 +743,14 @@ class BucketStoreWriter : public StoreWriter {
   }
 
   const std::shared_ptr<s3::S3Client> client_;
+  const std::shared_ptr<s3::S3Client> cleanup_client_;  // one try per request
   const std::string bucket_;
   const std::string prefix_;
   const std::string path_;  // s3://bucket/prefix
   const StoreOptions options_;
   const BucketWriteOptions write_options_;
   mutable std::mutex mu_;
-  std::map<uint64_t, std::string> markers_;                  // save id -> its pending marker; guarded by mu_
+  std::map<uint64_t, std::unique_ptr<SaveMarker>> markers_;  // save id -> its running marker; guarded by mu_
   std::map<uint64_t, std::vector<SstObject>> base_objects_;  // save id -> its base step's objects; guarded by mu_
   std::vector<int64_t> pruned_last_;                         // guarded by mu_
 };
@@ -918,9 +1011,13 @@ StatusOr<std::unique_ptr<StoreReader>> OpenBucketStoreReader(std::shared_ptr<s3:
 
 namespace {
 
-StatusOr<std::shared_ptr<s3::S3Client>> ClientFromEnvironment() {
+// The environment's settings and limits; a positive stall_timeout_seconds
+// (StoreOptions, ReaderOptions) wins over CKPTDB_S3_STALL_TIMEOUT.
+StatusOr<std::shared_ptr<s3::S3Client>> ClientFromEnvironment(int64_t stall_timeout_seconds) {
   ASSIGN_OR_RETURN(s3::S3Settings settings, s3::S3Settings::FromEnvironment());
-  ASSIGN_OR_RETURN(std::unique_ptr<s3::S3Client> client, s3::S3Client::Create(std::move(settings)));
+  ASSIGN_OR_RETURN(s3::S3ClientOptions options, s3::S3ClientOptionsFromEnvironment());
+  if (stall_timeout_seconds > 0) options.http.stall_timeout_s = static_cast<long>(stall_timeout_seconds);
+  ASSIGN_OR_RETURN(std::unique_ptr<s3::S3Client> client, s3::S3Client::Create(std::move(settings), options));
   return std::shared_ptr<s3::S3Client>(std::move(client));
 }
 
@@ -928,13 +1025,17 @@ StatusOr<std::shared_ptr<s3::S3Client>> ClientFromEnvironment() {
 
 StatusOr<std::unique_ptr<StoreWriter>> OpenBucketStoreWriterAt(const std::string& url, const StoreOptions& options) {
   ASSIGN_OR_RETURN(s3::S3Url u, s3::S3Url::Parse(url));
-  ASSIGN_OR_RETURN(std::shared_ptr<s3::S3Client> client, ClientFromEnvironment());
+  ASSIGN_OR_RETURN(std::shared_ptr<s3::S3Client> client, ClientFromEnvironment(options.s3_stall_timeout_seconds));
   return OpenBucketStoreWriter(std::move(client), u.bucket, u.prefix, options);
 }
 
 StatusOr<std::unique_ptr<StoreReader>> OpenBucketStoreReaderAt(const std::string& url, const ReaderOptions& options) {
   ASSIGN_OR_RETURN(s3::S3Url u, s3::S3Url::Parse(url));
-  ASSIGN_OR_RETURN(std::shared_ptr<s3::S3Client> client, ClientFromEnvironment());
+  if (options.s3_stall_timeout_seconds < 0 || options.s3_stall_timeout_seconds > 86400) {
+    return Status::InvalidArgument("ReaderOptions.s3_stall_timeout_seconds is " +
+                                   std::to_string(options.s3_stall_timeout_seconds) + "; it must be in [0, 86400]");
+  }
+  ASSIGN_OR_RETURN(std::shared_ptr<s3::S3Client> client, ClientFromEnvironment(options.s3_stall_timeout_seconds));
   return OpenBucketStoreReader(std::move(client), u.bucket, u.prefix,
                                options.threads > 0 ? options.threads : std::max(8, DefaultParallelism()));
 }

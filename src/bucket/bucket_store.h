@@ -20,8 +20,16 @@
 //       SstObjectWriteOptions() (one chunk per data block)
 //   PREFIX/pending/<step>-<save id>-<unix ms>
 //       an empty marker: the save is running (written by Prepare, before any
-//       rank uploads; deleted when the save ends); gc keeps the objects of a
-//       save whose marker is younger than StoreOptions.abandoned_save_seconds.
+//       rank uploads, and again every quarter of abandoned_save_seconds
+//       while it runs (bucket/save_marker.h); deleted when the save ends).
+//       gc keeps the objects of a save whose marker is younger than
+//       StoreOptions.abandoned_save_seconds by the server's clock (its
+//       LastModified against the listing's Date); the commit refuses a save
+//       whose marker went unrefreshed for half of that.
+//   PREFIX/probe/<random>
+//       a moment's object: the check, before a writer's first write of the
+//       history, that the server enforces conditional writes
+//       (bucket/conditional_probe.h); writing is refused where it does not.
 //
 // A step is visible exactly when the index names it. Readers find steps
 // only through the index and objects only through a record the index
@@ -63,6 +71,10 @@ struct BucketWriteOptions {
   // A rank's share is cut into objects of at most this many bytes (or
   // StoreOptions.max_sst_file_bytes, when smaller).
   uint64_t upload_file_bytes = 64u << 20;
+  // Added to this host's clock where the writer reads it (the time in a
+  // pending marker's name), to test hosts whose clocks differ: nothing the
+  // store decides rests on it (gc judges by the server's clock).
+  int64_t host_clock_offset_ms = 0;
 };
 
 // The object keys of one save attempt under `prefix` ("" or ending in '/'):

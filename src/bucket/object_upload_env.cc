@@ -114,13 +114,14 @@ class ObjectUploadFile final : public rocksdb::FSWritableFile {
     if (!close_status_.ok()) {
       (void)Fail(close_status_);
       StopWorkers();
-      if (!upload_id_.empty() && !completed_) (void)client_->AbortMultipartUpload(bucket_, key_, upload_id_);
+      if (!upload_id_.empty() && !completed_) (void)Cleanup()->AbortMultipartUpload(bucket_, key_, upload_id_);
     }
     return ToIO(close_status_);
   }
 
  private:
   std::string Name() const { return "s3://" + bucket_ + "/" + key_; }
+  s3::S3Client* Cleanup() const { return options_.cleanup_client != nullptr ? options_.cleanup_client : client_; }
 
   Status FirstError() {
     std::lock_guard<std::mutex> l(mu_);
@@ -222,7 +223,7 @@ class ObjectUploadFile final : public rocksdb::FSWritableFile {
       check = Status::DataLoss(Name() + ": the object's ETag " + etag + " is not its parts' " + expected_etag);
     }
     if (!check.ok()) {
-      (void)client_->DeleteObject(bucket_, key_);
+      (void)Cleanup()->DeleteObject(bucket_, key_);
       return check;
     }
     ledger_->Completed(key_, size_);

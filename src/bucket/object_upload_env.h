@@ -39,6 +39,10 @@ struct ObjectUploadOptions {
   // Parts of one file queued or uploading at once (and upload threads per
   // file). Memory per open file: about (parts_in_flight + 1) x part_bytes.
   int parts_in_flight = 4;
+  // The client that aborts a failed file's multipart upload and deletes a
+  // mismatched object: one that tries once (a failure must not wait out the
+  // retries of a server that stopped answering). Null: the upload client.
+  s3::S3Client* cleanup_client = nullptr;
 };
 
 // What the files of one env uploaded. Shared by every file of the env.

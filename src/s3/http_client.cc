@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 
@@ -85,6 +87,44 @@ size_t WriteHeader(char* data, size_t size, size_t nitems, void* userdata) {
   return n;
 }
 
+// Aborts a transfer that moved no byte, either way, for `limit_s` seconds.
+struct StallWatch {
+  long limit_s;
+  curl_off_t last_down, last_up;
+  std::chrono::steady_clock::time_point last_move;
+  bool stalled;
+};
+
+// libcurl calls this at least about once a second, also while idle.
+int OnProgress(void* userdata, curl_off_t, curl_off_t dlnow, curl_off_t, curl_off_t ulnow) {
+  auto* w = static_cast<StallWatch*>(userdata);
+  const auto now = std::chrono::steady_clock::now();
+  if (dlnow != w->last_down || ulnow != w->last_up) {
+    w->last_down = dlnow;
+    w->last_up = ulnow;
+    w->last_move = now;
+    return 0;
+  }
+  if (now - w->last_move >= std::chrono::seconds(w->limit_s)) {
+    w->stalled = true;
+    return 1;  // CURLE_ABORTED_BY_CALLBACK
+  }
+  return 0;
+}
+
+// 10000 -> "10", 500 -> "0.5".
+std::string SecondsText(long ms) {
+  std::string s = std::to_string(ms / 1000);
+  if (ms % 1000 != 0) {
+    char frac[8];
+    std::snprintf(frac, sizeof(frac), ".%03ld", ms % 1000);
+    std::string f(frac);
+    while (f.back() == '0') f.pop_back();
+    s += f;
+  }
+  return s;
+}
+
 }  // namespace
 
 HttpConnection::HttpConnection(HttpOptions options) : options_(std::move(options)) {
@@ -114,8 +154,13 @@ bool HttpConnection::Perform(const HttpRequest& request, HttpResponse* response,
   curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error_buffer);
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, options_.connect_timeout_ms);
-  curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, options_.low_speed_bytes_per_s);
-  curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, options_.low_speed_time_s);
+  // The stall limit, by the progress callback (libcurl's own low-speed
+  // check averages over several seconds, so a burst before a stall delays
+  // it by that much).
+  StallWatch stall{options_.stall_timeout_s, 0, 0, std::chrono::steady_clock::now(), false};
+  curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, OnProgress);
+  curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &stall);
   if (options_.total_timeout_ms > 0) curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, options_.total_timeout_ms);
   if (!options_.ca_file.empty()) curl_easy_setopt(curl, CURLOPT_CAINFO, options_.ca_file.c_str());
   curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 1L);
@@ -166,6 +211,14 @@ bool HttpConnection::Perform(const HttpRequest& request, HttpResponse* response,
               false, true};
     return false;
   }
+  if (rc == CURLE_ABORTED_BY_CALLBACK && stall.stalled) {
+    double connect_s = 0;
+    curl_easy_getinfo(curl, CURLINFO_CONNECT_TIME, &connect_s);
+    *error = {Status::Unavailable(what + ": no answer for " + std::to_string(options_.stall_timeout_s) +
+                                  " s (the stall limit; CKPTDB_S3_STALL_TIMEOUT sets it)"),
+              true, /*maybe_sent=*/connect_s > 0, true};
+    return false;
+  }
   if (rc != CURLE_OK) {
     std::string detail = error_buffer[0] != '\0' ? std::string(error_buffer) : std::string(curl_easy_strerror(rc));
     switch (rc) {
@@ -174,7 +227,20 @@ bool HttpConnection::Perform(const HttpRequest& request, HttpResponse* response,
       case CURLE_COULDNT_CONNECT:
         *error = {Status::Unavailable(what + ": cannot connect: " + detail), true, false};
         break;
-      case CURLE_OPERATION_TIMEDOUT:
+      case CURLE_OPERATION_TIMEDOUT: {
+        // A connection never made (the request was not sent), or a whole
+        // request past total_timeout_ms (it may have been acted on).
+        double connect_s = 0;
+        curl_easy_getinfo(curl, CURLINFO_CONNECT_TIME, &connect_s);
+        if (connect_s <= 0) {
+          *error = {Status::Unavailable(what + ": cannot connect: no answer for " +
+                                        SecondsText(options_.connect_timeout_ms) + " s (" + detail + ")"),
+                    true, false, true};
+        } else {
+          *error = {Status::Unavailable(what + ": " + detail), true, true, false};
+        }
+        break;
+      }
       case CURLE_SEND_ERROR:
       case CURLE_RECV_ERROR:
       case CURLE_GOT_NOTHING:

@@ -24,10 +24,13 @@ namespace s3 {
 struct HttpOptions {
   // Connecting (TCP and TLS) gives up after this long. Default 10 s.
   long connect_timeout_ms = 10000;
-  // A transfer slower than low_speed_bytes_per_s for low_speed_time_s is
-  // abandoned (a stalled server, a cut link). Defaults: 1 B/s for 30 s.
-  long low_speed_bytes_per_s = 1;
-  long low_speed_time_s = 30;
+  // The stall limit: a request that moves no byte, in either direction, for
+  // this many seconds is abandoned (a hung server whose socket stays open, a
+  // partitioned network, a load balancer that holds the connection and says
+  // nothing). It bounds waiting for the answer's first byte as well as a
+  // body that stops mid-way, sent or received. Default 20 s: a real object
+  // store under load may take a second or two for a first byte, never 20.
+  long stall_timeout_s = 20;
   // An upper bound on a whole request; 0 = none (large parts take long).
   long total_timeout_ms = 0;
   // A CA bundle instead of the system's (tests with a private CA).
@@ -65,6 +68,9 @@ struct TransportError {
   // False only when the request surely never reached the server (no
   // connection was made): a write that failed with `sent` may have happened.
   bool maybe_sent = true;
+  // The server stopped answering: no byte moved for stall_timeout_s, or no
+  // connection within connect_timeout_ms.
+  bool stalled = false;
 };
 
 class HttpConnection {

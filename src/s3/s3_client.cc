@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <random>
 #include <thread>
@@ -25,6 +26,12 @@ struct S3Client::Call {
   NameValues query;
   NameValues headers;
   std::string_view body;
+  // Sent but not signed: If-None-Match and If-Match. AWS asks only for
+  // host and x-amz-* to be signed; leaving the preconditions out of the
+  // signature lets a test proxy strip them as a server that ignores them
+  // would, and their loss is what the store's probe catches
+  // (bucket/conditional_probe.h).
+  NameValues unsigned_headers = {};
   bool conditional = false;  // carries If-None-Match: a 409 conflict is retried
   // S3 may answer 200 and put an error in the body (CompleteMultipartUpload):
   // a transient one there is retried like a 500.
@@ -64,11 +71,73 @@ int BackoffMs(int attempt, int initial, int cap) {
   return static_cast<int>(std::uniform_int_distribution<int64_t>(0, std::max<int64_t>(ceiling, 1))(rng));
 }
 
+// "2026-12-02T18:56:35.123Z" -> Unix ms; false when it is not that shape.
+bool ParseIsoTime(const std::string& text, int64_t* ms) {
+  std::tm tm{};
+  int millis = 0;
+  int year = 0, month = 0, day = 0, hour = 0, minute = 0, second = 0;
+  const int n = std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d.%3d", &year, &month, &day, &hour, &minute,
+                            &second, &millis);
+  if (n < 6) return false;
+  tm.tm_year = year - 1900;
+  tm.tm_mon = month - 1;
+  tm.tm_mday = day;
+  tm.tm_hour = hour;
+  tm.tm_min = minute;
+  tm.tm_sec = second;
+  *ms = static_cast<int64_t>(timegm(&tm)) * 1000 + (n == 7 ? millis : 0);
+  return true;
+}
+
+// An HTTP Date ("Thu, 03 Dec 2026 21:05:00 GMT") -> Unix ms; 0 when absent
+// or not that shape.
+int64_t ParseHttpDate(const std::string& text) {
+  std::tm tm{};
+  const char* end = strptime(text.c_str(), "%a, %d %b %Y %H:%M:%S", &tm);
+  if (end == nullptr) return 0;
+  return static_cast<int64_t>(timegm(&tm)) * 1000;
+}
+
 bool EndsWith(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
 }  // namespace
+
+namespace {
+
+// A positive number of seconds from `name`; `fallback` when it is unset.
+StatusOr<double> SecondsFromEnvironment(const char* name, double fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  const double d = std::strtod(v, &end);
+  if (*end != '\0' || !(d > 0) || d > 86400) {
+    return Status::InvalidArgument(std::string(name) + " is '" + v + "'; it must be a number of seconds in (0, 86400]");
+  }
+  return d;
+}
+
+}  // namespace
+
+StatusOr<S3ClientOptions> S3ClientOptionsFromEnvironment() {
+  S3ClientOptions o;
+  ASSIGN_OR_RETURN(double stall, SecondsFromEnvironment("CKPTDB_S3_STALL_TIMEOUT", o.http.stall_timeout_s));
+  ASSIGN_OR_RETURN(double connect,
+                   SecondsFromEnvironment("CKPTDB_S3_CONNECT_TIMEOUT", o.http.connect_timeout_ms / 1000.0));
+  // libcurl counts the stall limit in whole seconds.
+  o.http.stall_timeout_s = std::max<long>(1, static_cast<long>(stall + 0.5));
+  o.http.connect_timeout_ms = std::max<long>(1, static_cast<long>(connect * 1000));
+  if (const char* v = std::getenv("AWS_MAX_ATTEMPTS"); v != nullptr && *v != '\0') {
+    char* end = nullptr;
+    const long n = std::strtol(v, &end, 10);
+    if (*end != '\0' || n < 1 || n > 100) {
+      return Status::InvalidArgument(std::string("AWS_MAX_ATTEMPTS is '") + v + "'; it must be a whole number in [1, 100]");
+    }
+    o.max_attempts = static_cast<int>(n);
+  }
+  return o;
+}
 
 StatusOr<std::unique_ptr<S3Client>> S3Client::Create(S3Settings settings, S3ClientOptions options) {
   const std::string& e = settings.endpoint;
@@ -135,6 +204,7 @@ StatusOr<HttpResponse> S3Client::Execute(const Call& call, Outcome* outcome) {
   // Why the last try failed, without the call's description (added once).
   Status last_error;
   bool never_connected = true;
+  int stalled = 0;  // tries the server did not answer
   for (int attempt = 0; attempt < options_.max_attempts; ++attempt) {
     if (attempt > 0) {
       std::this_thread::sleep_for(
@@ -148,6 +218,7 @@ StatusOr<HttpResponse> S3Client::Execute(const Call& call, Outcome* outcome) {
       signable.headers.emplace_back("Content-Length", std::to_string(call.body.size()));
     }
     SignRequest(&signable, settings_.credentials, settings_.region, "s3", std::time(nullptr));
+    for (const auto& h : call.unsigned_headers) signable.headers.push_back(h);
     HttpRequest request{call.method, url, std::move(signable.headers), call.body, call.sink, call.sink_capacity};
 
     auto connection = AcquireConnection();
@@ -160,6 +231,7 @@ StatusOr<HttpResponse> S3Client::Execute(const Call& call, Outcome* outcome) {
       if (error.maybe_sent) outcome->earlier_attempt_may_have_landed = true;
       never_connected = never_connected && !error.maybe_sent;
       if (!error.retryable) break;
+      if (error.stalled && ++stalled >= options_.max_stalled_attempts) break;
       continue;
     }
     const bool conflict =
@@ -254,8 +326,8 @@ Status S3Client::HeadBucket(const std::string& bucket) {
 
 StatusOr<std::string> S3Client::PutObject(const std::string& bucket, const std::string& key, std::string_view data,
                                           bool if_none_match) {
-  Call call{"PutObject", "PUT", bucket, key, {}, {}, data, if_none_match};
-  if (if_none_match) call.headers.emplace_back("If-None-Match", "*");
+  Call call{"PutObject", "PUT", bucket, key, {}, {}, data, {}, if_none_match};
+  if (if_none_match) call.unsigned_headers.emplace_back("If-None-Match", "*");
   Outcome outcome;
   ASSIGN_OR_RETURN(HttpResponse r, Execute(call, &outcome));
   if (r.status == 200) return r.headers["etag"];
@@ -273,8 +345,8 @@ StatusOr<std::string> S3Client::PutObject(const std::string& bucket, const std::
 
 StatusOr<std::string> S3Client::PutObjectIfMatch(const std::string& bucket, const std::string& key,
                                                  std::string_view data, const std::string& etag) {
-  Call call{"PutObject", "PUT", bucket, key, {}, {}, data, true};
-  call.headers.emplace_back("If-Match", etag);
+  Call call{"PutObject", "PUT", bucket, key, {}, {}, data, {}, true};
+  call.unsigned_headers.emplace_back("If-Match", etag);
   Outcome outcome;
   ASSIGN_OR_RETURN(HttpResponse r, Execute(call, &outcome));
   if (r.status == 200) return r.headers["etag"];
@@ -424,11 +496,15 @@ StatusOr<ListPage> S3Client::ListObjectsV2(const std::string& bucket, const std:
       } catch (const std::exception&) {
         return Status::DataLoss(what + ": key '" + info.key + "' has no valid <Size>");
       }
+      if (!ParseIsoTime(e.ChildText("LastModified"), &info.last_modified_unix_ms)) {
+        return Status::DataLoss(what + ": key '" + info.key + "' has no valid <LastModified>");
+      }
       page.objects.push_back(std::move(info));
     } else if (e.name == "CommonPrefixes") {
       page.common_prefixes.push_back(e.ChildText("Prefix"));
     }
   }
+  page.server_unix_ms = ParseHttpDate(r.headers["date"]);
   page.truncated = doc.ChildText("IsTruncated") == "true";
   page.next_continuation_token = doc.ChildText("NextContinuationToken");
   if (page.truncated && page.next_continuation_token.empty()) {
@@ -438,37 +514,21 @@ StatusOr<ListPage> S3Client::ListObjectsV2(const std::string& bucket, const std:
 }
 
 StatusOr<std::vector<ObjectInfo>> S3Client::ListAll(const std::string& bucket, const std::string& prefix) {
-  std::vector<ObjectInfo> all;
+  ASSIGN_OR_RETURN(Listing listing, ListAllTimed(bucket, prefix));
+  return std::move(listing.objects);
+}
+
+StatusOr<Listing> S3Client::ListAllTimed(const std::string& bucket, const std::string& prefix) {
+  Listing all;
   std::string token;
   do {
     ASSIGN_OR_RETURN(ListPage page, ListObjectsV2(bucket, prefix, token));
-    for (auto& o : page.objects) all.push_back(std::move(o));
+    for (auto& o : page.objects) all.objects.push_back(std::move(o));
+    all.server_unix_ms = page.server_unix_ms;
     token = page.truncated ? page.next_continuation_token : std::string();
   } while (!token.empty());
   return all;
 }
-
-namespace {
-
-// "2026-12-02T18:56:35.123Z" -> Unix ms; false when it is not that shape.
-bool ParseIsoTime(const std::string& text, int64_t* ms) {
-  std::tm tm{};
-  int millis = 0;
-  int year = 0, month = 0, day = 0, hour = 0, minute = 0, second = 0;
-  const int n = std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d.%3d", &year, &month, &day, &hour, &minute,
-                            &second, &millis);
-  if (n < 6) return false;
-  tm.tm_year = year - 1900;
-  tm.tm_mon = month - 1;
-  tm.tm_mday = day;
-  tm.tm_hour = hour;
-  tm.tm_min = minute;
-  tm.tm_sec = second;
-  *ms = static_cast<int64_t>(timegm(&tm)) * 1000 + (n == 7 ? millis : 0);
-  return true;
-}
-
-}  // namespace
 
 StatusOr<std::vector<MultipartUploadInfo>> S3Client::ListMultipartUploads(const std::string& bucket,
                                                                           const std::string& prefix) {
@@ -559,8 +619,8 @@ StatusOr<std::string> S3Client::CompleteMultipartUpload(const std::string& bucke
             "</ETag></Part>";
   }
   body += "</CompleteMultipartUpload>";
-  Call call{"CompleteMultipartUpload", "POST", bucket, key, {{"uploadId", upload_id}}, {}, body, if_none_match, true};
-  if (if_none_match) call.headers.emplace_back("If-None-Match", "*");
+  Call call{"CompleteMultipartUpload", "POST", bucket, key, {{"uploadId", upload_id}}, {}, body, {}, if_none_match, true};
+  if (if_none_match) call.unsigned_headers.emplace_back("If-None-Match", "*");
   Outcome outcome;
   ASSIGN_OR_RETURN(HttpResponse r, Execute(call, &outcome));
   if ((r.status == 412 || r.status == 404) && outcome.earlier_attempt_may_have_landed) {

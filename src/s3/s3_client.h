@@ -48,6 +48,11 @@ struct S3ClientOptions {
   HttpOptions http;
   // Tries per request, the first included. Default 5.
   int max_attempts = 5;
+  // Of those, tries that may end by the server not answering (the stall or
+  // connect limit of HttpOptions): a server that went silent twice in a row
+  // is taken as down, so a request against a hung server ends within about
+  // max_stalled_attempts x stall_timeout_s. Default 2.
+  int max_stalled_attempts = 2;
   // Backoff before retry n is uniform in [0, min(max, initial * 2^n)] ms.
   int initial_backoff_ms = 50;
   int max_backoff_ms = 2000;
@@ -62,6 +67,9 @@ struct ObjectInfo {
   std::string key;
   uint64_t size = 0;
   std::string etag;  // as S3 gives it, quotes included
+  // When the server last wrote the object, by the server's clock
+  // (ListObjectsV2's LastModified; 0 from HeadObject).
+  int64_t last_modified_unix_ms = 0;
 };
 
 struct ListPage {
@@ -69,6 +77,15 @@ struct ListPage {
   std::vector<std::string> common_prefixes;  // with a delimiter only
   bool truncated = false;
   std::string next_continuation_token;  // when truncated
+  // The server's clock when it answered (its Date header, 1 s resolution;
+  // 0 when it sent none): what LastModified times are compared with.
+  int64_t server_unix_ms = 0;
+};
+
+// Every object under a prefix, with the server's clock at the last page.
+struct Listing {
+  std::vector<ObjectInfo> objects;
+  int64_t server_unix_ms = 0;
 };
 
 // A multipart upload not yet completed or aborted.
@@ -82,6 +99,15 @@ struct CompletedPart {
   int part_number = 0;  // 1..10000
   std::string etag;     // UploadPart's result
 };
+
+// The limits a client runs with, from the environment where set there:
+//   CKPTDB_S3_STALL_TIMEOUT    seconds without a byte moving before a try is
+//                              abandoned (HttpOptions::stall_timeout_s; 20)
+//   CKPTDB_S3_CONNECT_TIMEOUT  seconds to connect (connect_timeout_ms; 10)
+//   AWS_MAX_ATTEMPTS           tries per request, the first included (AWS's
+//                              own variable; 5)
+// InvalidArgument naming the variable when one is not a positive number.
+StatusOr<S3ClientOptions> S3ClientOptionsFromEnvironment();
 
 class S3Client {
  public:
@@ -140,6 +166,8 @@ class S3Client {
                                    const std::string& delimiter = "");
   // Every key under `prefix`, all pages.
   StatusOr<std::vector<ObjectInfo>> ListAll(const std::string& bucket, const std::string& prefix);
+  // The same with the server's clock (its Date header) at the last page.
+  StatusOr<Listing> ListAllTimed(const std::string& bucket, const std::string& prefix);
 
   // Returns the upload id.
   StatusOr<std::string> CreateMultipartUpload(const std::string& bucket, const std::string& key);
@@ -160,6 +188,8 @@ class S3Client {
 
   // The ETag S3 gives an object assembled from parts with these ETags.
   static std::string MultipartEtag(const std::vector<CompletedPart>& parts);
+
+  const S3ClientOptions& options() const { return options_; }
 
  private:
   struct Call;

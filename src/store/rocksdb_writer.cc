@@ -140,6 +140,10 @@ Status ValidateStoreOptions(const StoreOptions& o) {
     return Status::InvalidArgument("StoreOptions.abandoned_save_seconds is " + std::to_string(o.abandoned_save_seconds) +
                                    "; it must be >= 0");
   }
+  if (o.s3_stall_timeout_seconds < 0 || o.s3_stall_timeout_seconds > 86400) {
+    return Status::InvalidArgument("StoreOptions.s3_stall_timeout_seconds is " +
+                                   std::to_string(o.s3_stall_timeout_seconds) + "; it must be in [0, 86400]");
+  }
   return Status::OK();
 }
 
