@@ -4,7 +4,7 @@
 //       [--layout rows|cols] [--fail OP@RANK]... [--kill-in-write RANK]...
 //       [--stall-in-write RANK]...
 //       [--bad-target RANK] [--tag T] [--coordinator-only] [--kill-in-send RANK]...
-//       [--async]
+//       [--async] [--stop-in-write PID] [--stop-in-read PID]
 //
 // Joins the job from the environment (DistributedConfig::FromEnvironment),
 // saves or loads a state dict of fixed global contents split over however
@@ -29,6 +29,9 @@
 // of the job, as its background thread needs) and is waited for.
 // --kill-in-send R: rank R dies (SIGKILL) in the middle of sending its files
 // to the coordinator (at its second point-to-point message).
+// --stop-in-write PID / --stop-in-read PID: rank 0 stops process PID
+// (SIGSTOP) as it starts to write / to read: a server that stops answering
+// in the middle of the save or load (its sockets stay open).
 // OP is one of prepare, prepare_storage, write, async_write, write_bytes,
 // finish, read_metadata, read.
 #include <dlfcn.h>
@@ -164,6 +167,7 @@ int main(int argc, char** argv) {
   bool coordinator_only = false;
   bool async_save = false;
   bool by_columns = false;
+  pid_t stop_in_write = 0, stop_in_read = 0;
   std::map<std::string, std::set<int>> fail;
   for (int i = 5; i < argc; ++i) {
     std::string a = argv[i];
@@ -188,6 +192,10 @@ int main(int argc, char** argv) {
       coordinator_only = true;
     } else if (a == "--kill-in-send" && i + 1 < argc) {
       kill_send_ranks.insert(std::atoi(argv[++i]));
+    } else if (a == "--stop-in-write" && i + 1 < argc) {
+      stop_in_write = static_cast<pid_t>(std::atoi(argv[++i]));
+    } else if (a == "--stop-in-read" && i + 1 < argc) {
+      stop_in_read = static_cast<pid_t>(std::atoi(argv[++i]));
     } else if (a == "--stall-in-write" && i + 1 < argc) {
       stall_ranks.insert(std::atoi(argv[++i]));
     } else {
@@ -226,6 +234,7 @@ int main(int argc, char** argv) {
           if (fails("prepare_storage")) w.on_prepare_storage = [&] { return Injected("prepare_storage", rank); };
           if (fails("finish")) w.on_finish = [&] { return Injected("finish", rank); };
           w.on_write = [&](const std::vector<WriteItem>& items) -> Status {
+            if (stop_in_write > 0 && rank == 0) kill(stop_in_write, SIGSTOP);
             if (fails("write")) return Injected("write", rank);
             if (fails("async_write")) {
               // The error arises on a worker thread, as with a write future.
@@ -281,6 +290,12 @@ int main(int argc, char** argv) {
           FaultyReader r(reader->get());
           if (fails("read_metadata")) r.on_read_metadata = [&] { return Injected("read_metadata", rank); };
           if (fails("read")) r.on_read = [&] { return Injected("read", rank); };
+          if (stop_in_read > 0 && rank == 0) {
+            r.on_read = [&] {
+              kill(stop_in_read, SIGSTOP);
+              return Status::OK();
+            };
+          }
           StateDict target = MakeStateDict(rank, world, true, by_columns);
           if (rank == bad_target) (void)target.Add("not.saved", Tensor::Zeros(DType::kF32, {2}).value());
           LoadOptions o;

@@ -153,6 +153,16 @@ void S3FaultProxy::Serve(int client) {
     return;
   }
   ++requests_;
+  std::string fail_containing;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    fail_containing = fail_containing_;
+  }
+  if (!fail_containing.empty() && request.substr(0, request.find("\r\n")).find(fail_containing) != std::string::npos) {
+    if (ReadBody(client, &request, head_end)) WriteAll(client, CannedError(503, "Service Unavailable", "SlowDown"));
+    close(client);
+    return;
+  }
   const Action action = Next();
   if (action == Action::kStopReadingUpload) {
     // The body stays unread: the client's sends fill the socket buffers and

@@ -48,6 +48,12 @@ class S3FaultProxy {
   // Forward requests without their If-None-Match and If-Match headers: a
   // server that ignores conditional writes (the client does not sign them).
   void set_strip_conditional_headers(bool strip) { strip_conditional_ = strip; }
+  // Answer 503 SlowDown, without forwarding, to every request whose request
+  // line (method, path, query) contains `part` ("" ends it); scripts aside.
+  void set_fail_requests_containing(const std::string& part) {
+    std::lock_guard<std::mutex> lock(mu_);
+    fail_containing_ = part;
+  }
   int requests() const { return requests_.load(); }
   int forwarded() const { return forwarded_.load(); }
   // Requests held (kHold...) so far: counted once the action took effect
@@ -71,6 +77,7 @@ class S3FaultProxy {
   std::atomic<bool> strip_conditional_{false};
   std::mutex mu_;
   std::deque<Action> script_;         // guarded by mu_
+  std::string fail_containing_;       // guarded by mu_
   std::vector<std::thread> workers_;  // guarded by mu_
   std::thread acceptor_;
 };

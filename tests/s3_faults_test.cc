@@ -292,7 +292,7 @@ TEST(S3ClientOptionsTest, LimitsComeFromTheEnvironment) {
   ::unsetenv("AWS_MAX_ATTEMPTS");
   auto defaults = S3ClientOptionsFromEnvironment();
   ASSERT_TRUE(defaults.ok());
-  EXPECT_EQ(defaults->http.stall_timeout_s, 20);
+  EXPECT_EQ(defaults->http.stall_timeout_s, 10);
   EXPECT_EQ(defaults->http.connect_timeout_ms, 10000);
   EXPECT_EQ(defaults->max_attempts, 5);
 }

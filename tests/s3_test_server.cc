@@ -10,6 +10,34 @@
 namespace ckptdb {
 namespace testing {
 
+S3TestServer ReadS3ServerEnv(const std::string& path) {
+  S3TestServer s;
+  std::map<std::string, std::string> env;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t eq = line.find('=');
+    if (eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  if (!env["CKPTDB_S3_UNAVAILABLE"].empty()) {
+    s.skip_reason = env["CKPTDB_S3_UNAVAILABLE"];
+    return s;
+  }
+  s.settings.endpoint = env["CKPTDB_S3_ENDPOINT"];
+  s.settings.credentials = {env["CKPTDB_S3_ACCESS_KEY"], env["CKPTDB_S3_SECRET_KEY"], ""};
+  s.settings.addressing = s3::AddressingStyle::kPath;
+  s.bucket = env["CKPTDB_S3_BUCKET"];
+  s.https_endpoint = env["CKPTDB_S3_HTTPS_ENDPOINT"];
+  s.ca_file = env["CKPTDB_S3_CA_FILE"];
+  const size_t colon = s.settings.endpoint.rfind(':');
+  if (s.settings.endpoint.empty() || colon == std::string::npos) {
+    s.skip_reason = path + " names no server";
+    return s;
+  }
+  s.port = std::atoi(s.settings.endpoint.c_str() + colon + 1);
+  return s;
+}
+
 const S3TestServer& TestS3Server() {
   static const S3TestServer server = [] {
     S3TestServer s;
@@ -20,29 +48,8 @@ const S3TestServer& TestS3Server() {
           "written by tests/s3_server_fixture.sh start";
       return s;
     }
-    std::map<std::string, std::string> env;
-    std::ifstream in(path);
-    std::string line;
-    while (std::getline(in, line)) {
-      const size_t eq = line.find('=');
-      if (eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
-    }
-    if (!env["CKPTDB_S3_UNAVAILABLE"].empty()) {
-      s.skip_reason = env["CKPTDB_S3_UNAVAILABLE"];
-      return s;
-    }
-    s.settings.endpoint = env["CKPTDB_S3_ENDPOINT"];
-    s.settings.credentials = {env["CKPTDB_S3_ACCESS_KEY"], env["CKPTDB_S3_SECRET_KEY"], ""};
-    s.settings.addressing = s3::AddressingStyle::kPath;
-    s.bucket = env["CKPTDB_S3_BUCKET"];
-    s.https_endpoint = env["CKPTDB_S3_HTTPS_ENDPOINT"];
-    s.ca_file = env["CKPTDB_S3_CA_FILE"];
-    const size_t colon = s.settings.endpoint.rfind(':');
-    if (s.settings.endpoint.empty() || s.bucket.empty() || colon == std::string::npos) {
-      s.skip_reason = std::string(path) + " names no server";
-      return s;
-    }
-    s.port = std::atoi(s.settings.endpoint.c_str() + colon + 1);
+    s = ReadS3ServerEnv(path);
+    if (s.skip_reason.empty() && s.bucket.empty()) s.skip_reason = std::string(path) + " names no bucket";
     return s;
   }();
   return server;

@@ -20,6 +20,10 @@ struct S3TestServer {
   std::string skip_reason;     // non-empty: no server, skip saying this
 };
 
+// A server.env as tools/seaweedfs.sh writes it (with CKPTDB_S3_BUCKET when
+// the fixture made one); skip_reason says what is wrong with it.
+S3TestServer ReadS3ServerEnv(const std::string& path);
+
 // Read once from $CKPTDB_S3_TEST_SERVER (the fixture's server.env).
 const S3TestServer& TestS3Server();
 

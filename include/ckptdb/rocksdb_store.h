@@ -178,7 +178,7 @@ struct StoreOptions {
   // Bucket stores (s3://) only: a request that moves no byte for this many
   // seconds is abandoned and retried, and a second silent try ends it with
   // Unavailable naming the object and the endpoint (a server that stopped
-  // answering never hangs a save). 0: CKPTDB_S3_STALL_TIMEOUT, else 20 s.
+  // answering never hangs a save). 0: CKPTDB_S3_STALL_TIMEOUT, else 10 s.
   // Range [0, 86400].
   int64_t s3_stall_timeout_seconds = 0;
 };

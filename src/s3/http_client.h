@@ -28,9 +28,11 @@ struct HttpOptions {
   // this many seconds is abandoned (a hung server whose socket stays open, a
   // partitioned network, a load balancer that holds the connection and says
   // nothing). It bounds waiting for the answer's first byte as well as a
-  // body that stops mid-way, sent or received. Default 20 s: a real object
-  // store under load may take a second or two for a first byte, never 20.
-  long stall_timeout_s = 20;
+  // body that stops mid-way, sent or received. Default 10 s: a real object
+  // store under load may take a second or two for a first byte, not 10;
+  // a failing request then ends in about 2 x 10 s (max_stalled_attempts),
+  // within a job's default 60 s collective timeout.
+  long stall_timeout_s = 10;
   // An upper bound on a whole request; 0 = none (large parts take long).
   long total_timeout_ms = 0;
   // A CA bundle instead of the system's (tests with a private CA).

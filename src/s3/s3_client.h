@@ -102,7 +102,7 @@ struct CompletedPart {
 
 // The limits a client runs with, from the environment where set there:
 //   CKPTDB_S3_STALL_TIMEOUT    seconds without a byte moving before a try is
-//                              abandoned (HttpOptions::stall_timeout_s; 20)
+//                              abandoned (HttpOptions::stall_timeout_s; 10)
 //   CKPTDB_S3_CONNECT_TIMEOUT  seconds to connect (connect_timeout_ms; 10)
 //   AWS_MAX_ATTEMPTS           tries per request, the first included (AWS's
 //                              own variable; 5)
