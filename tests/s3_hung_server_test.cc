@@ -235,6 +235,12 @@ TEST_F(S3HungServerTest, ASaveLoadAndTheCliEndAlikeOnEveryRankWhenTheServerStops
   EXPECT_EQ(again.reports[0].rfind("OK\n", 0), 0u) << again.reports[0];
   EXPECT_EQ(Steps(), (std::vector<int64_t>{1, 2}));
 
+  // An async save alike: the error reaches every rank's wait.
+  JobResult async = RunJob("save", 3, {"--async", "--stop-in-write", std::to_string(weed_pid_)});
+  ExpectBothFailedAlike(async, "the async save");
+  ASSERT_EQ(kill(weed_pid_, SIGCONT), 0);
+  EXPECT_EQ(Steps(), (std::vector<int64_t>{1, 2}));
+
   // A load of it: the server stops as the ranks start reading.
   JobResult load = RunJob("load", 2, {"--stop-in-read", std::to_string(weed_pid_)});
   ExpectBothFailedAlike(load, "the load");
@@ -258,7 +264,10 @@ TEST_F(S3HungServerTest, ASaveLoadAndTheCliEndAlikeOnEveryRankWhenTheServerStops
     std::printf("ckptdb %s failed in %.1f s\n", args.substr(0, args.find(' ')).c_str(), took);
   }
   ASSERT_EQ(kill(weed_pid_, SIGCONT), 0);
-  // cp left nothing that a second run cannot finish.
+  // gc and cp left nothing that a second run cannot finish.
+  auto gc_again = Cli("gc " + url_ + " --abandoned-after 0");
+  EXPECT_EQ(gc_again.code, 0) << gc_again.out;
+  EXPECT_EQ(ObjectsUnder("data/00000000000000000003/"), 0u);
   auto cp = Cli("cp " + url_ + " " + dir_.Sub("copy"));
   EXPECT_EQ(cp.code, 0) << cp.out;
   auto ls = Cli("ls " + dir_.Sub("copy"));

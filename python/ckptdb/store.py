@@ -27,6 +27,7 @@ class _Handles:
 
     def __init__(self, path: str) -> None:
         self.path = path
+        self.reader_options: dict = {}
         self.lock = threading.RLock()
         self.writer: Any = None
         self.writer_options: dict | None = None
@@ -48,7 +49,7 @@ class _Handles:
     def get_reader(self, refresh: bool) -> Any:
         with self.lock:
             if self.reader is None:
-                self.reader = _ckptdb.Reader(self.path)
+                self.reader = _ckptdb.Reader(self.path, **self.reader_options)
             elif refresh:
                 self.reader.refresh()
             return self.reader
@@ -190,14 +191,25 @@ class Store:
             never touch `path` (StoreOptions.access, StoreAccess). Every rank
             must give the same value. Other methods (steps, read, ...) read
             the store where they run: on the coordinator's host.
+        s3_stall_timeout: buckets only: seconds a request may go without a
+            byte moving before it is abandoned; a second silent try ends the
+            save, load or listing with an error naming the object and the
+            server ("no answer for N s"), on every rank alike. None (the
+            default): CKPTDB_S3_STALL_TIMEOUT, else 10. The first Store of
+            a path in a process sets it for the reader they share.
     """
 
     def __init__(self, path: str | os.PathLike, *, chunk_bytes: int = 4 << 20, compression: str = "none",
                  zstd_level: int = 1, threads: int = 0, keep_last: int = 0, keep_every: int = 0,
                  keep_tagged: bool = True, deduplicate: bool = True, chunk_layout: str = "boxes",
                  access: str = "shared", local_staging_dir: str | os.PathLike | None = None,
-                 keep_best: int = 0, best_metric: str | None = None, best_mode: str = "min") -> None:
+                 keep_best: int = 0, best_metric: str | None = None, best_mode: str = "min",
+                 s3_stall_timeout: int | None = None) -> None:
         self.path = store_path(path)
+        if s3_stall_timeout is not None and (isinstance(s3_stall_timeout, bool) or not isinstance(s3_stall_timeout, int)
+                                             or not 1 <= s3_stall_timeout <= 86400):
+            raise ValueError(f"s3_stall_timeout {s3_stall_timeout!r} is not a whole number of seconds in "
+                             "[1, 86400] (None: CKPTDB_S3_STALL_TIMEOUT, else 10)")
         if access not in ("shared", "coordinator_only"):
             raise ValueError(f"access '{access}' is not one of 'shared', 'coordinator_only'")
         if access == "coordinator_only" and _is_bucket_url(self.path):
@@ -220,7 +232,11 @@ class Store:
         self.best_metric = best_metric
         self.best_mode = best_mode
         self._options.update(keep_best=keep_best, best_metric=best_metric or "", best_mode=best_mode)
+        stall = dict(s3_stall_timeout_seconds=s3_stall_timeout or 0)
+        self._options.update(stall)
         self._h = _handles_for(self.path)
+        if s3_stall_timeout is not None:
+            self._h.reader_options = stall
 
     def __repr__(self) -> str:
         return f"ckptdb.Store({self.path!r})"

@@ -126,8 +126,9 @@ void BindStore(nb::module_& m) {
              int zstd_level, int threads, int64_t keep_last, int64_t keep_every, bool keep_tagged,
              bool deduplicate, const std::string& chunk_layout, const std::string& access,
              const std::string& local_staging_dir, int64_t keep_best, const std::string& best_metric,
-             const std::string& best_mode) {
+             const std::string& best_mode, int64_t s3_stall_timeout_seconds) {
             StoreOptions o;
+            o.s3_stall_timeout_seconds = s3_stall_timeout_seconds;
             o.access = ParseChoice<StoreAccess>(
                 "access", access, {{"shared", StoreAccess::kShared}, {"coordinator_only", StoreAccess::kCoordinatorOnly}});
             o.local_staging_dir = local_staging_dir;
@@ -145,7 +146,7 @@ void BindStore(nb::module_& m) {
           nb::arg("zstd_level") = 1, nb::arg("threads") = 0, nb::arg("keep_last") = 0, nb::arg("keep_every") = 0,
           nb::arg("keep_tagged") = true, nb::arg("deduplicate") = true, nb::arg("chunk_layout") = "boxes",
           nb::arg("access") = "shared", nb::arg("local_staging_dir") = "", nb::arg("keep_best") = 0,
-          nb::arg("best_metric") = "", nb::arg("best_mode") = "min")
+          nb::arg("best_metric") = "", nb::arg("best_mode") = "min", nb::arg("s3_stall_timeout_seconds") = 0)
       .def_prop_ro("path", [](PyWriter& w) { return w.writer->path(); })
       .def("open_database", [](PyWriter& w) { Released([&] { return w.writer->OpenDatabase(); }); })
       .def(
@@ -185,10 +186,12 @@ void BindStore(nb::module_& m) {
   nb::class_<PyReader>(m, "Reader", "A read-only view of a store as of opening or the last refresh()")
       .def(
           "__init__",
-          [](PyReader* self, const std::string& path) {
-            new (self) PyReader{Released([&] { return OpenStoreReader(path); }), {}};
+          [](PyReader* self, const std::string& path, int64_t s3_stall_timeout_seconds) {
+            ReaderOptions o;
+            o.s3_stall_timeout_seconds = s3_stall_timeout_seconds;
+            new (self) PyReader{Released([&] { return OpenStoreReader(path, o); }), {}};
           },
-          nb::arg("path"))
+          nb::arg("path"), nb::arg("s3_stall_timeout_seconds") = 0)
       .def("refresh",
            [](PyReader& r) {
              Released([&] {

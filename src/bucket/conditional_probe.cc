@@ -30,7 +30,10 @@ Status Probe(s3::S3Client* client, const std::string& bucket, const std::string&
   std::snprintf(id, sizeof(id), "%016" PRIx64, (static_cast<uint64_t>(rd()) << 32) ^ rd());
   const std::string key = prefix + "probe/" + id;
   const std::string object = "s3://" + bucket + "/" + key;
-  ASSIGN_OR_RETURN(std::string etag, client->PutObject(bucket, key, "ckptdb conditional write probe 1"));
+  // A missing bucket is an error of its own, and some servers (SeaweedFS)
+  // would make one for the probe's PUT.
+  RETURN_IF_ERROR(client->HeadBucket(bucket));
+  RETURN_IF_ERROR(client->PutObject(bucket, key, "ckptdb conditional write probe 1").status());
   // Different bytes each time: a PUT the client retried after a lost answer
   // is read back and taken as its own success only when the bytes match.
   StatusOr<std::string> create = client->PutObject(bucket, key, "ckptdb conditional write probe 2",

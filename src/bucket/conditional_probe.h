@@ -7,7 +7,8 @@
 // asks before its first write, and refuses to write where they are ignored
 // (reading needs none of it).
 //
-// The probe, under PREFIX/probe/<random>: a PUT, a PUT with If-None-Match: *
+// The probe, under PREFIX/probe/<random>, once the bucket is known to exist
+// (HeadBucket: NotFound naming it otherwise): a PUT, a PUT with If-None-Match: *
 // onto it (must fail: 412), a PUT with If-Match naming an ETag it does not
 // have (must fail: 412), then the object is deleted. Conditional
 // CompleteMultipartUpload is not probed: nothing that commits uses it.

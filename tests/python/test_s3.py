@@ -281,3 +281,55 @@ def test_copy_directory_to_bucket_and_back_keeps_steps_tags_and_metrics(tmp_path
     ckptdb.save({"w": torch.ones(3)}, other, step=1)
     with pytest.raises(ckptdb.AlreadyExistsError, match="step 1 is already in store"):
         ckptdb.copy(url, other, steps=[1])
+
+
+def test_a_server_that_never_answers_ends_a_listing_and_a_save_within_the_stall_limit(tmp_path, monkeypatch):
+    """A server that accepts connections and never says a word (a hung
+    process, a load balancer holding the connection): Store(...,
+    s3_stall_timeout=1) ends each call with an error naming the server and
+    "no answer for 1 s" after two silent tries, not a hang."""
+    import socket
+    import threading
+    import time
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    held = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+                held.append(conn)  # read nothing, answer nothing
+            except OSError:
+                pass
+
+    t = threading.Thread(target=accept, daemon=True)
+    t.start()
+    endpoint = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "silent")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "silent")
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    try:
+        with pytest.raises(ValueError, match="s3_stall_timeout"):
+            ckptdb.Store("s3://silent/x", s3_stall_timeout=0)
+        store = ckptdb.Store(f"s3://silent/{tmp_path.name}", s3_stall_timeout=1)
+        for call in (store.steps, lambda: ckptdb.save({"t": torch.zeros(4)}, store, 1)):
+            start = time.monotonic()
+            with pytest.raises(ckptdb.CheckpointError) as err:
+                call()
+            took = time.monotonic() - start
+            assert "no answer for 1 s" in str(err.value), err.value
+            assert endpoint in str(err.value), err.value
+            assert took < 8, f"took {took:.1f} s"
+    finally:
+        stop.set()
+        t.join()
+        for c in held:
+            c.close()
+        listener.close()
