@@ -60,17 +60,7 @@ pid_t StartSave(const std::string& url, int64_t step, const std::string& endpoin
   env.push_back("AWS_SHARED_CREDENTIALS_FILE=/nonexistent");
   const std::vector<std::string> args = {CKPTDB_RANK_HELPER, "save", url, std::to_string(step), dir + "/out-" + id,
                                          "--tag", std::to_string(step)};
-  std::vector<char*> argv, envp;
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    execve(argv[0], argv.data(), envp.data());
-    _exit(127);
-  }
-  return pid;
+  return ::ckptdb::testing::SpawnProcess(args, env);
 }
 
 std::string ReadAll(const std::string& path) {

@@ -107,20 +107,6 @@ class S3HungServerTest : public ::testing::Test {
     return env;
   }
 
-  static pid_t Spawn(const std::vector<std::string>& args, const std::vector<std::string>& env) {
-    std::vector<char*> argv, envp;
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
-    envp.push_back(nullptr);
-    const pid_t pid = fork();
-    if (pid == 0) {
-      execve(argv[0], argv.data(), envp.data());
-      _exit(127);
-    }
-    return pid;
-  }
-
   struct JobResult {
     double seconds = 0;
     std::vector<std::string> reports;  // rank R's report (rank_helper.cc)
@@ -145,7 +131,7 @@ class S3HungServerTest : public ::testing::Test {
       std::vector<std::string> args = {CKPTDB_RANK_HELPER, mode, url_, std::to_string(step), out, "--tag",
                                        std::to_string(step)};
       args.insert(args.end(), extra.begin(), extra.end());
-      pids.push_back(Spawn(args, env));
+      pids.push_back(::ckptdb::testing::SpawnProcess(args, env));
     }
     JobResult r;
     for (pid_t pid : pids) (void)Wait(pid);

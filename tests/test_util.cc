@@ -6,6 +6,7 @@
 
 #include <rocksdb/db.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -160,6 +161,20 @@ std::unique_ptr<StoreReader> Reader(const std::string& store) {
   auto r = OpenStoreReader(store);
   EXPECT_TRUE(r.ok()) << r.status();
   return r.ok() ? std::move(r).value() : nullptr;
+}
+
+pid_t SpawnProcess(const std::vector<std::string>& args, const std::vector<std::string>& env) {
+  std::vector<char*> argv, envp;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    execve(argv[0], argv.data(), envp.data());
+    _exit(127);
+  }
+  return pid;
 }
 
 CommandResult RunCommand(const std::string& command_line) {

@@ -4,10 +4,12 @@
 #define CKPTDB_TESTS_TEST_UTIL_H_
 
 #include <gtest/gtest.h>
+#include <sys/types.h>
 
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "ckptdb/ckptdb.h"
 
@@ -81,6 +83,10 @@ struct CommandResult {
   std::string out;
 };
 CommandResult RunCommand(const std::string& command_line);
+
+// Starts args[0] with `args` and exactly the environment `env` ("NAME=value"
+// each); returns its pid (the child exits 127 when it cannot exec).
+pid_t SpawnProcess(const std::vector<std::string>& args, const std::vector<std::string>& env);
 
 // A StorageWriter that forwards to another and can fail chosen calls.
 class FaultyWriter : public StorageWriter {
