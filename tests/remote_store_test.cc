@@ -64,8 +64,12 @@ class FlippingCommunicator final : public Communicator {
   int rank() const override { return inner_.rank(); }
   int world_size() const override { return inner_.world_size(); }
   Status Broadcast(std::string* data, int root) override { return inner_.Broadcast(data, root); }
-  Status Gather(const std::string& mine, int root, std::vector<std::string>* out) override {
-    return inner_.Gather(mine, root, out);
+  Status Gather(const std::string& mine, int root, std::vector<std::string>* out,
+                std::map<int, Status>* missing) override {
+    return inner_.Gather(mine, root, out, missing);
+  }
+  Status Scatter(const std::vector<std::string>& parts, int root, std::string* mine) override {
+    return inner_.Scatter(parts, root, mine);
   }
   Status AllGather(const std::string& mine, std::vector<std::string>* out) override {
     return inner_.AllGather(mine, out);

@@ -8,6 +8,16 @@
 // a peer that dies or hangs becomes a DeadlineExceeded or Unavailable status,
 // never a hang. All ranks must make the same sequence of calls.
 //
+// Rooted calls (Broadcast, Gather, Scatter) move messages between the root
+// and each other rank only, so what a rank other than the root sends and
+// receives does not grow with the world size. They tolerate lost ranks: a
+// rank whose part did not reach the root's Gather (it died, its connection
+// broke, or it sent nothing within the timeout) is reported to the root in
+// `missing`, and the root's later rooted calls skip it, so that the root can
+// still tell every other rank why the job failed. A rank other than the root
+// waits for the root's Broadcast or Scatter up to twice the timeout: the
+// root may first have waited out the timeout for a lost rank.
+//
 // Thread safety: one collective at a time per Communicator.
 #ifndef CKPTDB_COMMUNICATOR_H_
 #define CKPTDB_COMMUNICATOR_H_
@@ -15,6 +25,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,11 +34,17 @@
 
 namespace ckptdb {
 
-// Time and traffic spent in collectives, for benchmarks.
+// Time and traffic spent in collectives and point-to-point messages, for
+// benchmarks: what this rank moved, as its implementation moves it.
 struct CollectiveStats {
   uint64_t calls = 0;
   uint64_t bytes_sent = 0;  // payload this rank contributed
   double seconds = 0;
+  uint64_t bytes_received = 0;     // payload that reached this rank from others
+  uint64_t messages_sent = 0;      // (with messages_received: where counted; 0 otherwise)
+  uint64_t messages_received = 0;
+  // Other ranks this rank holds a connection to or exchanged messages with.
+  uint64_t peers = 0;
 };
 
 class Communicator {
@@ -37,12 +54,24 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
 
-  // On return, every rank's *data equals the root's.
+  // On return, every rank's *data equals the root's (ranks lost to the root
+  // earlier are skipped, and fail on their own).
   virtual Status Broadcast(std::string* data, int root) = 0;
-  // On the root, *out holds every rank's `mine`, indexed by rank; on other
-  // ranks *out is left empty.
-  virtual Status Gather(const std::string& mine, int root, std::vector<std::string>* out) = 0;
-  // On every rank, *out holds every rank's `mine`, indexed by rank.
+  // Every rank sends `mine` to the root. On the root, (*out)[r] is rank r's
+  // part; a rank whose part did not come has an empty part and its reason
+  // in (*missing)[r] (both are required on the root), and the call still
+  // succeeds. On other ranks *out and *missing are left empty, and the call
+  // fails only when the part cannot reach the root.
+  virtual Status Gather(const std::string& mine, int root, std::vector<std::string>* out,
+                        std::map<int, Status>* missing) = 0;
+  // The root sends parts[r] to rank r (parts has one per rank; ignored on
+  // other ranks); every rank's *mine is its part. Ranks lost to the root are
+  // skipped, as by Broadcast. The default broadcasts every part to every
+  // rank: correct, but its traffic grows with the world size.
+  virtual Status Scatter(const std::vector<std::string>& parts, int root, std::string* mine);
+  // On every rank, *out holds every rank's `mine`, indexed by rank. Every
+  // rank receives from every other: not for messages of the save and load
+  // protocols, whose traffic per rank must not grow with the world size.
   virtual Status AllGather(const std::string& mine, std::vector<std::string>* out) = 0;
   virtual Status Barrier() = 0;
 

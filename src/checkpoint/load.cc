@@ -14,6 +14,7 @@
 #include "device/device_staging.h"
 #include "util/guarded_call.h"
 #include "model/region.h"
+#include "checkpoint/verdict.h"
 #include "comm/resolve_communicator.h"
 #include "format/status_codec.h"
 #include "util/status_macros.h"
@@ -320,20 +321,6 @@ Status ExecuteLoad(LoadPlan& plan, StorageReader& reader, const StepMetadata& md
   return Status::OK();
 }
 
-// All-gathers this rank's status; a checkpoint error naming every failed rank
-// (the same on every rank) when any failed.
-Status ShareVerdict(Communicator& comm, const Status& mine, const char* what, const char* failure) {
-  std::vector<std::string> all;
-  RETURN_IF_ERROR(comm.AllGather(EncodeStatus(mine), &all).WithContext(std::string("load: ") + what));
-  std::map<int, Status> failures;
-  for (size_t r = 0; r < all.size(); ++r) {
-    Status st = DecodeStatus(all[r]);
-    if (!st.ok()) failures[static_cast<int>(r)] = st;
-  }
-  if (!failures.empty()) return Status::CheckpointError(failure, std::move(failures));
-  return Status::OK();
-}
-
 }  // namespace
 
 Status Load(StateDict& target, StorageReader& reader, const LoadOptions& options, LoadStats* stats) {
@@ -361,11 +348,12 @@ Status Load(StateDict& target, StorageReader& reader, const LoadOptions& options
   // CUDA targets: the application's kernels are done with them first.
   if (planned.ok()) planned = GuardedCall("checking devices", [&] { return CheckAndSynchronizeDevices(target, options.keys); });
   if (planned.ok()) planned = GuardedCall("planning the load", [&] { return PlanLoad(target, *md, options, &plan); });
-  RETURN_IF_ERROR(ShareVerdict(*comm, planned, "exchanging plans",
-                               "Failed to load checkpoint (nothing was read: every rank's target is unchanged)"));
+  const int root = options.coordinator_rank;
+  RETURN_IF_ERROR(AgreeOnVerdict(*comm, root, planned, "load: exchanging plans",
+                                 "Failed to load checkpoint (nothing was read: every rank's target is unchanged)"));
   // 2. Every rank reads; the outcomes are shared.
   Status read = GuardedCall("reading", [&] { return ExecuteLoad(plan, reader, *md, stats); });
-  return ShareVerdict(*comm, read, "exchanging statuses", "Failed to load checkpoint");
+  return AgreeOnVerdict(*comm, root, read, "load: exchanging statuses", "Failed to load checkpoint");
 }
 
 StatusOr<StateDict> LoadWhole(StorageReader& reader, int64_t step, const std::vector<std::string>& fqns) {

@@ -108,17 +108,22 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
   StepMetadata metadata;  // on the coordinator
   Status planned;
   {
-    // (An all-gather, not a gather: a rank that died is then an error on
-    // every rank at once, not a timeout of the next broadcast.)
+    // (A gather: what a rank sends and receives does not grow with the world
+    // size. A rank whose plan did not come (it died, or hung past the
+    // timeout) is named in the coordinator's verdict, which every other rank
+    // receives with the prepare report.)
     std::vector<std::string> plans;
+    std::map<int, Status> missing;
     // With how this rank's files reach the coordinator (a field of its own,
     // appended: serialized protobuf messages merge), which every rank must
     // agree on before anything is written.
     proto::LocalPlan delivery;
     delivery.set_delivery(static_cast<int32_t>(writer.delivery()));
-    RETURN_IF_ERROR(comm->AllGather(EncodeLocalPlan(plan) + delivery.SerializeAsString(), &plans)
-                        .WithContext("save: exchanging plans"));
-    if (is_coordinator) {
+    RETURN_IF_ERROR(comm->Gather(EncodeLocalPlan(plan) + delivery.SerializeAsString(), coordinator, &plans, &missing)
+                        .WithContext("save: sending this rank's plan"));
+    if (is_coordinator && !missing.empty()) {
+      planned = Status::CheckpointError("Failed to exchange plans", std::move(missing));
+    } else if (is_coordinator) {
       StatusOr<StepMetadata> merged = MergePlans(plans, coordinator);
       if (merged.ok()) {
         metadata = std::move(merged).value();
@@ -138,10 +143,13 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
     }
   }
 
-  // 2. The coordinator prepares storage (when the plans merged).
-  std::string report;
+  // 2. The coordinator prepares storage (when the plans merged), and sends
+  // each rank the report: the verdict, the save's id, and that rank's own
+  // dedup candidates only.
+  std::vector<std::string> reports_out;
   if (is_coordinator) {
     proto::PrepareReport r;
+    std::vector<proto::PrepareReport> candidates_of(comm->world_size());
     if (!planned.ok()) {
       StatusToProto(planned, r.mutable_plan_status());
     } else if (StatusOr<uint64_t> id = GuardedCall("prepare", [&] { return writer.Prepare(options.step); });
@@ -154,15 +162,21 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
       StatusOr<std::vector<ReuseCandidate>> reusable =
           GuardedCall("find_reusable", [&] { return writer.FindReusable(prepared_ctx, metadata); });
       if (reusable.ok()) {
-        for (const ReuseCandidate& c : *reusable) ToProto(c, r.add_candidates());
+        for (const ReuseCandidate& c : *reusable) {
+          if (c.key.rank < candidates_of.size()) ToProto(c, candidates_of[c.key.rank].add_candidates());
+        }
       } else {
         writer.Abort(prepared_ctx);
         StatusToProto(reusable.status(), r.mutable_status());
       }
     }
-    report = r.SerializeAsString();
+    // (Serialized protobuf messages merge: the common part, then the rank's.)
+    const std::string common = r.SerializeAsString();
+    reports_out.resize(comm->world_size());
+    for (int k = 0; k < comm->world_size(); ++k) reports_out[k] = common + candidates_of[k].SerializeAsString();
   }
-  RETURN_IF_ERROR(comm->Broadcast(&report, coordinator).WithContext("save: broadcasting prepare"));
+  std::string report;
+  RETURN_IF_ERROR(comm->Scatter(reports_out, coordinator, &report).WithContext("save: sending the prepare report"));
   proto::PrepareReport prepared;
   if (!prepared.ParseFromString(report)) return Status::Internal("save: the prepare report does not parse");
   if (prepared.has_plan_status() && prepared.plan_status().code() != 0) return StatusFromProto(prepared.plan_status());
@@ -173,9 +187,7 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
   metadata.save_id = ctx.save_id;
   // This rank's pieces that may share stored chunks.
   std::vector<ReuseCandidate> candidates;
-  for (const proto::ReuseCandidate& q : prepared.candidates()) {
-    if (q.key().rank() == static_cast<uint32_t>(rank)) candidates.push_back(FromProto(q));
-  }
+  for (const proto::ReuseCandidate& q : prepared.candidates()) candidates.push_back(FromProto(q));
   if (!candidates.empty() && plan.ok()) {
     std::unordered_map<uint32_t, const ReuseCandidate*> by_item;
     for (const ReuseCandidate& c : candidates) by_item[c.key.item] = &c;
@@ -232,7 +244,8 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
   // The ranks whose files did not arrive (kSent), each with why.
   auto not_received = [&](size_t r) { return received[r].WithContext("sending its files to the coordinator"); };
   std::vector<std::string> reports;
-  Status gathered = comm->Gather(wr.SerializeAsString(), coordinator, &reports);
+  std::map<int, Status> missing;  // ranks whose report did not reach the coordinator
+  Status gathered = comm->Gather(wr.SerializeAsString(), coordinator, &reports, &missing);
   if (!gathered.ok()) {
     if (is_coordinator) {
       writer.Abort(ctx);
@@ -252,6 +265,12 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
   if (is_coordinator) {
     std::map<int, Status> failures;
     for (size_t r = 0; r < reports.size(); ++r) {
+      if (auto m = missing.find(static_cast<int>(r)); m != missing.end()) {
+        // (A rank that died while sending its files: why they did not come.)
+        failures[static_cast<int>(r)] =
+            received[r].ok() ? m->second.WithContext("its write report did not reach the coordinator") : not_received(r);
+        continue;
+      }
       proto::WriteReport p;
       if (!p.ParseFromString(reports[r])) {
         failures[static_cast<int>(r)] = Status::Internal("write report does not parse");

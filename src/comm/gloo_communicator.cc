@@ -1,12 +1,15 @@
 // The gloo-over-TCP Communicator. Only small control messages travel here.
-// Variable-size messages go as a fixed-size round holding each length and up
-// to 1 KiB of the message, and a second round only for what is longer; every
-// call is bounded by the configured timeout, and gloo's
-// exceptions become Status at this edge.
+// Variable-size messages go as a fixed-size message (or round) holding each
+// length and up to 1 KiB of the message, and a second one only for what is
+// longer; every call is bounded by the configured timeout, and gloo's
+// exceptions become Status at this edge. Rooted calls (Broadcast, Gather,
+// Scatter) are point-to-point messages between the root and each rank
+// (gloo's unbound buffers), so that a rank other than the root moves O(1)
+// bytes and a lost rank fails only its own exchange with the root;
+// AllGather and Barrier are gloo's collectives.
 #include <gloo/allgather.h>
 #include <gloo/allgatherv.h>
 #include <gloo/barrier.h>
-#include <gloo/broadcast.h>
 #include <gloo/context.h>
 #include <gloo/transport/context.h>
 #include <gloo/transport/tcp/device.h>
@@ -17,6 +20,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -57,13 +61,15 @@ class GlooCommunicator final : public Communicator {
   GlooCommunicator(std::shared_ptr<gloo::transport::Device> device, std::shared_ptr<gloo::Context> ctx,
                    std::chrono::milliseconds timeout)
       : device_(std::move(device)), ctx_(std::move(ctx)), timeout_(timeout),
-        send_seq_(ctx_->size, 0), recv_seq_(ctx_->size, 0), peer_failed_(ctx_->size) {}
+        send_seq_(ctx_->size, 0), recv_seq_(ctx_->size, 0), peer_failed_(ctx_->size), lost_(ctx_->size) {}
 
   int rank() const override { return ctx_->rank; }
   int world_size() const override { return ctx_->size; }
   CollectiveStats stats() const override {
     std::lock_guard<std::mutex> lock(mu_);
-    return stats_;
+    CollectiveStats s = stats_;
+    s.peers = static_cast<uint64_t>(ctx_->size - 1);  // a full mesh: a connection to every other rank
+    return s;
   }
   std::chrono::milliseconds timeout() const override { return timeout_; }
 
@@ -124,42 +130,103 @@ class GlooCommunicator final : public Communicator {
     });
   }
 
+  // Rooted calls: messages between the root and each other rank only (see
+  // RootedHead); a rank lost to the root is skipped by it from then on.
   Status Broadcast(std::string* data, int root) override {
-    if (root < 0 || root >= ctx_->size) return Status::InvalidArgument("broadcast root " + std::to_string(root));
-    return Timed("broadcast", data->size(), [&] {
-      // One round carries the length and up to kInline bytes: a control
-      // message that fits needs no second round (every round is a network
-      // latency per hop, which is what a save costs with many ranks).
-      std::string head(8 + kInline, '\0');
-      if (ctx_->rank == root) {
-        PutLE64(&head[0], data->size());
-        std::memcpy(&head[8], data->data(), std::min<size_t>(data->size(), kInline));
+    RETURN_IF_ERROR(CheckRoot(root, "broadcast"));
+    const uint32_t seq = rooted_seq_++;
+    if (ctx_->rank == root) {
+      return RootSends("broadcast", seq, [&](int) -> const std::string& { return *data; });
+    }
+    return ReceiveFromRoot("broadcast", root, seq, data);
+  }
+
+  Status Scatter(const std::vector<std::string>& parts, int root, std::string* mine) override {
+    RETURN_IF_ERROR(CheckRoot(root, "scatter"));
+    const uint32_t seq = rooted_seq_++;
+    if (ctx_->rank == root) {
+      if (parts.size() != static_cast<size_t>(ctx_->size)) {
+        return Status::InvalidArgument("scatter: " + std::to_string(parts.size()) + " parts for " +
+                                       std::to_string(ctx_->size) + " ranks");
       }
-      BroadcastBytes(&head[0], head.size(), root);
-      const uint64_t n = GetLE64(head.data());
-      if (ctx_->rank == root) {
-        if (n > kInline) BroadcastBytes(&(*data)[kInline], n - kInline, root);
-        return;
+      *mine = parts[root];
+      return RootSends("scatter", seq, [&](int p) -> const std::string& { return parts[p]; });
+    }
+    return ReceiveFromRoot("scatter", root, seq, mine);
+  }
+
+  Status Gather(const std::string& mine, int root, std::vector<std::string>* out,
+                std::map<int, Status>* missing) override {
+    RETURN_IF_ERROR(CheckRoot(root, "gather"));
+    const uint32_t seq = rooted_seq_++;
+    out->clear();
+    if (missing) missing->clear();
+    if (ctx_->rank != root) {
+      const std::string what = "gather on rank " + std::to_string(ctx_->rank) + ": sending to the root, rank " +
+                               std::to_string(root);
+      return Timed(what.c_str(), mine.size(), [&] {
+        Outgoing m(mine);
+        auto head = ctx_->createUnboundBuffer(m.head.data(), m.head.size());
+        head->send(root, RootedSlot(seq, 0));
+        std::unique_ptr<gloo::transport::UnboundBuffer> rest;
+        if (m.rest_n > 0) {
+          rest = ctx_->createUnboundBuffer(const_cast<char*>(m.rest), m.rest_n);
+          rest->send(root, RootedSlot(seq, 1));
+        }
+        head->waitSend(timeout_);
+        if (rest) rest->waitSend(timeout_);
+        Count(1 + (m.rest_n > 0), 0, 0);
+      });
+    }
+    if (missing == nullptr) return Status::InvalidArgument("gather: the root needs `missing`");
+    RETURN_IF_ERROR(FailedEarlier("gather"));
+    const auto t0 = Clock::now();
+    const auto deadline = t0 + timeout_;
+    out->assign(ctx_->size, std::string());
+    (*out)[root] = mine;
+    // Every head is posted before any is waited for; then the rests.
+    std::vector<std::string> heads(ctx_->size);
+    std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> bufs(ctx_->size);
+    for (int p = 0; p < ctx_->size; ++p) {
+      if (p == root) continue;
+      if (Status lost = LostPeer(p); !lost.ok()) {
+        (*missing)[p] = lost;
+        continue;
       }
-      std::string buf(n, '\0');
-      std::memcpy(buf.data(), &head[8], std::min<uint64_t>(n, kInline));
-      if (n > kInline) BroadcastBytes(&buf[kInline], n - kInline, root);
-      *data = std::move(buf);
-    });
+      heads[p].assign(kHead, '\0');
+      bufs[p] = ctx_->createUnboundBuffer(heads[p].data(), kHead);
+      bufs[p]->recv(p, RootedSlot(seq, 0));
+    }
+    std::vector<std::string> rests(ctx_->size);
+    for (int p = 0; p < ctx_->size; ++p) {
+      if (!bufs[p]) continue;
+      if (!WaitRecv(p, "gather", deadline, &bufs[p], missing)) continue;
+      const uint64_t n = GetLE64(heads[p].data());
+      (*out)[p].assign(heads[p].data() + 8, std::min<uint64_t>(n, kInline));
+      Count(0, kHead, 1);
+      if (n > kInline) {
+        rests[p].assign(n - kInline, '\0');
+        bufs[p] = ctx_->createUnboundBuffer(rests[p].data(), rests[p].size());
+        bufs[p]->recv(p, RootedSlot(seq, 1));
+      } else {
+        bufs[p].reset();
+      }
+    }
+    for (int p = 0; p < ctx_->size; ++p) {
+      if (!bufs[p] || rests[p].empty()) continue;
+      if (!WaitRecv(p, "gather", deadline, &bufs[p], missing)) {
+        (*out)[p].clear();
+        continue;
+      }
+      (*out)[p] += rests[p];
+      Count(0, rests[p].size(), 1);
+    }
+    AddCall(mine.size(), t0);
+    return Status::OK();
   }
 
   Status AllGather(const std::string& mine, std::vector<std::string>* out) override {
     return Timed("all-gather", mine.size(), [&] { AllGatherImpl(mine, out); });
-  }
-
-  Status Gather(const std::string& mine, int root, std::vector<std::string>* out) override {
-    if (root < 0 || root >= ctx_->size) return Status::InvalidArgument("gather root " + std::to_string(root));
-    // Control messages are small: an all-gather costs little more than a
-    // gather, and every rank learns of a dead peer alike.
-    return Timed("gather", mine.size(), [&] {
-      AllGatherImpl(mine, out);
-      if (ctx_->rank != root) out->clear();
-    });
   }
 
   Status Barrier() override {
@@ -187,13 +254,155 @@ class GlooCommunicator final : public Communicator {
   }
 
 
-  void BroadcastBytes(char* p, size_t n, int root) {
-    gloo::BroadcastOptions o(ctx_);
-    o.setOutput(p, n);
-    o.setRoot(root);
-    o.setTag(NextTag());
-    o.setTimeout(timeout_);
-    gloo::broadcast(o);
+  // A rooted message: a head of kHead bytes (its length and up to kInline
+  // bytes), and, only when longer, the rest as a second message; its slots
+  // are the call's sequence number (the same on every rank: every rank
+  // makes every rooted call) under a prefix of their own.
+  static constexpr size_t kHead = 8 + kInline;
+  static constexpr uint8_t kRootedPrefix = 0x41;
+  static gloo::Slot RootedSlot(uint32_t seq, uint32_t part) {
+    return gloo::Slot::build(kRootedPrefix, seq * 2 + part);
+  }
+  struct Outgoing {
+    explicit Outgoing(const std::string& data) : head(kHead, '\0') {
+      PutLE64(&head[0], data.size());
+      std::memcpy(&head[8], data.data(), std::min(data.size(), kInline));
+      rest = data.data() + std::min(data.size(), kInline);
+      rest_n = data.size() > kInline ? data.size() - kInline : 0;
+    }
+    std::string head;
+    const char* rest;
+    size_t rest_n;
+  };
+
+  Status CheckRoot(int root, const char* what) const {
+    if (root < 0 || root >= ctx_->size) return Status::InvalidArgument(std::string(what) + " root " + std::to_string(root));
+    return Status::OK();
+  }
+
+  Status FailedEarlier(const char* what) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!failed_.ok()) return failed_.WithContext(std::string(what) + ": the communicator failed earlier");
+    return Status::OK();
+  }
+
+  // Why the root lost rank p (OK when it did not).
+  Status LostPeer(int p) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (lost_[p].ok()) return Status::OK();
+    return lost_[p].WithContext("rank " + std::to_string(p) + " was lost earlier");
+  }
+
+  // The root loses rank p: nothing more goes to or comes from it in rooted
+  // calls. (A buffer that gloo still holds a message for is safe to free:
+  // gloo's pairs hold weak pointers to unbound buffers.)
+  void Lose(int p, const Status& why) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (lost_[p].ok()) lost_[p] = why;
+  }
+
+  static std::chrono::milliseconds Left(Clock::time_point deadline) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    return std::max(left, std::chrono::milliseconds(1));
+  }
+
+  // The root waits for rank p's message; false (and p lost, with why in
+  // *missing) when it did not come by the deadline.
+  bool WaitRecv(int p, const char* what, Clock::time_point deadline,
+                std::unique_ptr<gloo::transport::UnboundBuffer>* buf, std::map<int, Status>* missing) {
+    try {
+      (*buf)->waitRecv(Left(deadline));
+      return true;
+    } catch (const std::exception& e) {
+      Status why = FromException(e, std::string(what) + " on rank " + std::to_string(ctx_->rank) +
+                                        ": nothing came from rank " + std::to_string(p) + " within " +
+                                        std::to_string(timeout_.count()) + " ms");
+      (*missing)[p] = why;
+      Lose(p, why);
+      buf->reset();
+      return false;
+    }
+  }
+
+  // The root sends part(p) to each rank p it has not lost, all at once; a
+  // rank it cannot reach is lost (it fails on its own side).
+  template <typename PartOf>
+  Status RootSends(const char* what, uint32_t seq, PartOf part) {
+    RETURN_IF_ERROR(FailedEarlier(what));
+    const auto t0 = Clock::now();
+    const auto deadline = t0 + timeout_;
+    struct Pending {
+      std::string head;
+      std::unique_ptr<gloo::transport::UnboundBuffer> head_buf, rest_buf;
+    };
+    std::vector<Pending> pending(ctx_->size);
+    size_t sent = 0;
+    for (int p = 0; p < ctx_->size; ++p) {
+      if (p == ctx_->rank || !LostPeer(p).ok()) continue;
+      const std::string& data = part(p);
+      Outgoing m(data);
+      Pending& q = pending[p];
+      q.head = std::move(m.head);
+      q.head_buf = ctx_->createUnboundBuffer(q.head.data(), q.head.size());
+      q.head_buf->send(p, RootedSlot(seq, 0));
+      if (m.rest_n > 0) {
+        q.rest_buf = ctx_->createUnboundBuffer(const_cast<char*>(m.rest), m.rest_n);
+        q.rest_buf->send(p, RootedSlot(seq, 1));
+      }
+      sent += data.size();
+      Count(1 + (m.rest_n > 0), 0, 0);
+    }
+    for (int p = 0; p < ctx_->size; ++p) {
+      Pending& q = pending[p];
+      if (!q.head_buf) continue;
+      try {
+        q.head_buf->waitSend(Left(deadline));
+        if (q.rest_buf) q.rest_buf->waitSend(Left(deadline));
+      } catch (const std::exception& e) {
+        Lose(p, FromException(e, std::string(what) + " on rank " + std::to_string(ctx_->rank) + ": to rank " +
+                                      std::to_string(p)));
+      }
+    }
+    AddCall(sent, t0);
+    return Status::OK();
+  }
+
+  // A rank other than the root receives its message of a rooted call.
+  Status ReceiveFromRoot(const char* what, int root, uint32_t seq, std::string* out) {
+    const std::string context = std::string(what) + " on rank " + std::to_string(ctx_->rank) +
+                                ": waiting for the root, rank " + std::to_string(root);
+    return Timed(context.c_str(), 0, [&] {
+      const auto deadline = Clock::now() + 2 * timeout_;
+      std::string head(kHead, '\0');
+      auto buf = ctx_->createUnboundBuffer(head.data(), head.size());
+      buf->recv(root, RootedSlot(seq, 0));
+      buf->waitRecv(Left(deadline));
+      const uint64_t n = GetLE64(head.data());
+      std::string data(n, '\0');
+      std::memcpy(data.data(), head.data() + 8, std::min<uint64_t>(n, kInline));
+      Count(0, kHead, 1);
+      if (n > kInline) {
+        auto rest = ctx_->createUnboundBuffer(&data[kInline], n - kInline);
+        rest->recv(root, RootedSlot(seq, 1));
+        rest->waitRecv(Left(deadline));
+        Count(0, n - kInline, 1);
+      }
+      *out = std::move(data);
+    });
+  }
+
+  void Count(uint64_t messages_sent, uint64_t bytes_received, uint64_t messages_received) {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.messages_sent += messages_sent;
+    stats_.bytes_received += bytes_received;
+    stats_.messages_received += messages_received;
+  }
+
+  void AddCall(size_t bytes_sent, Clock::time_point t0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.calls++;
+    stats_.bytes_sent += bytes_sent;
+    stats_.seconds += std::chrono::duration<double>(Clock::now() - t0).count();
   }
 
   void AllGatherImpl(const std::string& mine, std::vector<std::string>* out) {
@@ -211,6 +420,7 @@ class GlooCommunicator final : public Communicator {
       o.setTag(NextTag());
       o.setTimeout(timeout_);
       gloo::allgather(o);
+      Count(n - 1, kSlot * (n - 1), n - 1);
     }
     out->assign(n, std::string());
     bool longer = false;
@@ -235,6 +445,7 @@ class GlooCommunicator final : public Communicator {
     o.setTag(NextTag());
     o.setTimeout(timeout_);
     gloo::allgatherv(o);
+    Count(n - 1, total - counts[ctx_->rank], n - 1);
     uint64_t off = 0;
     for (int r = 0; r < n; ++r) {
       (*out)[r].append(all, off, counts[r] - 1);
@@ -286,6 +497,8 @@ class GlooCommunicator final : public Communicator {
   mutable std::mutex mu_;  // guards failed_ and stats_ (Send and Recv may run on several threads)
   Status failed_;
   std::vector<Status> peer_failed_;  // point-to-point failures, per peer
+  std::vector<Status> lost_;         // ranks the root of a rooted call lost, and why
+  uint32_t rooted_seq_ = 0;          // rooted calls so far (the same on every rank)
   CollectiveStats stats_;
 };
 

@@ -1,6 +1,7 @@
 // The world-size-1 communicator behind `no_dist`.
 #include "ckptdb/communicator.h"
 
+#include "util/le_bytes.h"
 #include "util/status_macros.h"
 
 namespace ckptdb {
@@ -12,10 +13,18 @@ class LocalCommunicator final : public Communicator {
   int rank() const override { return 0; }
   int world_size() const override { return 1; }
   Status Broadcast(std::string* data, int root) override { return CheckRoot(root); }
-  Status Gather(const std::string& mine, int root, std::vector<std::string>* out) override {
+  Status Gather(const std::string& mine, int root, std::vector<std::string>* out,
+                std::map<int, Status>* missing) override {
     Status st = CheckRoot(root);
     if (!st.ok()) return st;
     out->assign(1, mine);
+    missing->clear();
+    return Status::OK();
+  }
+  Status Scatter(const std::vector<std::string>& parts, int root, std::string* mine) override {
+    RETURN_IF_ERROR(CheckRoot(root));
+    if (parts.size() != 1) return Status::InvalidArgument("scatter: " + std::to_string(parts.size()) + " parts for 1 rank");
+    *mine = parts[0];
     return Status::OK();
   }
   Status AllGather(const std::string& mine, std::vector<std::string>* out) override {
@@ -50,6 +59,29 @@ Status Communicator::SendParts(int peer, const std::vector<Part>& parts) {
 
 Status Communicator::RecvParts(int peer, const std::vector<MutablePart>& parts) {
   for (const MutablePart& p : parts) RETURN_IF_ERROR(Recv(peer, p.data, p.n));
+  return Status::OK();
+}
+
+Status Communicator::Scatter(const std::vector<std::string>& parts, int root, std::string* mine) {
+  std::string all;
+  if (rank() == root) {
+    if (parts.size() != static_cast<size_t>(world_size())) {
+      return Status::InvalidArgument("scatter: " + std::to_string(parts.size()) + " parts for " +
+                                     std::to_string(world_size()) + " ranks");
+    }
+    for (const std::string& p : parts) {
+      AppendLE64(&all, p.size());
+      all += p;
+    }
+  }
+  RETURN_IF_ERROR(Broadcast(&all, root));
+  std::string_view in = all;
+  for (int r = 0; r <= rank(); ++r) {
+    uint64_t n = 0;
+    if (!ConsumeLE64(&in, &n) || in.size() < n) return Status::Internal("scatter: the root's message is malformed");
+    if (r == rank()) mine->assign(in.data(), n);
+    in.remove_prefix(n);
+  }
   return Status::OK();
 }
 

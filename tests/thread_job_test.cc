@@ -1,0 +1,294 @@
+// Ranks as threads (src/comm/thread_communicator.h): the collectives'
+// results and their per-rank counters; the gloo communicator's failure
+// contract (a rank that leaves fails the others at once, naming it; one that
+// never arrives fails them after the timeout, naming it); and the real save
+// and load protocols at 64 thread-ranks, with a failing rank failing every
+// rank alike and committing nothing.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <stdexcept>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ckptdb/ckptdb.h"
+#include "comm/thread_communicator.h"
+#include "test_util.h"
+
+namespace ckptdb {
+namespace {
+
+using ::ckptdb::testing::FaultyWriter;
+using ::ckptdb::testing::TempDir;
+
+TEST(ThreadJobTest, CollectivesDeliverAndCountWhatADirectImplementationMoves) {
+  constexpr int kWorld = 64;
+  ThreadJob job(kWorld, std::chrono::seconds(30));
+  std::mutex mu;
+  std::vector<std::string> failures;
+  RunRanksAsThreads(job, [&](int rank, Communicator& comm) {
+    auto fail = [&](const std::string& what) {
+      std::lock_guard<std::mutex> lock(mu);
+      failures.push_back("rank " + std::to_string(rank) + ": " + what);
+    };
+    std::string data = rank == 3 ? std::string(100, 'b') : std::string();
+    if (!comm.Broadcast(&data, 3).ok() || data != std::string(100, 'b')) fail("broadcast");
+    std::vector<std::string> out;
+    std::map<int, Status> missing;
+    if (!comm.Gather(std::string(rank, 'g'), 0, &out, &missing).ok() || !missing.empty()) fail("gather");
+    if (rank == 0 && (out.size() != kWorld || out[63] != std::string(63, 'g'))) fail("gather result");
+    if (rank != 0 && !out.empty()) fail("gather left something on a non-root rank");
+    if (!comm.AllGather(std::to_string(rank), &out).ok() || out.size() != kWorld || out[17] != "17") {
+      fail("all-gather");
+    }
+    if (!comm.Barrier().ok()) fail("barrier");
+    if (rank == 1 && !comm.Send(2, "hello", 5).ok()) fail("send");
+    if (rank == 2) {
+      char buf[5];
+      if (!comm.Recv(1, buf, 5).ok() || std::string(buf, 5) != "hello") fail("recv");
+    }
+  });
+  ASSERT_TRUE(failures.empty()) << failures.front();
+  // The broadcast's root sent 100 bytes to each of 63; a rank received them
+  // once. The gather's root received 1 + ... + 63 bytes.
+  EXPECT_EQ(job.stats(3).bytes_sent, 100u * 63 + 3 + 63 /*all-gather: "3" to each*/);
+  const uint64_t all_gather_in_5 = [] {
+    uint64_t n = 0;
+    for (int r = 0; r < kWorld; ++r) n += r == 5 ? 0 : std::to_string(r).size();
+    return n;
+  }();
+  EXPECT_EQ(job.stats(5).bytes_received, 100u + all_gather_in_5);
+  // (Every rank's number is one digit or two: what reaches rank 0 in the
+  // all-gather is what reaches rank 5.)
+  EXPECT_EQ(job.stats(0).bytes_received, 100u + 63u * 64 / 2 + all_gather_in_5);
+  EXPECT_EQ(job.stats(2).bytes_received, 100u + all_gather_in_5 + 5);
+  EXPECT_EQ(job.stats(5).peers, 63u);  // the all-gather reached everyone
+  EXPECT_EQ(job.stats(5).calls, 4u);
+}
+
+TEST(ThreadJobTest, ARankThatLeavesFailsTheOthersAtOnceNamingIt) {
+  ThreadJob job(8, std::chrono::seconds(60));
+  std::mutex mu;
+  std::vector<Status> statuses(8);
+  const auto start = std::chrono::steady_clock::now();
+  RunRanksAsThreads(job, [&](int rank, Communicator& comm) {
+    if (rank == 6) return;  // returns early: its communicator goes
+    if (rank == 7) throw std::runtime_error("rank 7 crashed");
+    Status st = comm.Barrier();
+    std::lock_guard<std::mutex> lock(mu);
+    statuses[rank] = st;
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  for (int rank = 0; rank < 6; ++rank) {
+    EXPECT_EQ(statuses[rank].code(), StatusCode::kUnavailable) << statuses[rank];
+    // (Rank 6, 7 or both: whichever had gone when the others woke.)
+    const std::string& m = statuses[rank].message();
+    EXPECT_TRUE(m.find(": rank 6 left the job") != std::string::npos ||
+                m.find(": rank 7 left the job") != std::string::npos ||
+                m.find(": rank 6, 7 left the job") != std::string::npos)
+        << statuses[rank];
+  }
+}
+
+// Rooted calls tolerate lost ranks: the root of a gather learns which ranks
+// left (at once) or hung (after the timeout), and can still tell the others,
+// which wait for it past the timeout it spent.
+TEST(ThreadJobTest, AGathersRootNamesLostRanksAndStillReachesTheOthers) {
+  constexpr auto kTimeout = std::chrono::milliseconds(400);
+  ThreadJob job(6, kTimeout);
+  std::mutex mu;
+  std::map<int, Status> missing;
+  std::vector<std::string> told(6);
+  std::vector<Status> statuses(6);
+  RunRanksAsThreads(job, [&](int rank, Communicator& comm) {
+    if (rank == 4) throw std::runtime_error("rank 4 crashed");
+    if (rank == 5) std::this_thread::sleep_for(3 * kTimeout);  // hangs past the root's wait, then goes on
+    std::vector<std::string> out;
+    std::map<int, Status> lost;
+    Status st = comm.Gather("r" + std::to_string(rank), 2, &out, &lost);
+    std::string verdict;
+    if (rank == 2) {
+      for (const auto& [r, why] : lost) verdict += std::to_string(r) + ":" + StatusCodeName(why.code()) + " ";
+    }
+    if (st.ok()) st = comm.Broadcast(&verdict, 2);
+    std::lock_guard<std::mutex> lock(mu);
+    statuses[rank] = st;
+    told[rank] = verdict;
+    if (rank == 2) missing = lost;
+  });
+  ASSERT_EQ(missing.size(), 2u);
+  EXPECT_EQ(missing[4].code(), StatusCode::kUnavailable) << missing[4];
+  EXPECT_NE(missing[4].message().find("rank 4 left the job"), std::string::npos) << missing[4];
+  EXPECT_EQ(missing[5].code(), StatusCode::kDeadlineExceeded) << missing[5];
+  for (int rank : {0, 1, 2, 3}) {
+    EXPECT_TRUE(statuses[rank].ok()) << "rank " << rank << ": " << statuses[rank];
+    EXPECT_EQ(told[rank], "4:Unavailable 5:DeadlineExceeded ") << "rank " << rank;
+  }
+  // The hung rank, lost to the root, hears nothing and fails on its own.
+  EXPECT_FALSE(statuses[5].ok());
+}
+
+TEST(ThreadJobTest, ARankThatNeverArrivesIsADeadlineNamingIt) {
+  ThreadJob job(4, std::chrono::milliseconds(300));
+  std::mutex mu;
+  std::vector<Status> statuses(4);
+  RunRanksAsThreads(job, [&](int rank, Communicator& comm) {
+    if (rank == 2) {
+      std::this_thread::sleep_for(std::chrono::seconds(1));  // hangs past the timeout
+    }
+    Status st = comm.Barrier();
+    Status again = comm.Barrier();  // a failed communicator stays failed
+    std::lock_guard<std::mutex> lock(mu);
+    statuses[rank] = st.ok() ? again : st;
+  });
+  for (int rank : {0, 1, 3}) {
+    EXPECT_EQ(statuses[rank].code(), StatusCode::kDeadlineExceeded) << statuses[rank];
+    EXPECT_NE(statuses[rank].message().find("rank 2 did not arrive within 300 ms"), std::string::npos)
+        << statuses[rank];
+  }
+  EXPECT_FALSE(statuses[2].ok());
+}
+
+// The real protocols at 64 thread-ranks into a directory store: a save and
+// a load in another sharding; then a save one of whose ranks fails to write
+// fails on every rank alike, naming it, and commits nothing.
+TEST(ThreadJobTest, SaveAndLoadAt64RanksAndAFailingRankFailsEveryRankAlike) {
+  constexpr int kWorld = 64;
+  TempDir dir;
+  const std::string store = dir.Sub("store");
+  const Tensor full = ::ckptdb::testing::PatternTensor(DType::kF32, {kWorld, 8}, 3);
+  auto row = [&](int r) {
+    Tensor t = Tensor::Zeros(DType::kF32, {1, 8}).value();
+    std::memcpy(t.data(), static_cast<const char*>(full.data()) + r * 8 * sizeof(float), 8 * sizeof(float));
+    return t;
+  };
+  auto save = [&](int64_t step, int failing_rank) {
+    std::vector<Status> statuses(kWorld);
+    std::mutex mu;
+    ThreadJob job(kWorld, std::chrono::seconds(60));
+    RunRanksAsThreads(job, [&](int rank, Communicator& comm) {
+      auto w = OpenStoreWriter(store);
+      StateDict sd;
+      (void)sd.Add("t", ShardedTensor::Create(DType::kF32, {kWorld, 8}, {Shard{{rank, 0}, row(rank)}}).value());
+      Status st = w.status();
+      if (w.ok()) {
+        FaultyWriter fw(w->get());
+        if (rank == failing_rank) fw.on_write = [](const std::vector<WriteItem>&) { return Status::IOError("disk gone"); };
+        SaveOptions o;
+        o.step = step;
+        o.communicator = &comm;
+        st = Save(sd, fw, o);
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      statuses[rank] = st;
+    });
+    return statuses;
+  };
+  for (const Status& st : save(1, -1)) ASSERT_TRUE(st.ok()) << st;
+
+  // Loaded with every rank taking the row of the next rank.
+  std::vector<Status> statuses(kWorld);
+  std::vector<StateDict> targets(kWorld);
+  std::mutex mu;
+  auto reader = OpenStoreReader(store);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  ThreadJob load_job(kWorld, std::chrono::seconds(60));
+  RunRanksAsThreads(load_job, [&](int rank, Communicator& comm) {
+    const int r = (rank + 1) % kWorld;
+    (void)targets[rank].Add(
+        "t", ShardedTensor::Create(DType::kF32, {kWorld, 8}, {Shard{{r, 0}, Tensor::Zeros(DType::kF32, {1, 8}).value()}})
+                 .value());
+    LoadOptions o;
+    o.step = 1;
+    o.communicator = &comm;
+    Status st = Load(targets[rank], **reader, o);
+    std::lock_guard<std::mutex> lock(mu);
+    statuses[rank] = st;
+  });
+  for (int rank = 0; rank < kWorld; ++rank) {
+    ASSERT_TRUE(statuses[rank].ok()) << statuses[rank];
+    const ShardedTensor& got = std::get<ShardedTensor>(*targets[rank].Find("t"));
+    EXPECT_TRUE(got.local_shards()[0].tensor.BitwiseEquals(row((rank + 1) % kWorld))) << "rank " << rank;
+  }
+
+  const std::vector<Status> failed = save(2, 41);
+  for (int rank = 0; rank < kWorld; ++rank) {
+    EXPECT_EQ(failed[rank].ToString(), failed[0].ToString()) << "rank " << rank;
+  }
+  EXPECT_EQ(failed[0].code(), StatusCode::kIOError) << failed[0];
+  ASSERT_EQ(failed[0].rank_failures().size(), 1u) << failed[0];
+  EXPECT_EQ(failed[0].rank_failures().begin()->first, 41);
+  ASSERT_TRUE((*reader)->Refresh().ok());
+  auto steps = (*reader)->ListSteps();
+  ASSERT_TRUE(steps.ok());
+  ASSERT_EQ(steps->size(), 1u);
+  EXPECT_EQ(steps->at(0).step, 1);
+}
+
+// What a rank other than the coordinator sends and receives in a save and a
+// load does not grow with the world size (it did when plans and statuses
+// were all-gathered: every rank received every rank's); the coordinator
+// receives from each rank once per gather.
+TEST(ThreadJobTest, ControlTrafficOfARankDoesNotGrowWithTheWorldSize) {
+  struct Traffic {
+    CollectiveStats rank1, coordinator;
+  };
+  auto run = [](int world) {
+    TempDir dir;
+    const std::string store = dir.Sub("store");
+    ThreadJob job(world, std::chrono::seconds(60));
+    std::mutex mu;
+    std::vector<std::string> failures;
+    RunRanksAsThreads(job, [&](int rank, Communicator& comm) {
+      auto w = OpenStoreWriter(store);
+      Status st = w.status();
+      if (st.ok()) {
+        StateDict sd;
+        (void)sd.Add("t", ShardedTensor::Create(DType::kF32, {world, 8},
+                                                {Shard{{rank, 0}, ::ckptdb::testing::PatternTensor(DType::kF32, {1, 8}, rank)}})
+                              .value());
+        SaveOptions o;
+        o.step = 1;
+        o.communicator = &comm;
+        st = Save(sd, **w, o);
+        w->reset();
+      }
+      if (st.ok()) {
+        auto r = OpenStoreReader(store);
+        st = r.status();
+        if (st.ok()) {
+          StateDict target;
+          (void)target.Add("t", ShardedTensor::Create(DType::kF32, {world, 8},
+                                                      {Shard{{rank, 0}, Tensor::Zeros(DType::kF32, {1, 8}).value()}})
+                                    .value());
+          LoadOptions o;
+          o.step = 1;
+          o.communicator = &comm;
+          st = Load(target, **r, o);
+        }
+      }
+      if (!st.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        failures.push_back("rank " + std::to_string(rank) + ": " + st.ToString());
+      }
+    });
+    EXPECT_TRUE(failures.empty()) << failures.front();
+    return Traffic{job.stats(1), job.stats(0)};
+  };
+  const Traffic small = run(8), large = run(64);
+  EXPECT_EQ(large.rank1.messages_received, small.rank1.messages_received);
+  EXPECT_EQ(large.rank1.messages_sent, small.rank1.messages_sent);
+  // (A few bytes more: varints of a larger shape and rank.)
+  EXPECT_LE(large.rank1.bytes_received, small.rank1.bytes_received + 16);
+  EXPECT_LE(large.rank1.bytes_sent, small.rank1.bytes_sent + 16);
+  EXPECT_EQ(large.rank1.peers, 1u);  // the coordinator alone
+  EXPECT_EQ(large.coordinator.peers, 63u);
+  EXPECT_EQ(large.coordinator.messages_received, small.coordinator.messages_received / 7 * 63);
+}
+
+}  // namespace
+}  // namespace ckptdb
