@@ -90,7 +90,7 @@ expect_ok() {  # expect_ok OUT WORLD
 expect_survivors_failed() {
   for r in 0 1 2 3; do
     code="$(head -1 "$1/rank-$r.txt" 2>/dev/null)"
-    [ -n "$code" ] && [ "$code" != OK ] || fail "survivor $r after $2: '$code'"
+    [ -n "$code" ] && [ "$code" != OK ] || fail "survivor $r after $2: '$code' $(tail -5 "$1/stdout-$r.txt" 2>/dev/null)"
   done
   steps="$("$cli" ls "$store" --json | grep -o '"step": [0-9]*' | tr -d '"step: ' | tr '\n' ' ')"
   [ "$steps" = "1 2 " ] || fail "steps after $2: '$steps'"

@@ -215,6 +215,27 @@ TEST_F(MultiProcessTest, RankKilledMidWriteTurnsIntoErrorsOnEverySurvivor) {
   ExpectStoreHoldsOnly(0);
 }
 
+// A rank that hangs (3 s, past the 1 s timeout) after writing: the
+// coordinator stops waiting for its report at the timeout and tells every
+// other rank, so that the survivors fail alike naming it (with an
+// all-gather they each timed out on their own, naming no one); the hung
+// rank fails on its own when it wakes; nothing is committed.
+TEST_F(MultiProcessTest, ARankThatHangsIsNamedOnEverySurvivor) {
+  JobResult job = RunJob(4, Args("save", 4, {"--stall-in-write", "2"}), FileRendezvous(), dir_.path(), -1,
+                         /*timeout_ms=*/1000);
+  ASSERT_EQ(job.ranks.size(), 4u);
+  for (int r : {0, 1, 3}) {
+    const RankResult& rr = job.ranks[r];
+    EXPECT_EQ(rr.exit_code, 3) << "rank " << r << ": " << rr.text;
+    EXPECT_EQ(rr.failed, "2") << "rank " << r << ": " << rr.text;
+    EXPECT_EQ(rr.text, job.ranks[0].text) << "rank " << r << " reports a different error";
+    EXPECT_NE(rr.text.find("Failed to write data"), std::string::npos) << rr.text;
+    EXPECT_NE(rr.text.find("nothing came from rank 2 within 1000 ms"), std::string::npos) << rr.text;
+  }
+  EXPECT_EQ(job.ranks[2].exit_code, 3) << job.ranks[2].text;
+  ExpectStoreHoldsOnly(0);
+}
+
 // A store on the coordinator's host only: the other ranks send their files
 // over gloo's point-to-point pairs, and loading ranks fetch their chunks
 // from the coordinator; a rank that dies while sending fails the save on

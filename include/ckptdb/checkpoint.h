@@ -2,35 +2,41 @@
 //
 // Save (see README.md, "How it works", and proto/FORMAT.md):
 //   1. Every rank plans its local entries (a CUDA device this process cannot
-//      use is its planning error); the plans are all-gathered and the
-//      coordinator merges them into the step's metadata. An invalid state
-//      dict fails on every rank alike ("failed to plan the save", or
+//      use is its planning error); the plans are gathered to the
+//      coordinator, which merges them into the step's metadata. An invalid
+//      state dict, or a rank whose plan did not come ("Failed to exchange
+//      plans"), fails every rank alike ("failed to plan the save", or
 //      "invalid state dict" when the ranks' plans disagree: the coordinator's
 //      verdict travels with the prepare report) before storage is touched.
 //   2. The coordinator calls writer.Prepare and writer.FindReusable and
-//      broadcasts the outcome with the stored pieces the new ones may share
-//      chunks with (deduplication); on failure every rank returns "failed to
-//      prepare storage".
+//      sends each rank the outcome with the stored pieces its own new pieces
+//      may share chunks with (deduplication); on failure every rank returns
+//      "failed to prepare storage".
 //   3. Every rank writes the pieces it owns (replicated tensors and bytes:
 //      the coordinator; shards: the rank that holds them), except chunks
 //      equal to their candidate's, which it refers to. CUDA tensors are
 //      copied off the device chunk by chunk, into pinned buffers (staging.h),
 //      by the workers that checksum and compress them, while earlier chunks
 //      are appended to the SST file. Statuses are gathered to the
-//      coordinator.
+//      coordinator; a rank whose status does not come within the timeout
+//      (it died or hangs) counts as failed.
 //   4. The coordinator fails the save ("Failed to write data") when any rank
 //      failed, else calls writer.Finish ("Failed to finish checkpoint" on
 //      error). On any failure it calls writer.Abort.
 //   5. The outcome is broadcast: every rank returns an equal Status, a
 //      checkpoint error naming each failed rank with its own status.
+// A rank other than the coordinator exchanges messages with the coordinator
+// only, and their size does not grow with the world size (communicator.h,
+// rooted calls); it waits for the coordinator's answers up to twice the
+// communicator's timeout.
 // Atomicity: a step is visible when, and only when, Finish committed its
 // metadata. A crash at any point leaves every earlier step intact and no
 // half step visible.
 //
 // Load:
 //   1. Every rank reads the step's metadata and checks (plans) its whole
-//      target state dict against it, changing nothing. The verdicts are
-//      all-gathered before any rank reads: when any rank's check failed,
+//      target state dict against it, changing nothing. The verdicts meet at
+//      the coordinator, which tells every rank, before any rank reads: when any rank's check failed,
 //      every rank returns the same checkpoint error ("Failed to load
 //      checkpoint (nothing was read: ...)") naming each failed rank with its
 //      own error, and no rank's target has changed.
@@ -39,7 +45,7 @@
 //      copies them into the target memory (CUDA targets: each verified chunk
 //      through a pinned buffer onto the device as it is read; a strided or
 //      converted CUDA target is filled in host memory first, then copied
-//      over). Statuses are all-gathered; every rank fails alike.
+//      over). Statuses meet at the coordinator; every rank fails alike.
 #ifndef CKPTDB_CHECKPOINT_H_
 #define CKPTDB_CHECKPOINT_H_
 

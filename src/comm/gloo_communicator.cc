@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <cstring>
 #include <map>
@@ -54,6 +55,85 @@ class MeshContext final : public gloo::Context {
     device_ = std::move(device);
     transportContext_ = std::move(pairs);
   }
+};
+
+// Waits on gloo's unbound buffers until a deadline without gloo's own
+// timeout: an expired gloo wait closes every pair of the context, so that
+// the root of a gather that timed out on one rank could tell no other rank.
+// A thread aborts the wait in progress at the deadline; after it, each wait
+// still gets kGrace, so that a message that came before the deadline but is
+// waited for after it (behind a rank that hung) still counts.
+class Waiter {
+ public:
+  explicit Waiter(Clock::time_point deadline) : deadline_(deadline), thread_([this] { Run(); }) {}
+  ~Waiter() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  Waiter(const Waiter&) = delete;
+  Waiter& operator=(const Waiter&) = delete;
+
+  // True when b's receive (send) completed; false when it was aborted.
+  // Throws what gloo throws (a broken pair). A buffer is waited for once.
+  bool Wait(gloo::transport::UnboundBuffer* b, bool recv) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      current_ = b;
+      recv_ = recv;
+      since_ = Clock::now();
+    }
+    cv_.notify_all();
+    bool done = false;
+    try {
+      done = recv ? b->waitRecv(nullptr, kForever) : b->waitSend(nullptr, kForever);
+    } catch (...) {
+      Clear();
+      throw;
+    }
+    Clear();
+    return done;
+  }
+
+ private:
+  static constexpr std::chrono::milliseconds kForever{std::chrono::hours(24 * 365)};
+  static constexpr std::chrono::milliseconds kGrace{2};
+
+  void Clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    current_ = nullptr;
+  }
+
+  void Run() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stop_) {
+      const auto now = Clock::now();
+      if (now < deadline_) {
+        cv_.wait_until(lock, deadline_);
+      } else if (current_ != nullptr && now - since_ >= kGrace) {
+        if (recv_) {
+          current_->abortWaitRecv();
+        } else {
+          current_->abortWaitSend();
+        }
+        current_ = nullptr;
+      } else {
+        cv_.wait_for(lock, std::chrono::milliseconds(1));
+      }
+    }
+  }
+
+  const Clock::time_point deadline_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  gloo::transport::UnboundBuffer* current_ = nullptr;  // the wait in progress
+  bool recv_ = true;
+  Clock::time_point since_;
+  std::thread thread_;  // (last: it starts once the rest is made)
 };
 
 class GlooCommunicator final : public Communicator {
@@ -184,8 +264,9 @@ class GlooCommunicator final : public Communicator {
     const auto deadline = t0 + timeout_;
     out->assign(ctx_->size, std::string());
     (*out)[root] = mine;
-    // Every head is posted before any is waited for; then the rests.
-    std::vector<std::string> heads(ctx_->size);
+    // Every head is posted before any is waited for; then the rests (the
+    // rests get a timeout of their own: they follow their heads at once).
+    std::vector<std::string> heads(ctx_->size), rests(ctx_->size);
     std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> bufs(ctx_->size);
     for (int p = 0; p < ctx_->size; ++p) {
       if (p == root) continue;
@@ -194,27 +275,32 @@ class GlooCommunicator final : public Communicator {
         continue;
       }
       heads[p].assign(kHead, '\0');
-      bufs[p] = ctx_->createUnboundBuffer(heads[p].data(), kHead);
-      bufs[p]->recv(p, RootedSlot(seq, 0));
+      Post(p, "gather", missing, [&] {
+        bufs[p] = ctx_->createUnboundBuffer(heads[p].data(), kHead);
+        bufs[p]->recv(p, RootedSlot(seq, 0));
+      });
     }
-    std::vector<std::string> rests(ctx_->size);
-    for (int p = 0; p < ctx_->size; ++p) {
-      if (!bufs[p]) continue;
-      if (!WaitRecv(p, "gather", deadline, &bufs[p], missing)) continue;
-      const uint64_t n = GetLE64(heads[p].data());
-      (*out)[p].assign(heads[p].data() + 8, std::min<uint64_t>(n, kInline));
-      Count(0, kHead, 1);
-      if (n > kInline) {
-        rests[p].assign(n - kInline, '\0');
-        bufs[p] = ctx_->createUnboundBuffer(rests[p].data(), rests[p].size());
-        bufs[p]->recv(p, RootedSlot(seq, 1));
-      } else {
+    {
+      Waiter waiter(deadline);
+      for (int p = 0; p < ctx_->size; ++p) {
+        if (!bufs[p] || !WaitFor(waiter, p, "gather", true, &bufs[p], missing)) continue;
+        const uint64_t n = GetLE64(heads[p].data());
+        (*out)[p].assign(heads[p].data() + 8, std::min<uint64_t>(n, kInline));
+        Count(0, kHead, 1);
         bufs[p].reset();
+        if (n > kInline) {
+          rests[p].assign(n - kInline, '\0');
+          Post(p, "gather", missing, [&] {
+            bufs[p] = ctx_->createUnboundBuffer(rests[p].data(), rests[p].size());
+            bufs[p]->recv(p, RootedSlot(seq, 1));
+          });
+        }
       }
     }
+    Waiter waiter(Clock::now() + timeout_);
     for (int p = 0; p < ctx_->size; ++p) {
-      if (!bufs[p] || rests[p].empty()) continue;
-      if (!WaitRecv(p, "gather", deadline, &bufs[p], missing)) {
+      if (!bufs[p]) continue;
+      if (!WaitFor(waiter, p, "gather", true, &bufs[p], missing)) {
         (*out)[p].clear();
         continue;
       }
@@ -306,22 +392,40 @@ class GlooCommunicator final : public Communicator {
     return std::max(left, std::chrono::milliseconds(1));
   }
 
-  // The root waits for rank p's message; false (and p lost, with why in
-  // *missing) when it did not come by the deadline.
-  bool WaitRecv(int p, const char* what, Clock::time_point deadline,
-                std::unique_ptr<gloo::transport::UnboundBuffer>* buf, std::map<int, Status>* missing) {
+  // The root posts a message to or from rank p; when gloo refuses (p's
+  // pair broke), p is lost, with why in *missing (when given).
+  template <typename F>
+  void Post(int p, const char* what, std::map<int, Status>* missing, F&& f) {
     try {
-      (*buf)->waitRecv(Left(deadline));
-      return true;
+      f();
     } catch (const std::exception& e) {
-      Status why = FromException(e, std::string(what) + " on rank " + std::to_string(ctx_->rank) +
-                                        ": nothing came from rank " + std::to_string(p) + " within " +
-                                        std::to_string(timeout_.count()) + " ms");
-      (*missing)[p] = why;
+      Status why = FromException(e, std::string(what) + " on rank " + std::to_string(ctx_->rank) + ": rank " +
+                                        std::to_string(p));
+      if (missing) (*missing)[p] = why;
       Lose(p, why);
-      buf->reset();
-      return false;
     }
+  }
+
+  // The root waits for its message to or from rank p; false (and p lost,
+  // with why in *missing when given) when it did not complete by the
+  // waiter's deadline or p's pair broke.
+  bool WaitFor(Waiter& waiter, int p, const char* what, bool recv,
+               std::unique_ptr<gloo::transport::UnboundBuffer>* buf, std::map<int, Status>* missing) {
+    Status why;
+    try {
+      if (waiter.Wait(buf->get(), recv)) return true;
+      why = Status::DeadlineExceeded(std::string(what) + " on rank " + std::to_string(ctx_->rank) +
+                                     (recv ? ": nothing came from rank " : ": rank ") + std::to_string(p) +
+                                     (recv ? "" : " took nothing") + " within " + std::to_string(timeout_.count()) +
+                                     " ms");
+    } catch (const std::exception& e) {
+      why = FromException(e, std::string(what) + " on rank " + std::to_string(ctx_->rank) + ": rank " +
+                                 std::to_string(p));
+    }
+    if (missing) (*missing)[p] = why;
+    Lose(p, why);
+    buf->reset();
+    return false;
   }
 
   // The root sends part(p) to each rank p it has not lost, all at once; a
@@ -343,24 +447,23 @@ class GlooCommunicator final : public Communicator {
       Outgoing m(data);
       Pending& q = pending[p];
       q.head = std::move(m.head);
-      q.head_buf = ctx_->createUnboundBuffer(q.head.data(), q.head.size());
-      q.head_buf->send(p, RootedSlot(seq, 0));
-      if (m.rest_n > 0) {
-        q.rest_buf = ctx_->createUnboundBuffer(const_cast<char*>(m.rest), m.rest_n);
-        q.rest_buf->send(p, RootedSlot(seq, 1));
-      }
+      Post(p, what, nullptr, [&] {
+        q.head_buf = ctx_->createUnboundBuffer(q.head.data(), q.head.size());
+        q.head_buf->send(p, RootedSlot(seq, 0));
+        if (m.rest_n > 0) {
+          q.rest_buf = ctx_->createUnboundBuffer(const_cast<char*>(m.rest), m.rest_n);
+          q.rest_buf->send(p, RootedSlot(seq, 1));
+        }
+      });
       sent += data.size();
       Count(1 + (m.rest_n > 0), 0, 0);
     }
+    Waiter waiter(deadline);
     for (int p = 0; p < ctx_->size; ++p) {
       Pending& q = pending[p];
-      if (!q.head_buf) continue;
-      try {
-        q.head_buf->waitSend(Left(deadline));
-        if (q.rest_buf) q.rest_buf->waitSend(Left(deadline));
-      } catch (const std::exception& e) {
-        Lose(p, FromException(e, std::string(what) + " on rank " + std::to_string(ctx_->rank) + ": to rank " +
-                                      std::to_string(p)));
+      if (!q.head_buf || !LostPeer(p).ok()) continue;
+      if (WaitFor(waiter, p, what, false, &q.head_buf, nullptr) && q.rest_buf) {
+        WaitFor(waiter, p, what, false, &q.rest_buf, nullptr);
       }
     }
     AddCall(sent, t0);

@@ -1,0 +1,261 @@
+// ckptdb-scale-bench: what a save and a load cost in control traffic as the
+// world grows, with the ranks of one job as threads of this process
+// (src/comm/thread_communicator.h) over one directory store, so that
+// thousands of ranks fit on one machine.
+//
+//   ckptdb-scale-bench [--world 8,64,512] [--entries 20] [--saves 3] [--dir DIR]
+//                      [--baseline-up-to 1024]
+//
+// Every rank holds one row of each of --entries tensors of shape [W, 64]
+// (f32: what a Shard(0) of W ranks holds), saves it --saves times (steps 1,
+// 2, ...) and loads the last step back into the same sharding. For each
+// world size it runs the protocol twice, interleaved:
+//   rooted      the protocol as it is: plans, write reports and statuses go
+//               to the coordinator, which answers each rank (Gather,
+//               Scatter, Broadcast);
+//   all-gather  the baseline, the protocol before: every rank's plan,
+//               report and status reach every rank (a communicator whose
+//               Gather is an all-gather and whose Scatter broadcasts every
+//               rank's part to every rank, as the gloo communicator did).
+// It prints, per world size and mode, what the coordinator and the busiest
+// other rank received and sent (bytes and messages, counted message by
+// message as a direct implementation moves them), the peers each exchanged
+// messages with, the step's metadata size, the wall time and the process's
+// CPU seconds of the whole run (every rank's thread); and the ratio of the
+// busiest other rank's received bytes, baseline over rooted.
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "ckptdb/ckptdb.h"
+#include "comm/thread_communicator.h"
+#include "format/metadata_codec.h"
+
+using namespace ckptdb;
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+[[noreturn]] void Die(const std::string& what) {
+  std::cerr << "ckptdb-scale-bench: " << what << "\n";
+  std::exit(1);
+}
+
+double CpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+// The baseline: the rooted calls as the protocol made them before, every
+// rank receiving every rank's part.
+class AllToAll final : public Communicator {
+ public:
+  explicit AllToAll(Communicator& inner) : inner_(inner) {}
+  int rank() const override { return inner_.rank(); }
+  int world_size() const override { return inner_.world_size(); }
+  std::chrono::milliseconds timeout() const override { return inner_.timeout(); }
+  CollectiveStats stats() const override { return inner_.stats(); }
+  Status Broadcast(std::string* data, int root) override { return inner_.Broadcast(data, root); }
+  Status Gather(const std::string& mine, int root, std::vector<std::string>* out,
+                std::map<int, Status>* missing) override {
+    Status st = inner_.AllGather(mine, out);
+    if (rank() != root) out->clear();
+    if (missing) missing->clear();
+    return st;
+  }
+  // (Communicator's default Scatter: a broadcast of every part.)
+  Status AllGather(const std::string& mine, std::vector<std::string>* out) override {
+    return inner_.AllGather(mine, out);
+  }
+  Status Barrier() override { return inner_.Barrier(); }
+
+ private:
+  Communicator& inner_;
+};
+
+struct Options {
+  std::vector<int> worlds = {8, 64, 512};
+  int entries = 20;
+  int saves = 3;
+  int baseline_up_to = 1024;  // the baseline's all-gathers copy W x W parts: slow past this
+  std::string dir;
+};
+
+struct Result {
+  CollectiveStats coordinator, busiest;  // busiest: the other rank that received the most
+  uint64_t metadata_bytes = 0;
+  double wall = 0, cpu = 0;
+};
+
+constexpr int64_t kCols = 64;
+
+Result Run(const Options& o, int world, bool baseline) {
+  const std::string store = o.dir + "/w" + std::to_string(world) + (baseline ? "-all" : "-rooted");
+  fs::remove_all(store);
+  ThreadJob job(world, std::chrono::minutes(10));
+  std::mutex mu;
+  std::string failure;
+  uint64_t metadata_bytes = 0;
+  const double c0 = CpuSeconds();
+  const auto t0 = Clock::now();
+  RunRanksAsThreads(job, [&](int rank, Communicator& inner) {
+    AllToAll all(inner);
+    Communicator& comm = baseline ? static_cast<Communicator&>(all) : inner;
+    auto fail = [&](const Status& st) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (failure.empty()) failure = "rank " + std::to_string(rank) + ": " + st.ToString();
+    };
+    auto shard = [&](int e, bool zero) {
+      Tensor t = Tensor::Zeros(DType::kF32, {1, kCols}).value();
+      if (!zero) {
+        float* f = static_cast<float*>(t.data());
+        for (int64_t c = 0; c < kCols; ++c) f[c] = static_cast<float>(rank * 1000 + e + c);
+      }
+      return ShardedTensor::Create(DType::kF32, {world, kCols}, {Shard{{rank, 0}, std::move(t)}}).value();
+    };
+    {
+      auto w = OpenStoreWriter(store);
+      if (!w.ok()) return fail(w.status());
+      StateDict sd;
+      for (int e = 0; e < o.entries; ++e) (void)sd.Add("layer" + std::to_string(e) + ".weight", shard(e, false));
+      for (int s = 1; s <= o.saves; ++s) {
+        SaveOptions so;
+        so.step = s;
+        so.communicator = &comm;
+        if (Status st = Save(sd, **w, so); !st.ok()) return fail(st);
+      }
+    }
+    auto r = OpenStoreReader(store);
+    if (!r.ok()) return fail(r.status());
+    StateDict target;
+    for (int e = 0; e < o.entries; ++e) (void)target.Add("layer" + std::to_string(e) + ".weight", shard(e, true));
+    LoadOptions lo;
+    lo.step = o.saves;
+    lo.communicator = &comm;
+    if (Status st = Load(target, **r, lo); !st.ok()) return fail(st);
+    if (rank == 0) {
+      StatusOr<StepMetadata> md = (*r)->ReadMetadata(o.saves);
+      if (md.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        metadata_bytes = EncodeMetadataValue(*md).size();
+      }
+    }
+  });
+  Result res;
+  res.wall = std::chrono::duration<double>(Clock::now() - t0).count();
+  res.cpu = CpuSeconds() - c0;
+  if (!failure.empty()) Die("world " + std::to_string(world) + (baseline ? " (all-gather)" : "") + ": " + failure);
+  res.coordinator = job.stats(0);
+  for (int r = 1; r < world; ++r) {
+    CollectiveStats s = job.stats(r);
+    if (r == 1 || s.bytes_received > res.busiest.bytes_received) res.busiest = s;
+  }
+  res.metadata_bytes = metadata_bytes;
+  fs::remove_all(store);
+  return res;
+}
+
+std::string Kb(uint64_t b) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", b / 1024.0);
+  return buf;
+}
+
+void Usage() {
+  std::printf(
+      "usage: ckptdb-scale-bench [--world 8,64,512] [--entries 20] [--saves 3] [--dir DIR] [--baseline-up-to 1024]\n"
+      "Runs W ranks as threads of this process (one job per world size), each saving one row of each of\n"
+      "--entries [W, 64] f32 tensors --saves times and loading the last step, with the protocol as it is\n"
+      "(rooted: ranks exchange with the coordinator only) and with the all-gather baseline (every rank\n"
+      "receives every rank's plan, report and status), interleaved. Prints per world size and mode the\n"
+      "control bytes and messages the coordinator and the busiest other rank received and sent, their\n"
+      "peers, the step's metadata bytes, wall and CPU seconds. --dir: where the stores go (default: a\n"
+      "new directory under /tmp, removed after). The baseline runs only up to --baseline-up-to ranks (its\n"
+      "all-gathers copy W x W parts in this one process).\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) Die(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--help" || a == "-h") {
+      Usage();
+      return 0;
+    } else if (a == "--world") {
+      o.worlds.clear();
+      std::stringstream ss(next());
+      for (std::string w; std::getline(ss, w, ',');) {
+        const int n = std::atoi(w.c_str());
+        if (n < 2 || n > 65536) Die("--world: '" + w + "' is not a world size in [2, 65536]");
+        o.worlds.push_back(n);
+      }
+    } else if (a == "--entries") {
+      o.entries = std::atoi(next().c_str());
+      if (o.entries < 1) Die("--entries must be at least 1");
+    } else if (a == "--saves") {
+      o.saves = std::atoi(next().c_str());
+      if (o.saves < 1) Die("--saves must be at least 1");
+    } else if (a == "--baseline-up-to") {
+      o.baseline_up_to = std::atoi(next().c_str());
+    } else if (a == "--dir") {
+      o.dir = next();
+    } else {
+      Die("unknown argument '" + a + "' (--help)");
+    }
+  }
+  bool own_dir = false;
+  if (o.dir.empty()) {
+    char tmpl[] = "/tmp/ckptdb-scale-XXXXXX";
+    if (!mkdtemp(tmpl)) Die("mkdtemp failed");
+    o.dir = tmpl;
+    own_dir = true;
+  }
+  std::printf("ckptdb-scale-bench: %d entries of [W, %lld] f32, one row per rank; %d save(s) + 1 load per run;\n"
+              "control traffic per rank counted message by message (KiB, messages); cpu: the whole process\n",
+              o.entries, static_cast<long long>(kCols), o.saves);
+  std::printf("%6s %-10s | %10s %8s %10s %6s | %10s %8s %10s %6s | %9s %7s %7s\n", "W", "mode", "coord in",
+              "msgs in", "coord out", "peers", "rank in", "msgs in", "rank out", "peers", "md KiB", "wall s",
+              "cpu s");
+  for (int world : o.worlds) {
+    Result res[2];
+    const bool with_baseline = world <= o.baseline_up_to;
+    for (int mode : {1, 0}) {  // the baseline first, then the protocol as it is
+      if (mode == 1 && !with_baseline) continue;
+      const Result& r = res[mode] = Run(o, world, mode == 1);
+      std::printf("%6d %-10s | %10s %8llu %10s %6llu | %10s %8llu %10s %6llu | %9s %7.2f %7.2f\n", world,
+                  mode ? "all-gather" : "rooted", Kb(r.coordinator.bytes_received).c_str(),
+                  static_cast<unsigned long long>(r.coordinator.messages_received),
+                  Kb(r.coordinator.bytes_sent).c_str(), static_cast<unsigned long long>(r.coordinator.peers),
+                  Kb(r.busiest.bytes_received).c_str(), static_cast<unsigned long long>(r.busiest.messages_received),
+                  Kb(r.busiest.bytes_sent).c_str(), static_cast<unsigned long long>(r.busiest.peers),
+                  Kb(r.metadata_bytes).c_str(), r.wall, r.cpu);
+      std::fflush(stdout);
+    }
+    if (!with_baseline) continue;
+    std::printf("%6d busiest other rank received %.1fx less with the rooted protocol\n", world,
+                static_cast<double>(res[1].busiest.bytes_received) / std::max<uint64_t>(1, res[0].busiest.bytes_received));
+  }
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  std::printf("peak RSS of the process: %.0f MiB\n", u.ru_maxrss / 1024.0);
+  if (own_dir) fs::remove_all(o.dir);
+  return 0;
+}
