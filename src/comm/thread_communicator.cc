@@ -200,7 +200,10 @@ struct ThreadJob::Hub {
       st = Status::DeadlineExceeded(what + ": rank " + RankList(absent) + " did not arrive within " +
                                     std::to_string(timeout.count()) + " ms");
     }
-    if (++r.departed == r.arrived && (r.arrived == world_size || !st.ok())) rounds.erase(k);
+    // (A round that failed stays, so that a rank arriving late finds who
+    // was there and who left, instead of a new round that names everyone
+    // who has gone since.)
+    if (++r.departed == world_size) rounds.erase(k);
     return st;
   }
 };
