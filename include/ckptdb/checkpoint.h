@@ -1,6 +1,6 @@
 // Save and Load: the checkpoint protocol (SPMD: every rank calls them).
 //
-// Save (see README.md, "How it works", and proto/FORMAT.md):
+// Save (see src/README.md, "How it works", and proto/FORMAT.md):
 //   1. Every rank plans its local entries (a CUDA device this process cannot
 //      use is its planning error); the plans are gathered to the
 //      coordinator, which merges them into the step's metadata. An invalid

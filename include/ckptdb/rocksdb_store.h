@@ -114,7 +114,7 @@ struct StoreOptions {
   uint64_t max_sst_file_bytes = 1ull << 30;
   // Passed to SstFileWriter: when true, written pages are dropped from the
   // page cache, which makes an immediate read-back several times slower on
-  // these machines (README.md, "Performance"). Default false keeps them cached.
+  // these machines (tools/bench/README.md). Default false keeps them cached.
   bool sst_invalidate_page_cache = false;
   // Sweep leftovers of failed saves when the coordinator opens the database.
   bool sweep_on_open = true;
@@ -333,7 +333,7 @@ class StoreWriter : public StorageWriter {
 };
 
 // A writer for the store at `path`: a directory, or s3://BUCKET/PREFIX for a
-// store in an S3 bucket (README.md, "Object storage"; proto/FORMAT.md §9:
+// store in an S3 bucket (src/bucket/README.md; proto/FORMAT.md §9:
 // settings from AWS's variables and files; FailedPrecondition when no
 // credentials are found). Fails with InvalidArgument naming the
 // option and its value when an option is out of its range (see StoreOptions),
