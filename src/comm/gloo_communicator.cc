@@ -211,7 +211,7 @@ class GlooCommunicator final : public Communicator {
   }
 
   // Rooted calls: messages between the root and each other rank only (see
-  // RootedHead); a rank lost to the root is skipped by it from then on.
+  // Outgoing); a rank lost to the root is skipped by it from then on.
   Status Broadcast(std::string* data, int root) override {
     RETURN_IF_ERROR(CheckRoot(root, "broadcast"));
     const uint32_t seq = rooted_seq_++;
@@ -350,12 +350,13 @@ class GlooCommunicator final : public Communicator {
     return gloo::Slot::build(kRootedPrefix, seq * 2 + part);
   }
   struct Outgoing {
-    explicit Outgoing(const std::string& data) : head(kHead, '\0') {
+    explicit Outgoing(const std::string& data) : source(&data), head(kHead, '\0') {
       PutLE64(&head[0], data.size());
       std::memcpy(&head[8], data.data(), std::min(data.size(), kInline));
       rest = data.data() + std::min(data.size(), kInline);
       rest_n = data.size() > kInline ? data.size() - kInline : 0;
     }
+    const std::string* source;  // the message, which must outlive this
     std::string head;
     const char* rest;
     size_t rest_n;
@@ -436,19 +437,22 @@ class GlooCommunicator final : public Communicator {
     const auto t0 = Clock::now();
     const auto deadline = t0 + timeout_;
     struct Pending {
-      std::string head;
+      std::shared_ptr<const Outgoing> message;
       std::unique_ptr<gloo::transport::UnboundBuffer> head_buf, rest_buf;
     };
     std::vector<Pending> pending(ctx_->size);
+    std::shared_ptr<const Outgoing> last;
     size_t sent = 0;
     for (int p = 0; p < ctx_->size; ++p) {
       if (p == ctx_->rank || !LostPeer(p).ok()) continue;
       const std::string& data = part(p);
-      Outgoing m(data);
       Pending& q = pending[p];
-      q.head = std::move(m.head);
+      // (A broadcast's peers share one head: the same part for each.)
+      if (!last || last->source != &data) last = std::make_shared<const Outgoing>(data);
+      q.message = last;
+      const Outgoing& m = *q.message;
       Post(p, what, nullptr, [&] {
-        q.head_buf = ctx_->createUnboundBuffer(q.head.data(), q.head.size());
+        q.head_buf = ctx_->createUnboundBuffer(const_cast<char*>(m.head.data()), m.head.size());
         q.head_buf->send(p, RootedSlot(seq, 0));
         if (m.rest_n > 0) {
           q.rest_buf = ctx_->createUnboundBuffer(const_cast<char*>(m.rest), m.rest_n);

@@ -111,6 +111,13 @@ struct ThreadJob::Hub {
     return Status::OK();
   }
 
+  CollectiveStats Stats(int rank) const {
+    std::lock_guard<std::mutex> lock(mu);
+    CollectiveStats s = ranks[rank].stats;
+    s.peers = ranks[rank].peers.size();
+    return s;
+  }
+
   void Count(int rank, int peer, uint64_t sent, uint64_t received) {
     RankState& s = ranks[rank];
     s.stats.bytes_sent += sent;
@@ -222,12 +229,7 @@ class ThreadCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int world_size() const override { return hub_->world_size; }
   std::chrono::milliseconds timeout() const override { return hub_->timeout; }
-  CollectiveStats stats() const override {
-    std::lock_guard<std::mutex> lock(hub_->mu);
-    CollectiveStats s = hub_->ranks[rank_].stats;
-    s.peers = hub_->ranks[rank_].peers.size();
-    return s;
-  }
+  CollectiveStats stats() const override { return hub_->Stats(rank_); }
 
   Status Broadcast(std::string* data, int root) override {
     RETURN_IF_ERROR(CheckRoot(root, "broadcast"));
@@ -383,12 +385,7 @@ std::unique_ptr<Communicator> ThreadJob::Join(int rank) {
   return std::make_unique<ThreadCommunicator>(hub_, rank);
 }
 
-CollectiveStats ThreadJob::stats(int rank) const {
-  std::lock_guard<std::mutex> lock(hub_->mu);
-  CollectiveStats s = hub_->ranks[rank].stats;
-  s.peers = hub_->ranks[rank].peers.size();
-  return s;
-}
+CollectiveStats ThreadJob::stats(int rank) const { return hub_->Stats(rank); }
 
 void RunRanksAsThreads(ThreadJob& job, const std::function<void(int, Communicator&)>& fn) {
   std::vector<std::thread> threads;
