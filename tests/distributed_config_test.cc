@@ -25,7 +25,7 @@ class EnvTest : public ::testing::Test {
   }
   static constexpr const char* kVars[] = {"CKPTDB_RANK", "RANK", "CKPTDB_WORLD_SIZE", "WORLD_SIZE", "CKPTDB_LOCAL_RANK",
                                           "LOCAL_RANK", "CKPTDB_RENDEZVOUS", "CKPTDB_JOB_ID", "CKPTDB_BIND_ADDRESS",
-                                          "CKPTDB_TIMEOUT_MS", "CKPTDB_LAUNCH_ID", "TORCHELASTIC_RUN_ID",
+                                          "CKPTDB_SOCKET_IFNAME", "MASTER_ADDR", "CKPTDB_TIMEOUT_MS", "CKPTDB_LAUNCH_ID", "TORCHELASTIC_RUN_ID",
                                           "TORCHELASTIC_RESTART_COUNT"};
   static std::string Error() {
     auto c = DistributedConfig::FromEnvironment();
@@ -42,8 +42,12 @@ TEST_F(EnvTest, ReadsEverySetting) {
   setenv("CKPTDB_JOB_ID", "job7", 1);
   setenv("CKPTDB_BIND_ADDRESS", "10.1.2.3", 1);
   setenv("CKPTDB_TIMEOUT_MS", "1500", 1);
+  setenv("CKPTDB_SOCKET_IFNAME", "ib0", 1);
+  setenv("MASTER_ADDR", "node-17", 1);
   auto c = DistributedConfig::FromEnvironment();
   ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->socket_ifname, "ib0");
+  EXPECT_EQ(c->route_host, "node-17");
   EXPECT_EQ(c->rank, 2);
   EXPECT_EQ(c->world_size, 4);
   EXPECT_EQ(c->local_rank, 0);
@@ -247,35 +251,109 @@ TEST(Distributed, ABindAddressThatDoesNotResolveIsAnErrorNamingIt) {
   EXPECT_EQ(m, "");
 }
 
-// The default bind address follows PyTorch's gloo: the first address the
-// host name resolves to that can be bound here, else 127.0.0.1.
-TEST(Distributed, TheDefaultBindAddressIsWhatTheHostNameResolvesTo) {
-  // A name that resolves to this host's loopback; a numeric address of no
-  // interface here (TEST-NET-1); a name that does not resolve.
-  const std::string localhost = BindAddressForHostName("localhost");
-  EXPECT_TRUE(localhost == "127.0.0.1" || localhost == "::1") << localhost;
-  EXPECT_EQ(BindAddressForHostName("192.0.2.1"), "127.0.0.1");
-  EXPECT_EQ(BindAddressForHostName("no-such-host.invalid"), "127.0.0.1");
-  EXPECT_EQ(BindAddressForHostName(""), "127.0.0.1");
-  // This host's name: an address of it that can be bound (the multi-host
-  // test, tests/hosts_test.sh, runs ranks on hosts whose names resolve to
-  // their own addresses, with no CKPTDB_BIND_ADDRESS).
-  char host[256] = {};
-  ASSERT_EQ(gethostname(host, sizeof host - 1), 0);
-  const std::string chosen = DefaultBindAddress();
-  EXPECT_EQ(chosen, BindAddressForHostName(host));
-  EXPECT_TRUE(ChooseBindAddress(chosen).ok()) << chosen;
-  // Empty is the default: valid, and chosen when connecting.
-  testing::TempDir dir;
+// The default listen address is one peers on other hosts can reach: never
+// a loopback answer of the host name or of a route, and an interface when
+// CKPTDB_SOCKET_IFNAME names one (bind_address.h).
+TEST(Distributed, TheDefaultListenAddressIsNotLoopbackWhenThisHostHasAnother) {
+  // Names that resolve to loopback, to no interface of this host
+  // (TEST-NET-1), or not at all: no address of theirs.
+  EXPECT_EQ(NonLoopbackAddressOfName("localhost"), "");
+  EXPECT_EQ(NonLoopbackAddressOfName("192.0.2.1"), "");
+  EXPECT_EQ(NonLoopbackAddressOfName("no-such-host.invalid"), "");
+  EXPECT_EQ(NonLoopbackAddressOfName(""), "");
+  // A rendezvous host on this host's loopback says nothing of other hosts.
+  EXPECT_EQ(AddressRoutingTo("127.0.0.1"), "");
+  EXPECT_EQ(AddressRoutingTo("localhost"), "");
+  EXPECT_EQ(AddressRoutingTo("no-such-host.invalid"), "");
+  // The rendezvous host: the redis server's, else route_host (MASTER_ADDR).
   DistributedConfig c;
   c.rank = 0;
   c.world_size = 1;
+  c.rendezvous = "redis://cache.example:6379";
+  c.route_host = "master.example";
+  EXPECT_EQ(RouteHost(c), "cache.example");
+  c.rendezvous = "redis://[fd00::5]:6379";
+  EXPECT_EQ(RouteHost(c), "fd00::5");
+  testing::TempDir dir;
   c.rendezvous = "file://" + dir.path();
-  EXPECT_EQ(c.bind_address, "");
+  EXPECT_EQ(RouteHost(c), "master.example");
+  // Nothing set: an address that can be bound, loopback only as the last
+  // resort (and then said so).
+  c.route_host = "";
+  StatusOr<ListenAddress> chosen = ChooseListenAddress(c, "");
+  ASSERT_TRUE(chosen.ok()) << chosen.status();
+  EXPECT_FALSE(chosen->address.empty());
+  EXPECT_EQ(chosen->loopback, chosen->address == "127.0.0.1") << chosen->address << ": " << chosen->how;
+  if (chosen->loopback) {
+    EXPECT_NE(chosen->how.find("no other address"), std::string::npos) << chosen->how;
+  }
+  // The interface named by CKPTDB_SOCKET_IFNAME.
+  c.socket_ifname = "lo";
+  chosen = ChooseListenAddress(c, "");
+  ASSERT_TRUE(chosen.ok()) << chosen.status();
+  EXPECT_EQ(chosen->address, "127.0.0.1");
+  EXPECT_TRUE(chosen->loopback);
+  EXPECT_NE(chosen->how.find("CKPTDB_SOCKET_IFNAME"), std::string::npos) << chosen->how;
+  c.socket_ifname = "nosuchif9";
+  chosen = ChooseListenAddress(c, "");
+  ASSERT_FALSE(chosen.ok());
+  EXPECT_EQ(chosen.status().code(), StatusCode::kInvalidArgument);
+  const std::string m = chosen.status().ToString();
+  EXPECT_NE(m.find("CKPTDB_SOCKET_IFNAME='nosuchif9'"), std::string::npos) << m;
+  EXPECT_NE(m.find("lo"), std::string::npos) << m;  // the interfaces there
+  // CKPTDB_BIND_ADDRESS wins over the interface.
+  c.bind_address = "localhost";
+  chosen = ChooseListenAddress(c, "");
+  ASSERT_TRUE(chosen.ok()) << chosen.status();
+  EXPECT_EQ(chosen->address, "localhost");
+  EXPECT_TRUE(chosen->loopback);
+  c.bind_address = "";
+  c.socket_ifname = "";
   EXPECT_TRUE(c.Validate().ok()) << c.Validate();
-  StatusOr<std::string> empty = ChooseBindAddress("");
-  ASSERT_TRUE(empty.ok()) << empty.status();
-  EXPECT_EQ(*empty, chosen);
+}
+
+PeerCard Card(const std::string& network, const std::string& host, const std::string& address, bool loopback) {
+  PeerCard c;
+  c.network = network;
+  c.host = host;
+  c.address = address;
+  c.how = loopback ? "no other address found" : "this host's name " + host;
+  c.loopback = loopback;
+  c.interfaces = loopback ? "eth0 198.18.0.9" : "eth0 " + address;
+  return c;
+}
+
+// Every rank checks the same cards: a job on one network may listen on
+// loopback; a job across networks may not, and the error names each rank
+// on loopback, its host, its address and both settings.
+TEST(Distributed, ALoopbackRankInAJobAcrossHostsIsNamedWithTheFix) {
+  PeerCard mine = MyPeerCard(ListenAddress{"127.0.0.1", "test", true});
+  PeerCard back;
+  ASSERT_TRUE(DecodePeerCard(EncodePeerCard(mine), &back));
+  EXPECT_EQ(back.network, mine.network);
+  EXPECT_EQ(back.host, mine.host);
+  EXPECT_EQ(back.address, "127.0.0.1");
+  EXPECT_TRUE(back.loopback);
+  EXPECT_FALSE(DecodePeerCard("garbage", &back));
+
+  // One host: loopback is fine.
+  EXPECT_TRUE(CheckPeersCanReachEachOther({Card("n0", "a", "127.0.0.1", true), Card("n0", "a", "127.0.0.1", true)})
+                  .ok());
+  // Two hosts, both reachable.
+  EXPECT_TRUE(
+      CheckPeersCanReachEachOther({Card("n0", "a", "198.18.0.1", false), Card("n1", "b", "198.18.0.2", false)}).ok());
+  // Two hosts, ranks 1 and 3 of host b on loopback.
+  const std::vector<PeerCard> cards = {Card("n0", "a", "198.18.0.1", false), Card("n1", "b", "127.0.0.1", true),
+                                       Card("n0", "a", "198.18.0.1", false), Card("n1", "b", "127.0.0.1", true)};
+  Status st = CheckPeersCanReachEachOther(cards);
+  ASSERT_EQ(st.code(), StatusCode::kInvalidArgument) << st;
+  const std::string m = st.ToString();
+  for (const char* want : {"ranks 1, 3 on host b listen on 127.0.0.1", "no other address found", "eth0 198.18.0.9",
+                           "spans 2 hosts", "CKPTDB_SOCKET_IFNAME", "CKPTDB_BIND_ADDRESS"}) {
+    EXPECT_NE(m.find(want), std::string::npos) << want << " in " << m;
+  }
+  // The same answer whichever rank checks (the cards are the same).
+  EXPECT_EQ(CheckPeersCanReachEachOther(cards).ToString(), m);
 }
 
 }  // namespace

@@ -25,7 +25,15 @@
 #      nothing more is committed;
 #  10. async saves (AsyncSaver) on 3 hosts x 2 ranks, into the shared store
 #      and into the store on host 0 only, each loaded back on 2 hosts x 3;
-#  11. a store in a bucket served from host 0 (SeaweedFS on its address),
+#  11. host names that resolve to loopback (127.0.0.1 on host 0, 127.0.1.1
+#      on host 1) or not at all (host 2), no setting: a save with the redis://
+#      rendezvous (each rank listens on its route to the Redis host) and a
+#      load with the file:// one (each host's only network address) work;
+#      so does CKPTDB_SOCKET_IFNAME=eth0; a rank forced onto loopback
+#      (CKPTDB_BIND_ADDRESS=127.0.0.1) fails the job at once on every rank,
+#      naming the rank, its host, the address and both settings, and nothing
+#      is committed;
+#  12. a store in a bucket served from host 0 (SeaweedFS on its address),
 #      each host with only its own disk: a save on 3 hosts x 2 ranks,
 #      loaded on 2 hosts x 3 as column shards; then the coordinator and the
 #      other rank of its host are killed after uploading: every survivor
@@ -72,6 +80,8 @@ run_job() {
     fi
     local bind=()
     [ -z "${bind_explicit:-}" ] || bind=(CKPTDB_BIND_ADDRESS="$("$hosts" addr "$h")")
+    [ "${loopback_rank:--1}" != "$r" ] || bind=(CKPTDB_BIND_ADDRESS=127.0.0.1)
+    [ -z "${ifname:-}" ] || bind+=(CKPTDB_SOCKET_IFNAME="$ifname")
     "$hosts" exec "$name" "$h" "${wrap[@]}" env -u CKPTDB_BIND_ADDRESS CKPTDB_RANK="$r" CKPTDB_WORLD_SIZE="$world" \
       CKPTDB_RENDEZVOUS="$rdv" CKPTDB_JOB_ID="$job" CKPTDB_LAUNCH_ID="$job" "${bind[@]}" CKPTDB_TIMEOUT_MS="$timeout" \
       "$helper" "$op" "${store_path:-$store}" "$step" "$out" "$@" >"$out/stdout-$r.txt" 2>&1 &
@@ -200,7 +210,32 @@ local_disks=1 store_path="$work/local/store" run_job 6 3 "file://$work/rdv" "$wo
 expect_ok "$work/load9" 6
 echo "hosts_test: async saves on 3 hosts x 2 ranks, shared and on host 0 only, loaded on 2 hosts x 3: ok"
 
-# 11. A bucket served from host 0; no shared file system.
+# 11. Host names that resolve to loopback or not at all.
+"$hosts" names "$name" loopback debian none
+run_job 6 2 "redis://$("$hosts" addr 0):$port" "$work/save12" 10000 save 12
+expect_ok "$work/save12" 6
+run_job 6 3 "file://$work/rdv" "$work/load12" 10000 load 12 --layout cols
+expect_ok "$work/load12" 6
+ifname=eth0 run_job 6 2 "file://$work/rdv" "$work/save13" 10000 save 13
+expect_ok "$work/save13" 6
+echo "hosts_test: host names resolving to 127.0.0.1, 127.0.1.1 and nothing, no setting: save (redis://) and load (file://) on 3 hosts, and CKPTDB_SOCKET_IFNAME=eth0: ok"
+start=$(date +%s%N)
+loopback_rank=3 run_job 6 2 "file://$work/rdv" "$work/save14" 10000 save 14
+took_ms=$(( ($(date +%s%N) - start) / 1000000 ))
+for r in 0 1 2 3 4 5; do
+  code="$(head -1 "$work/save14/rank-$r.txt" 2>/dev/null)"
+  [ "$code" = InvalidArgument ] || fail "rank $r with rank 3 on loopback: '$code' $(cat "$work/save14/rank-$r.txt" "$work/save14/stdout-$r.txt" 2>/dev/null)"
+  for want in "rank 3 on host $name-h1 listens on 127.0.0.1" CKPTDB_SOCKET_IFNAME CKPTDB_BIND_ADDRESS "spans 3 hosts"; do
+    grep -qF "$want" "$work/save14/rank-$r.txt" || fail "rank $r does not say '$want': $(cat "$work/save14/rank-$r.txt")"
+  done
+done
+[ "$took_ms" -lt 8000 ] || fail "the job with a rank on loopback took $took_ms ms to fail (timeout 10 s)"
+steps="$("$cli" ls "$store" --json | grep -o '"step": [0-9]*' | tr -d '"step: ' | tr '\n' ' ')"
+case " $steps" in *" 14 "*) fail "step 14 was committed: '$steps'" ;; esac
+"$hosts" names "$name" own own own
+echo "hosts_test: rank 3 forced onto loopback in a job across hosts: every rank failed in ${took_ms} ms ($(sed -n 4p "$work/save14/rank-0.txt" | cut -c1-200)...), nothing committed: ok"
+
+# 12. A bucket served from host 0; no shared file system.
 if [ -z "$s3_fixture" ]; then
   echo "hosts_test: bucket store part skipped: no S3 fixture binary given"
   exit 0

@@ -13,6 +13,14 @@
 #   tools/hosts.sh down NAME N      delete them (missing ones are fine)
 #   tools/hosts.sh addr I           the address of host I (198.18.0.(I+1))
 #   tools/hosts.sh exec NAME I CMD  run CMD on host I (its host name NAME-hI)
+#   tools/hosts.sh names NAME M0 M1 ...
+#                                   how host I's own name resolves there, as
+#                                   on real machines: own (its address, the
+#                                   default), loopback (127.0.0.1, as in
+#                                   many container images), debian
+#                                   (127.0.1.1, Debian's /etc/hosts), none
+#                                   (not at all); other hosts' names resolve
+#                                   to their addresses
 #   tools/hosts.sh cut NAME I       unplug host I (its link goes down)
 #   tools/hosts.sh plug NAME I      plug it back in
 # NAME keeps concurrent test beds apart (short: interface names are derived
@@ -55,6 +63,24 @@ case "${1:-}" in
     ip netns del "$name-sw" 2>/dev/null || true
     rmdir /etc/netns 2>/dev/null || true  # (only when no other test bed uses it)
     ;;
+  names)
+    name="$2"; shift 2
+    modes=("$@"); n=${#modes[@]}
+    for i in $(seq 0 $(( n - 1 ))); do
+      { printf '127.0.0.1 localhost\n::1 localhost\n'
+        for j in $(seq 0 $(( n - 1 ))); do
+          if [ "$j" -ne "$i" ]; then printf '%s %s\n' "$(addr "$j")" "$name-h$j"; continue; fi
+          case "${modes[$i]}" in
+            own) printf '%s %s\n' "$(addr "$j")" "$name-h$j" ;;
+            loopback) printf '127.0.0.1 %s\n' "$name-h$j" ;;
+            debian) printf '127.0.1.1 %s\n' "$name-h$j" ;;
+            none) ;;
+            *) echo "hosts.sh names: unknown mode '${modes[$i]}'" >&2; exit 2 ;;
+          esac
+        done
+      } >"/etc/netns/$name-h$i/hosts"
+    done
+    ;;
   addr)
     addr "$2"
     ;;
@@ -69,7 +95,7 @@ case "${1:-}" in
     ip -n "$2-sw" link set "p$3" up
     ;;
   *)
-    sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

@@ -11,10 +11,13 @@
 //   CKPTDB_LAUNCH_ID                   this launch of the job (ckptdb-launch sets a fresh
 //     or TORCHELASTIC_RUN_ID           one per launch; torchrun's run id is used, with
 //        [+ TORCHELASTIC_RESTART_COUNT] its restart count, when CKPTDB_LAUNCH_ID is unset)
-//   CKPTDB_BIND_ADDRESS                address this rank listens on; default, as PyTorch's
-//                                      gloo: the first address this host's name resolves
-//                                      to that can be bound here, else 127.0.0.1 (so across
-//                                      hosts whose names resolve, nothing to set)
+//   CKPTDB_BIND_ADDRESS                address this rank listens on and advertises; default:
+//                                      the address peers on other hosts are most likely to
+//                                      reach (below)
+//   CKPTDB_SOCKET_IFNAME               network interface whose address to listen on (as
+//                                      GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME)
+//   MASTER_ADDR                        without a redis:// rendezvous: the host whose route
+//                                      picks the default address (torchrun sets it)
 //   CKPTDB_TIMEOUT_MS                  bound on the rendezvous and every collective
 //                                      (default 60000)
 #ifndef CKPTDB_DISTRIBUTED_H_
@@ -47,13 +50,24 @@ struct DistributedConfig {
   std::string launch_id;
   // The address this rank's TCP listener binds to and advertises: a host
   // name or a numeric address of one of this host's interfaces. Empty (the
-  // default), as PyTorch's gloo does: the first address that this host's
-  // name (gethostname) resolves to and that can be bound here; 127.0.0.1
-  // when it does not resolve or none can be bound. Across hosts whose names
-  // resolve to addresses the others reach, that needs no setting; where a
-  // name resolves to a loopback address (127.0.1.1 in many /etc/hosts), set
-  // it.
+  // default): an address of `socket_ifname` when set; else the address this
+  // host uses to reach the rendezvous host (the redis:// server, else
+  // `route_host`), as the kernel routes to it; else the first address this
+  // host's name resolves to that is not loopback; else the default route's
+  // source address; else this host's only non-loopback address; else
+  // 127.0.0.1. Host names that resolve to loopback (127.0.1.1 in Debian's
+  // /etc/hosts, 127.0.0.1 in many images) or not at all need no setting.
+  // A job whose ranks span hosts (networks) while some rank listens on
+  // loopback fails on every rank, naming those ranks, their hosts and the
+  // settings that fix it.
   std::string bind_address;
+  // A network interface (eth0, ib0): its address is the default listen
+  // address (IPv4 first). CKPTDB_SOCKET_IFNAME.
+  std::string socket_ifname;
+  // Without a redis:// rendezvous: a host every rank reaches, whose route
+  // picks the default listen address (MASTER_ADDR; the Python package
+  // passes torchrun's store host).
+  std::string route_host;
   // Bounds the rendezvous (waiting for every rank to arrive) and every
   // collective: a dead or hung peer becomes an error, never a hang.
   std::chrono::milliseconds timeout{60000};
@@ -108,11 +122,15 @@ struct DistributedConfig {
 // count is each node's own, so across nodes set CKPTDB_LAUNCH_ID to a value
 // every node shares for the launch.
 //
-// Before the rendezvous, config.bind_address (when set) is resolved and
-// bound once: InvalidArgument naming the address (and CKPTDB_BIND_ADDRESS)
-// when it does not resolve or is not an address of this host (Unavailable
-// when the resolver failed temporarily). Unset, the host name's address is
-// chosen (see DistributedConfig::bind_address).
+// Before the rendezvous, the listen address is chosen (see
+// DistributedConfig::bind_address): a bind_address that does not resolve or
+// is not an address of this host, or a socket_ifname that names no
+// interface with an address here, is InvalidArgument naming it (Unavailable
+// when the resolver failed temporarily). The ranks publish their addresses
+// with their networks at the rendezvous; when the job spans hosts and a rank
+// listens on loopback, every rank fails alike with InvalidArgument naming
+// that rank, its host, its address and CKPTDB_SOCKET_IFNAME and
+// CKPTDB_BIND_ADDRESS (never a bare "connection refused").
 // SIGPIPE: where the process left it at its default action, the first call
 // sets it to ignored, so that a peer that dies turns into an error on every
 // survivor instead of killing them (a handler the process installed, or

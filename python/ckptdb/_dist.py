@@ -23,9 +23,7 @@ group never meets keys of the one before.
 
 from __future__ import annotations
 
-import ipaddress
 import os
-import socket
 import sys
 import threading
 from datetime import timedelta
@@ -64,26 +62,6 @@ def _launch_id() -> str:
     if run and run != "none":
         return f"torchelastic-{run}-restart-{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
     return "c10d"
-
-
-def _bind_address(master: str | None, port: int | None) -> str:
-    """CKPTDB_BIND_ADDRESS, else the address of the interface that reaches
-    the master (127.0.0.1 when the master is this host's loopback), else ""
-    (no master known: the library's default, the address this host's name
-    resolves to, as PyTorch's gloo chooses it)."""
-    if _env("CKPTDB_BIND_ADDRESS"):
-        return os.environ["CKPTDB_BIND_ADDRESS"]
-    if not master:
-        return ""
-    try:
-        addr = socket.gethostbyname(master)
-        if ipaddress.ip_address(addr).is_loopback:
-            return "127.0.0.1"
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.connect((addr, port or 29500))  # a UDP connect sends nothing
-            return s.getsockname()[0]
-    except OSError:
-        return ""
 
 
 class C10dRendezvous:
@@ -174,10 +152,13 @@ def connect(job_id: str | None = None) -> Any:
 
 def _through(store: Any, name: str, rank: int, world: int, job_id: str | None = None) -> Any:
     local = _env("LOCAL_RANK")
-    master, port = _env("MASTER_ADDR"), _env("MASTER_PORT")
+    # The listen address: CKPTDB_BIND_ADDRESS, CKPTDB_SOCKET_IFNAME, else the
+    # library's default, which starts with the route to the store's host
+    # (include/ckptdb/distributed.h).
     return _ckptdb.Communicator.through_store(
         C10dRendezvous(store), name, rank, world, int(local) if local else -1,
-        job_id or _job_id(), _launch_id(), _bind_address(master, int(port) if port else None), _timeout_ms())
+        job_id or _job_id(), _launch_id(), _env("CKPTDB_BIND_ADDRESS") or "", _timeout_ms(),
+        socket_ifname=_env("CKPTDB_SOCKET_IFNAME") or "", route_host=_env("MASTER_ADDR") or "")
 
 
 def default_communicator() -> Any:

@@ -89,7 +89,7 @@ void BindCommunicator(nb::module_& m) {
           "through_store",
           [](nb::object store, const std::string& name, int rank, int world_size, int local_rank,
              const std::string& job_id, const std::string& launch_id, const std::string& bind_address,
-             int64_t timeout_ms) {
+             int64_t timeout_ms, const std::string& socket_ifname, const std::string& route_host) {
             DistributedConfig config;
             config.rank = rank;
             config.world_size = world_size;
@@ -98,13 +98,15 @@ void BindCommunicator(nb::module_& m) {
             config.job_id = job_id;
             config.launch_id = launch_id;
             config.bind_address = bind_address;
+            config.socket_ifname = socket_ifname;
+            config.route_host = route_host;
             config.timeout = std::chrono::milliseconds(timeout_ms);
             PythonRendezvousStore adapter(std::move(store));
             return Connected([&] { return ConnectGloo(config, adapter); });
           },
           nb::arg("store"), nb::arg("name"), nb::arg("rank"), nb::arg("world_size"), nb::arg("local_rank"),
           nb::arg("job_id"), nb::arg("launch_id"), nb::arg("bind_address"), nb::arg("timeout_ms"),
-          nb::rv_policy::take_ownership,
+          nb::arg("socket_ifname") = "", nb::arg("route_host") = "", nb::rv_policy::take_ownership,
           "Joins through `store` (create_key(key, value) -> bool, get(key) -> bytes | None)")
       .def_prop_ro("rank", [](PyCommunicator& c) { return c.comm->rank(); })
       .def_prop_ro("world_size", [](PyCommunicator& c) { return c.comm->world_size(); })

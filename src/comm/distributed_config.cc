@@ -77,6 +77,8 @@ StatusOr<DistributedConfig> DistributedConfig::FromEnvironment() {
     if (const char* n = Env("TORCHELASTIC_RESTART_COUNT")) c.launch_id += std::string("-restart-") + n;
   }
   if (const char* b = Env("CKPTDB_BIND_ADDRESS")) c.bind_address = b;
+  if (const char* i = Env("CKPTDB_SOCKET_IFNAME")) c.socket_ifname = i;
+  if (const char* m = Env("MASTER_ADDR")) c.route_host = m;
   if (const char* t = Env("CKPTDB_TIMEOUT_MS")) {
     ASSIGN_OR_RETURN(long long ms, ParseInt("CKPTDB_TIMEOUT_MS", t));
     if (ms <= 0) return Status::InvalidArgument("CKPTDB_TIMEOUT_MS must be positive");

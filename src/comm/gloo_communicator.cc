@@ -625,8 +625,9 @@ void IgnoreSigpipeUnlessHandled() {
 
 // Connects this rank's pair to every peer, all at once (one thread per
 // peer), so that connecting takes one timeout, not one per peer in turn.
-// `addresses[r]`: the blob rank r published, its pairs' addresses for every
-// rank but r, in rank order, each behind a 4-byte length.
+// `addresses[r]`: the blob rank r published: its card, then its pairs'
+// addresses for every rank but r, in rank order, each behind a 4-byte
+// length.
 Status ConnectPairs(gloo::transport::Context& pairs, const DistributedConfig& c,
                     const std::vector<std::string>& addresses) {
   std::vector<std::string> errors(c.world_size);
@@ -635,7 +636,7 @@ Status ConnectPairs(gloo::transport::Context& pairs, const DistributedConfig& c,
     if (peer == c.rank) continue;
     // My address in the peer's blob: entry `c.rank` less the peer itself.
     const std::string& blob = addresses[peer];
-    const int index = c.rank < peer ? c.rank : c.rank - 1;
+    const int index = 1 + (c.rank < peer ? c.rank : c.rank - 1);  // (0: the card)
     size_t off = 0;
     std::vector<char> addr;
     for (int i = 0; i <= index; ++i) {
@@ -678,7 +679,7 @@ Status ConnectPairs(gloo::transport::Context& pairs, const DistributedConfig& c,
 // bounds phase 1 (config.timeout from the start of the call): every rank
 // arrives, the ranks agree, and they exchange their addresses.
 StatusOr<std::unique_ptr<Communicator>> ConnectThrough(const DistributedConfig& config, RendezvousStore& store,
-                                                       Clock::time_point deadline, const std::string& bind_address,
+                                                       Clock::time_point deadline, const ListenAddress& listen,
                                                        const std::string& what_to_do) {
   IgnoreSigpipeUnlessHandled();
   const std::string where = "job '" + config.job_id + "'" +
@@ -689,7 +690,7 @@ StatusOr<std::unique_ptr<Communicator>> ConnectThrough(const DistributedConfig& 
   RETURN_IF_ERROR(rdv.Join(deadline));
   try {
     gloo::transport::tcp::attr attr;
-    attr.hostname = bind_address;
+    attr.hostname = listen.address;
     std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
     std::shared_ptr<gloo::transport::Context> pairs = device->createContext(config.rank, config.world_size);
     // gloo waits 5 times a pair's timeout for its connection: phase 2,
@@ -697,15 +698,33 @@ StatusOr<std::unique_ptr<Communicator>> ConnectThrough(const DistributedConfig& 
     // own timeout on every call.)
     pairs->setTimeout(std::max(std::chrono::milliseconds(1), config.timeout / 5));
     std::string blob;
+    auto append = [&blob](const char* data, size_t size) {
+      const uint32_t n = static_cast<uint32_t>(size);
+      blob.append(reinterpret_cast<const char*>(&n), 4);
+      blob.append(data, size);
+    };
+    const std::string card = EncodePeerCard(MyPeerCard(listen));
+    append(card.data(), card.size());
     for (int peer = 0; peer < config.world_size; ++peer) {
       if (peer == config.rank) continue;
       const std::vector<char> bytes = pairs->createPair(peer)->address().bytes();
-      const uint32_t n = static_cast<uint32_t>(bytes.size());
-      blob.append(reinterpret_cast<const char*>(&n), 4);
-      blob.append(bytes.data(), bytes.size());
+      append(bytes.data(), bytes.size());
     }
     StatusOr<std::vector<std::string>> addresses = rdv.AllGather("address", blob, deadline);
     if (!addresses.ok()) return addresses.status();
+    // Before dialing anyone: every rank sees the same cards, so a rank on
+    // loopback in a job across hosts fails every rank alike.
+    std::vector<PeerCard> cards(config.world_size);
+    for (int r = 0; r < config.world_size; ++r) {
+      const std::string& b = (*addresses)[r];
+      uint32_t n = 0;
+      if (b.size() >= 4) std::memcpy(&n, b.data(), 4);
+      if (b.size() < 4 || b.size() - 4 < n || !DecodePeerCard(b.substr(4, n), &cards[r])) {
+        return Status::InvalidArgument("rank " + std::to_string(r) + " published an address this rank cannot read (" +
+                                       where + "): is it running another version of ckptdb?");
+      }
+    }
+    RETURN_IF_ERROR(CheckPeersCanReachEachOther(cards));
     RETURN_IF_ERROR(ConnectPairs(*pairs, config, *addresses));
     // A rank of another launch that took a rank id of this one is found by
     // the rank that lost it, which records it: check once more.
@@ -725,7 +744,7 @@ StatusOr<std::unique_ptr<Communicator>> ConnectGloo(const DistributedConfig& con
   const auto deadline = Clock::now() + config.timeout;
   RETURN_IF_ERROR(config.Validate());
   // Before the rendezvous, so that a typo fails at once.
-  ASSIGN_OR_RETURN(const std::string bind_address, ChooseBindAddress(config.bind_address));
+  ASSIGN_OR_RETURN(const ListenAddress listen, ChooseListenAddress(config, RouteHost(config)));
   ASSIGN_OR_RETURN(std::unique_ptr<RendezvousStore> store, OpenRendezvousStore(config.rendezvous, deadline));
   const bool is_file = config.rendezvous.rfind("file://", 0) == 0;
   const std::string what_to_do =
@@ -733,7 +752,7 @@ StatusOr<std::unique_ptr<Communicator>> ConnectGloo(const DistributedConfig& con
                : "Delete the rendezvous's keys '" + config.job_id + "/*'") +
       " once no launch of this job runs, or use a new CKPTDB_JOB_ID; a launch id per launch (CKPTDB_LAUNCH_ID, "
       "set by ckptdb-launch; torchrun's TORCHELASTIC_RUN_ID) keeps launches apart";
-  return ConnectThrough(config, *store, deadline, bind_address, what_to_do);
+  return ConnectThrough(config, *store, deadline, listen, what_to_do);
 }
 
 StatusOr<std::unique_ptr<Communicator>> ConnectGloo(const DistributedConfig& config, RendezvousStore& store) {
@@ -742,8 +761,8 @@ StatusOr<std::unique_ptr<Communicator>> ConnectGloo(const DistributedConfig& con
   if (config.rendezvous.empty()) {
     return Status::InvalidArgument("DistributedConfig::rendezvous must name the store the application brings");
   }
-  ASSIGN_OR_RETURN(const std::string bind_address, ChooseBindAddress(config.bind_address));
-  return ConnectThrough(config, store, deadline, bind_address,
+  ASSIGN_OR_RETURN(const ListenAddress listen, ChooseListenAddress(config, RouteHost(config)));
+  return ConnectThrough(config, store, deadline, listen,
                         "Use a job id of its own for each connection through one store (keys of job '" +
                             config.job_id + "' are there already)");
 }
