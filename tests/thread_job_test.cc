@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "ckptdb/ckptdb.h"
+#include "checkpoint/plan_cache.h"
 #include "comm/thread_communicator.h"
 #include "test_util.h"
 
@@ -288,6 +289,106 @@ TEST(ThreadJobTest, ControlTrafficOfARankDoesNotGrowWithTheWorldSize) {
   EXPECT_EQ(large.rank1.peers, 1u);  // the coordinator alone
   EXPECT_EQ(large.coordinator.peers, 63u);
   EXPECT_EQ(large.coordinator.messages_received, small.coordinator.messages_received / 7 * 63);
+}
+
+// Plan caching: a save whose plan is unchanged since the job's previous
+// successful save sends a fingerprint, and the coordinator reuses its
+// merged metadata; a plan changed on one rank is sent whole and merged
+// anew (a change that contradicts the others fails every rank alike,
+// naming that rank); after a failed save every plan goes whole again.
+TEST(ThreadJobTest, AnUnchangedPlanIsNotSentAgainAndAChangedOneIs) {
+  constexpr int kWorld = 16, kEntries = 20;
+  TempDir dir;
+  const std::string store = dir.Sub("store");
+  ThreadJob job(kWorld, std::chrono::seconds(60));
+  struct Round {
+    Status status;
+    bool sent_reference = false, reused_merge = false;
+    uint64_t bytes_sent = 0, bytes_received = 0;
+  };
+  std::vector<std::vector<Round>> rounds(kWorld);
+  RunRanksAsThreads(job, [&](int rank, Communicator& comm) {
+    auto w = OpenStoreWriter(store);
+    ASSERT_TRUE(w.ok()) << w.status();
+    // `blob`: rank 5's bytes entry (only the coordinator's is saved, but
+    // its size is in the rank's plan); `dtype`: rank 7's shards of "e3".
+    auto save = [&](int64_t step, size_t blob, DType dtype) {
+      StateDict sd;
+      for (int e = 0; e < kEntries; ++e) {
+        const DType d = e == 3 && rank == 7 ? dtype : DType::kF32;
+        (void)sd.Add("e" + std::to_string(e),
+                     ShardedTensor::Create(d, {kWorld, 4},
+                                           {Shard{{rank, 0}, ::ckptdb::testing::PatternTensor(d, {1, 4}, rank + e)}})
+                         .value());
+      }
+      (void)sd.Add("blob", Bytes{std::string(rank == 5 ? blob : 8, 'x')});
+      const CollectiveStats before = comm.stats();
+      SaveOptions o;
+      o.step = step;
+      o.communicator = &comm;
+      Round r;
+      r.status = Save(sd, **w, o);
+      const CollectiveStats after = comm.stats();
+      r.sent_reference = PlanCache::Of(comm).sent_reference();
+      r.reused_merge = PlanCache::Of(comm).reused_merge();
+      r.bytes_sent = after.bytes_sent - before.bytes_sent;
+      r.bytes_received = after.bytes_received - before.bytes_received;
+      rounds[rank].push_back(r);
+    };
+    save(1, 8, DType::kF32);
+    save(2, 8, DType::kF32);    // unchanged
+    save(3, 100, DType::kF32);  // rank 5's plan changed
+    save(4, 100, DType::kF64);  // rank 7's contradicts the others
+    save(5, 100, DType::kF32);  // after a failure
+    save(6, 100, DType::kF32);  // unchanged again
+  });
+  for (int rank = 0; rank < kWorld; ++rank) {
+    ASSERT_EQ(rounds[rank].size(), 6u);
+    for (int i : {0, 1, 2, 4, 5}) ASSERT_TRUE(rounds[rank][i].status.ok()) << "rank " << rank << ": " << rounds[rank][i].status;
+    EXPECT_FALSE(rounds[rank][0].sent_reference) << rank;
+    EXPECT_TRUE(rounds[rank][1].sent_reference) << rank;
+    EXPECT_EQ(rounds[rank][2].sent_reference, rank != 5) << rank;
+    EXPECT_EQ(rounds[rank][3].sent_reference, rank != 7) << rank;
+    EXPECT_FALSE(rounds[rank][4].sent_reference) << rank;  // (save 4 failed)
+    EXPECT_TRUE(rounds[rank][5].sent_reference) << rank;
+    // Save 4 fails alike on every rank, naming rank 7.
+    EXPECT_EQ(rounds[rank][3].status.ToString(), rounds[0][3].status.ToString()) << rank;
+  }
+  EXPECT_EQ(rounds[0][3].status.code(), StatusCode::kInvalidArgument) << rounds[0][3].status;
+  EXPECT_NE(rounds[0][3].status.ToString().find("'e3' on rank 7 has dtype f64"), std::string::npos)
+      << rounds[0][3].status;
+  // The coordinator merged anew unless every plan was unchanged.
+  const std::vector<bool> reused = {rounds[0][0].reused_merge, rounds[0][1].reused_merge, rounds[0][2].reused_merge,
+                                    rounds[0][4].reused_merge, rounds[0][5].reused_merge};
+  EXPECT_EQ(reused, (std::vector<bool>{false, true, false, false, true}));
+  // What a rank sends shrinks by its plan (20 entries: hundreds of bytes),
+  // and what the coordinator receives by every rank's.
+  EXPECT_LT(rounds[1][1].bytes_sent + 300, rounds[1][0].bytes_sent)
+      << rounds[1][1].bytes_sent << " vs " << rounds[1][0].bytes_sent;
+  EXPECT_LT(rounds[0][1].bytes_received + 300 * (kWorld - 1), rounds[0][0].bytes_received);
+  EXPECT_GT(rounds[5][2].bytes_sent, rounds[1][2].bytes_sent + 300);  // rank 5 re-sent its plan
+
+  // Every committed step loads back whole, and save 4 committed nothing.
+  auto reader = OpenStoreReader(store);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  auto steps = (*reader)->ListSteps();
+  ASSERT_TRUE(steps.ok());
+  std::vector<int64_t> numbers;
+  for (const auto& s : *steps) numbers.push_back(s.step);
+  EXPECT_EQ(numbers, (std::vector<int64_t>{1, 2, 3, 5, 6}));
+  StateDict target;
+  (void)target.Add("e3", Tensor::Zeros(DType::kF32, {kWorld, 4}).value());
+  (void)target.Add("blob", Bytes{});
+  LoadOptions o;
+  o.step = 6;
+  o.no_dist = true;
+  ASSERT_TRUE(Load(target, **reader, o).ok());
+  const Tensor& e3 = std::get<Tensor>(*target.Find("e3"));
+  for (int rank = 0; rank < kWorld; ++rank) {
+    const Tensor want = ::ckptdb::testing::PatternTensor(DType::kF32, {1, 4}, rank + 3);
+    EXPECT_EQ(std::memcmp(static_cast<const char*>(e3.data()) + rank * 4 * sizeof(float), want.data(), 4 * sizeof(float)), 0)
+        << "row " << rank;
+  }
 }
 
 }  // namespace

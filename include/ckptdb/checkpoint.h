@@ -8,6 +8,11 @@
 //      plans"), fails every rank alike ("failed to plan the save", or
 //      "invalid state dict" when the ranks' plans disagree: the coordinator's
 //      verdict travels with the prepare report) before storage is touched.
+//      Plan caching: a rank whose plan is unchanged since the previous
+//      successful save through the same communicator sends a 16-byte
+//      fingerprint instead, and when every plan is unchanged the coordinator
+//      reuses its merged metadata (src/checkpoint/plan_cache.h); after a
+//      failed save every plan is sent whole again.
 //   2. The coordinator calls writer.Prepare and writer.FindReusable and
 //      sends each rank the outcome with the stored pieces its own new pieces
 //      may share chunks with (deduplication); on failure every rank returns

@@ -111,6 +111,19 @@ class Communicator {
   // between two collectives keeps within it. A communicator that wraps
   // another forwards it.
   virtual std::chrono::milliseconds timeout() const { return std::chrono::milliseconds(0); }
+
+  // What the protocols keep between calls through this communicator, for
+  // as long as the connection lives: the save's plan cache (a save whose
+  // plan is unchanged since this job's previous save sends a fingerprint
+  // instead; checkpoint.h). Not for applications. A communicator that wraps
+  // another has a cache of its own.
+  struct ProtocolState {
+    virtual ~ProtocolState() = default;
+  };
+  std::shared_ptr<ProtocolState>& protocol_state() { return protocol_state_; }
+
+ private:
+  std::shared_ptr<ProtocolState> protocol_state_;
 };
 
 // A communicator of world size 1 (rank 0), used for `no_dist` runs.

@@ -12,6 +12,7 @@
 #include "checkpoint/planner.h"
 #include "comm/resolve_communicator.h"
 #include "comm/transfer.h"
+#include "checkpoint/plan_cache.h"
 #include "util/status_macros.h"
 #include "format/metadata_codec.h"
 #include "format/status_codec.h"
@@ -90,6 +91,7 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
   const int rank = comm->rank();
   const int coordinator = options.coordinator_rank;
   const bool is_coordinator = rank == coordinator;
+  PlanCache& cache = PlanCache::Of(*comm);
 
   // 1. Plan; the coordinator merges every rank's plan into the step's
   // metadata (only it needs the whole of it: parsing every plan on every
@@ -119,12 +121,25 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
     // agree on before anything is written.
     proto::LocalPlan delivery;
     delivery.set_delivery(static_cast<int32_t>(writer.delivery()));
-    RETURN_IF_ERROR(comm->Gather(EncodeLocalPlan(plan) + delivery.SerializeAsString(), coordinator, &plans, &missing)
+    // An unchanged plan goes as a fingerprint (plan_cache.h).
+    RETURN_IF_ERROR(comm->Gather(cache.Outgoing(EncodeLocalPlan(plan) + delivery.SerializeAsString(), coordinator),
+                                 coordinator, &plans, &missing)
                         .WithContext("save: sending this rank's plan"));
+    std::map<int, Status> unresolved;
+    std::optional<StepMetadata> reused;
+    if (is_coordinator && missing.empty()) reused = cache.Resolve(&plans, coordinator, missing, &unresolved);
     if (is_coordinator && !missing.empty()) {
       planned = Status::CheckpointError("Failed to exchange plans", std::move(missing));
+    } else if (is_coordinator && !unresolved.empty()) {
+      planned = Status::CheckpointError("Failed to exchange plans", std::move(unresolved));
     } else if (is_coordinator) {
-      StatusOr<StepMetadata> merged = MergePlans(plans, coordinator);
+      StatusOr<StepMetadata> merged = Status::Internal("not merged");
+      if (reused) {
+        merged = std::move(*reused);
+      } else {
+        merged = MergePlans(plans, coordinator);
+        if (merged.ok()) cache.Merged(*merged);
+      }
       if (merged.ok()) {
         metadata = std::move(merged).value();
         metadata.step = options.step;
@@ -305,6 +320,7 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
   }
 
   // 5. Every rank returns the same outcome.
+  if (is_coordinator && DecodeStatus(outcome).ok()) cache.Succeeded();
   Status told = comm->Broadcast(&outcome, coordinator);
   if (!told.ok()) {
     // The coordinator knows why the save failed (a rank that died while
@@ -313,7 +329,9 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
     if (is_coordinator && !DecodeStatus(outcome).ok()) return DecodeStatus(outcome);
     return told.WithContext("save: broadcasting the outcome");
   }
-  return DecodeStatus(outcome);
+  Status result = DecodeStatus(outcome);
+  if (result.ok() && !is_coordinator) cache.Succeeded();
+  return result;
 }
 
 }  // namespace ckptdb
