@@ -1,4 +1,4 @@
-// The CUDA runtime as ckptdb's device backend (src/device_backend.h). Each
+// The CUDA runtime as ckptdb's device backend (src/device/device_backend.h). Each
 // copy runs on a non-blocking stream of the library's own, taken from a
 // per-device pool for the duration of the copy, so copies issued by several
 // worker threads overlap each other and the host work of other threads, and

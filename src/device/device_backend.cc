@@ -1,4 +1,4 @@
-// Which device backend is active (src/device_backend.h).
+// Which device backend is active (src/device/device_backend.h).
 #include "device/device_backend.h"
 
 #include <atomic>

@@ -4,9 +4,9 @@
 // async save slots, load targets on a device) is device-independent code in
 // device_staging.cc, pinned_pool.cc, save/load and async_save.cc.
 //
-// The built-in backend is CUDA (src/cuda_backend.cc) where the CUDA path was
+// The built-in backend is CUDA (src/device/cuda_backend.cc) where the CUDA path was
 // built (CMake CKPTDB_CUDA), else one whose every call is an error saying so
-// (src/cuda_backend_none.cc). Tests install a backend of their own with
+// (src/device/cuda_backend_none.cc). Tests install a backend of their own with
 // ScopedDeviceBackendForTesting to drive the device paths on machines
 // without a GPU.
 //

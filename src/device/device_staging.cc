@@ -1,5 +1,5 @@
 // Device staging on top of the active backend and the pinned pool
-// (src/device_staging.h).
+// (src/device/device_staging.h).
 #include "device/device_staging.h"
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// The pinned staging pool (src/pinned_pool.h).
+// The pinned staging pool (src/device/pinned_pool.h).
 #include "device/pinned_pool.h"
 
 #include <condition_variable>

@@ -4,7 +4,7 @@
 // bare `?uploads` signs as `uploads=`), header names lower-cased and sorted,
 // values trimmed with inner runs of spaces collapsed, and
 // `x-amz-content-sha256` on every request. curl's built-in SigV4 gets several
-// of these wrong for S3, which is why ckptdb signs itself (DESIGN.md).
+// of these wrong for S3, which is why ckptdb signs itself (third_party/README.md, libcurl).
 //
 // Everything here is a pure function of its arguments (the clock is passed
 // in), tested against AWS's published SigV4 test suite and the S3 examples.
