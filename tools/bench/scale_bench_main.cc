@@ -22,7 +22,10 @@
 // message as a direct implementation moves them), the peers each exchanged
 // messages with, the step's metadata size, the wall time and the process's
 // CPU seconds of the whole run (every rank's thread); and the ratio of the
-// busiest other rank's received bytes, baseline over rooted.
+// busiest other rank's received bytes, baseline over rooted. And, for the
+// rooted protocol, the first save against the second (plan caching: the
+// second sends a fingerprint per unchanged plan): bytes the coordinator
+// received, bytes rank 1 sent, the coordinator thread's CPU seconds.
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -30,6 +33,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <mutex>
@@ -50,6 +54,12 @@ namespace {
 [[noreturn]] void Die(const std::string& what) {
   std::cerr << "ckptdb-scale-bench: " << what << "\n";
   std::exit(1);
+}
+
+double ThreadCpuSeconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return t.tv_sec + t.tv_nsec / 1e9;
 }
 
 double CpuSeconds() {
@@ -93,8 +103,15 @@ struct Options {
   std::string dir;
 };
 
+// One save as the coordinator and rank 1 saw it.
+struct PerSave {
+  uint64_t coordinator_in = 0, rank1_out = 0;
+  double coordinator_cpu = 0;  // the coordinator's thread: plan merge, prepare, commit
+};
+
 struct Result {
   CollectiveStats coordinator, busiest;  // busiest: the other rank that received the most
+  std::vector<PerSave> saves;
   uint64_t metadata_bytes = 0;
   double wall = 0, cpu = 0;
 };
@@ -108,6 +125,7 @@ Result Run(const Options& o, int world, bool baseline) {
   std::mutex mu;
   std::string failure;
   uint64_t metadata_bytes = 0;
+  std::vector<PerSave> per_save;
   const double c0 = CpuSeconds();
   const auto t0 = Clock::now();
   RunRanksAsThreads(job, [&](int rank, Communicator& inner) {
@@ -134,7 +152,21 @@ Result Run(const Options& o, int world, bool baseline) {
         SaveOptions so;
         so.step = s;
         so.communicator = &comm;
+        const CollectiveStats before = comm.stats();
+        const double cpu0 = ThreadCpuSeconds();
         if (Status st = Save(sd, **w, so); !st.ok()) return fail(st);
+        const double cpu = ThreadCpuSeconds() - cpu0;
+        const CollectiveStats after = comm.stats();
+        if (rank <= 1) {
+          std::lock_guard<std::mutex> lock(mu);
+          per_save.resize(o.saves);
+          if (rank == 0) {
+            per_save[s - 1].coordinator_in = after.bytes_received - before.bytes_received;
+            per_save[s - 1].coordinator_cpu = cpu;
+          } else {
+            per_save[s - 1].rank1_out = after.bytes_sent - before.bytes_sent;
+          }
+        }
       }
     }
     auto r = OpenStoreReader(store);
@@ -163,6 +195,7 @@ Result Run(const Options& o, int world, bool baseline) {
     if (r == 1 || s.bytes_received > res.busiest.bytes_received) res.busiest = s;
   }
   res.metadata_bytes = metadata_bytes;
+  res.saves = per_save;
   fs::remove_all(store);
   return res;
 }
@@ -248,6 +281,16 @@ int main(int argc, char** argv) {
                   Kb(r.busiest.bytes_sent).c_str(), static_cast<unsigned long long>(r.busiest.peers),
                   Kb(r.metadata_bytes).c_str(), r.wall, r.cpu);
       std::fflush(stdout);
+    }
+    const std::vector<PerSave>& ps = res[0].saves;
+    if (ps.size() >= 2) {
+      // Plan caching: the first save sends every plan, later ones a
+      // fingerprint per rank.
+      std::printf("%6d plan caching (rooted): save 1 -> save 2: coordinator received %s -> %s KiB, rank 1 sent "
+                  "%s -> %s KiB, coordinator thread CPU %.3f -> %.3f s\n",
+                  world, Kb(ps[0].coordinator_in).c_str(), Kb(ps[1].coordinator_in).c_str(),
+                  Kb(ps[0].rank1_out).c_str(), Kb(ps[1].rank1_out).c_str(), ps[0].coordinator_cpu,
+                  ps[1].coordinator_cpu);
     }
     if (!with_baseline) continue;
     std::printf("%6d busiest other rank received %.1fx less with the rooted protocol\n", world,
