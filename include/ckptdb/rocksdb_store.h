@@ -275,12 +275,22 @@ struct ReclaimStats {
 // threads; commits, deletes, tags, sweeps and rewrites are serialised
 // internally.
 //
-// fork(): a writer whose database is open belongs to the process that
-// opened it. In a child forked from that process, its calls fail with
-// FailedPrecondition naming both processes, and destroying it leaves the
-// parent's database alone. A child saves through writers it opens itself
-// (its databases get background threads of their own), to a store the
-// parent does not hold open for writing.
+// fork() (a store in a directory): a writer whose database is open (or being
+// opened) belongs to the process that opened it. In a child forked from that
+// process, its calls fail at once with FailedPrecondition naming both
+// processes, also when a thread of the parent was inside one of them at the
+// fork (a save preparing or committing); destroying it leaves the parent's
+// database alone. A child may open a store anew, with a writer of its own (its
+// database gets background threads of its own), once the parent's writer of
+// that store was destroyed before the fork; a store a writer of the parent held
+// open at the fork stays the parent's in the child: opening it there fails with
+// Unavailable (RocksDB's lock table, which the child inherits). One process
+// writes a store at a time: the parent opens it again once the child's writer
+// is destroyed or the child has exited. Readers take no lock and run no
+// background work: a child opens readers of any store, and a reader the parent
+// opened reads in the child (Refresh sees later steps), unless a thread of the
+// parent was inside one of its calls at the fork. (The Python package destroys
+// its idle writers before every fork: python/README.md.)
 class StoreWriter : public StorageWriter {
  public:
   // Opens the database for writing if it is not yet open (creating the store

@@ -91,7 +91,8 @@ def save(state_dict: dict, store: Any, step: int, *, coordinator: int = 0,
     s = _store(store)
     comm = _comm(communicator)
     prepared = _prepared_everywhere(comm, state_dict, for_load=False)
-    _ckptdb.save(prepared.engine, s._writer(), step, comm, coordinator, metrics=metrics, note=note)
+    with s._writing() as writer:
+        _ckptdb.save(prepared.engine, writer, step, comm, coordinator, metrics=metrics, note=note)
 
 
 def _prepared_everywhere(comm: Any, state_dict: Any, for_load: bool) -> _state.Prepared:
@@ -223,8 +224,8 @@ def async_save(state_dict: dict, store: Any, step: int, *, coordinator: int = 0,
     coordinator = _check_coordinator(coordinator)
     metrics, note = _check_metrics(metrics, note)
     s = _store(store)
-    saver = s._async_saver(coordinator, max_in_flight)
-    # Agreed on the synchronous connection: the saver's belongs to its
-    # background thread.
-    prepared = _prepared_everywhere(_dist.default_communicator(), state_dict, for_load=False)
-    return SaveFuture(saver.save_async(prepared.engine, step, metrics=metrics, note=note))
+    with s._async_saver(coordinator, max_in_flight) as queue:
+        # Agreed on the synchronous connection: the saver's belongs to its
+        # background thread.
+        prepared = _prepared_everywhere(_dist.default_communicator(), state_dict, for_load=False)
+        return SaveFuture(queue(prepared.engine, step, metrics=metrics, note=note))

@@ -4,11 +4,13 @@ does), and the handle save/load keep per store.
 A Store opens its reader and writer lazily; every Store object of one path
 in a process shares them. Only one process may hold a store's writer
 (RocksDB's lock): tag, delete and gc take it, and so does a save on the
-coordinator; close() gives it back.
+coordinator; close() gives it back, and so does a fork while no save uses it
+(see _before_fork).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -18,6 +20,9 @@ from typing import Any, Union
 from . import _ckptdb
 
 StepRef = Union[int, str]
+
+
+_NEW = object()
 
 
 class _Handles:
@@ -31,8 +36,18 @@ class _Handles:
         self.lock = threading.RLock()
         self.writer: Any = None
         self.writer_options: dict | None = None
+        self.writer_pid = 0  # the process that opened the writer
         self.reader: Any = None
         self.savers: dict[tuple[int, int], Any] = {}
+        # Each async saver's connection to the ranks, kept when a fork closes
+        # the saver: every rank makes a connection together, so one rank's
+        # saver made again must use the same one.
+        self.saver_comms: dict[tuple[int, int], Any] = {}
+        # Calls using the writer or an async saver outside self.lock (saves,
+        # async saves being queued), and the handles of async saves queued:
+        # a fork closes neither while any is running.
+        self.in_use = 0
+        self.queued: list[Any] = []
 
     def get_writer(self, options: dict) -> Any:
         with self.lock:
@@ -44,7 +59,33 @@ class _Handles:
             if self.writer is None:
                 self.writer = _ckptdb.Writer(self.path, **options)
                 self.writer_options = dict(options)
+                self.writer_pid = os.getpid()
             return self.writer
+
+    def get_saver(self, options: dict, coordinator: int, max_in_flight: int) -> Any:
+        from . import _dist
+        with self.lock:
+            key = (coordinator, max_in_flight)
+            if key not in self.savers:
+                writer = self.get_writer(options)
+                comm = self.saver_comms.get(key, _NEW)
+                if comm is _NEW:
+                    comm = self.saver_comms[key] = _dist.connect()
+                self.savers[key] = _ckptdb.AsyncSaver(writer, comm, coordinator, max_in_flight)
+            return self.savers[key]
+
+    @contextlib.contextmanager
+    def using(self, get: Any) -> Any:
+        """get() (the writer or an async saver), counted in use for the
+        block: a fork leaves it open meanwhile."""
+        with self.lock:
+            handle = get()
+            self.in_use += 1
+        try:
+            yield handle
+        finally:
+            with self.lock:
+                self.in_use -= 1
 
     def get_reader(self, refresh: bool) -> Any:
         with self.lock:
@@ -59,9 +100,44 @@ class _Handles:
             for saver in self.savers.values():
                 saver.close()
             self.savers.clear()
+            self.saver_comms.clear()
+            self.queued.clear()
             self.writer = None
             self.writer_options = None
             self.reader = None
+
+    def close_idle_writer(self) -> None:
+        """Closes the writer (giving back the database's lock) and the async
+        savers holding it, when nothing uses them: no save running, no async
+        save queued, no other reference. Never waits: a lock held by another
+        thread leaves them open. A writer this process inherited from its
+        parent stays as it is (it refuses work here, naming the parent).
+        For _before_fork."""
+        if not self.lock.acquire(blocking=False):
+            return
+        try:
+            if self.writer is None or self.writer_pid != os.getpid():
+                return
+            if self.in_use or any(not q.done() for q in self.queued):
+                return
+            # Held by nothing else, so that dropping them closes the database
+            # now, not when a reference left somewhere goes (a writer opened
+            # again would find it still locked). The references counted:
+            # here, `saver` and getrefcount's argument; each saver's on its
+            # writer.
+            for saver in self.savers.values():
+                if sys.getrefcount(saver) > 3:
+                    return
+            if sys.getrefcount(self.writer) > 2 + len(self.savers):
+                return
+            for saver in self.savers.values():
+                saver.close()  # idle: its thread ends at once
+            self.savers.clear()
+            self.queued.clear()
+            self.writer = None
+            self.writer_options = None
+        finally:
+            self.lock.release()
 
 
 _handles_lock = threading.Lock()
@@ -76,18 +152,39 @@ def _handles_for(path: str) -> _Handles:
         return h
 
 
+def _before_fork() -> None:
+    """Before os.fork (multiprocessing's "fork", DataLoader workers, ...), in
+    the forking thread: closes every writer no save is using, so that the
+    child may write those stores (once it has, the parent's next save opens
+    its writer again). A writer in use stays open: the child is refused it,
+    naming the parent (one process writes a store at a time). Never waits."""
+    for h in list(_handles.values()):
+        try:
+            h.close_idle_writer()
+        except Exception:  # noqa: BLE001 - a fork must not fail for this
+            pass
+
+
+_inherited: list[Any] = []
+
+
 def _after_fork_in_child() -> None:
     """A forked child gets fresh locks: one that another thread of the
-    parent held at the fork would stay held here forever. The handles stay:
-    a writer or async saver the parent opened refuses work in the child,
-    naming the parent (one process writes a store at a time); readers read."""
+    parent held at the fork would stay held here forever. A writer or async
+    saver still open (in use by the parent at the fork) stays: it refuses
+    work here, naming the parent. Readers are the child's own, opened when
+    needed: the parent's are left untouched (another thread may have been in
+    one at the fork)."""
     global _handles_lock
     _handles_lock = threading.Lock()
     for h in _handles.values():
         h.lock = threading.RLock()
+        if h.reader is not None:
+            _inherited.append(h.reader)
+            h.reader = None
 
 
-os.register_at_fork(after_in_child=_after_fork_in_child)
+os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
 
 
 def _is_bucket_url(path: str) -> bool:
@@ -248,20 +345,32 @@ class Store:
         self.close()
 
     # --- handles (shared by every Store of this path in this process) --------------
+    # A writer or async saver is used inside `with` (a fork leaves it open
+    # meanwhile); _writer() is for a call made at once.
     def _writer(self) -> Any:
         return self._h.get_writer(self._options)
+
+    def _writing(self) -> Any:
+        """`with s._writing() as w:` the writer, for the block."""
+        return self._h.using(self._writer)
 
     def _reader(self, refresh: bool = False) -> Any:
         return self._h.get_reader(refresh)
 
+    @contextlib.contextmanager
     def _async_saver(self, coordinator: int, max_in_flight: int) -> Any:
-        from . import _dist
+        """`with s._async_saver(c, n) as queue:` queue(state_dict, step,
+        metrics=, note=) queues a save on the async saver for (c, n) (made on
+        first use) and returns its handle, kept until the save is done: a
+        fork leaves the saver open while one is queued."""
         h = self._h
-        with h.lock:
-            key = (coordinator, max_in_flight)
-            if key not in h.savers:
-                h.savers[key] = _ckptdb.AsyncSaver(self._writer(), _dist.connect(), coordinator, max_in_flight)
-            return h.savers[key]
+        with h.using(lambda: h.get_saver(self._options, coordinator, max_in_flight)) as saver:
+            def queue(state_dict: Any, step: int, **kwargs: Any) -> Any:
+                handle = saver.save_async(state_dict, step, **kwargs)
+                with h.lock:
+                    h.queued = [q for q in h.queued if not q.done()] + [handle]
+                return handle
+            yield queue
 
     def close(self) -> None:
         """Waits for async saves in flight and closes this process's reader
@@ -402,14 +511,19 @@ class Store:
     def tag(self, step: StepRef, name: str) -> int | None:
         """Points tag `name` at a committed step; returns the step it named
         before, if any."""
-        return self._writer().tag(self.resolve(step), name)
+        n = self.resolve(step)
+        with self._writing() as w:
+            return w.tag(n, name)
 
     def untag(self, name: str) -> None:
-        self._writer().delete_tag(name)
+        with self._writing() as w:
+            w.delete_tag(name)
 
     def delete(self, *steps: StepRef) -> None:
         """Deletes the steps (and their tags) in one atomic write."""
-        self._writer().delete_steps([self.resolve(s) for s in steps])
+        numbers = [self.resolve(s) for s in steps]
+        with self._writing() as w:
+            w.delete_steps(numbers)
 
     def gc(self, keep_last: int = 0, keep_every: int = 0, keep_tagged: bool = True,
            dry_run: bool = False, min_unused: float = 0.05, keep_best: int = 0,
@@ -427,10 +541,10 @@ class Store:
         if keep_best and not best_metric:
             raise ValueError(f"keep_best={keep_best} needs best_metric, the metric to rank steps by")
         best_mode = best_mode or (self.best_mode if best_metric == self.best_metric else "min")
-        w = self._writer()
-        pruned = w.prune(keep_last, keep_every, keep_tagged, dry_run, keep_best, best_metric, best_mode)
-        swept = w.find_leftovers() if dry_run else w.sweep()
-        reclaimed = w.reclaim_space(min_unused, dry_run)
+        with self._writing() as w:
+            pruned = w.prune(keep_last, keep_every, keep_tagged, dry_run, keep_best, best_metric, best_mode)
+            swept = w.find_leftovers() if dry_run else w.sweep()
+            reclaimed = w.reclaim_space(min_unused, dry_run)
         return {"pruned": list(pruned), **swept, **reclaimed}
 
 

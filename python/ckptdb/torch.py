@@ -295,8 +295,8 @@ class StorageWriter(_DcpStorageWriter):
                     annotations[_ANNOTATION] = mine.record or _dcp_record(everyone, info.coordinator, None,
                                                                           self._save_id)
                 metrics, note = _check_metrics(self.metrics, self.note)
-                _ckptdb.save(sd, self._store._writer(), step, comm, info.coordinator, annotations, metrics=metrics,
-                             note=note)
+                with self._store._writing() as writer:
+                    _ckptdb.save(sd, writer, step, comm, info.coordinator, annotations, metrics=metrics, note=note)
             finally:
                 if self._release_after_save:
                     self._store.close()

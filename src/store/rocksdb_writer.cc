@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -185,12 +186,14 @@ class RocksDBStoreWriter final : public StoreWriter {
   const std::string& path() const override { return path_; }
 
   Status OpenDatabase() override {
+    RETURN_IF_ERROR(CheckNotForkedFromOpener());
     std::lock_guard<std::mutex> lock(mu_);
     return OpenLocked();
   }
 
   StatusOr<uint64_t> Prepare(int64_t step) override {
     RETURN_IF_ERROR(ValidateStep(step));
+    RETURN_IF_ERROR(CheckNotForkedFromOpener());
     std::lock_guard<std::mutex> lock(mu_);
     RETURN_IF_ERROR(OpenLocked());
     RETURN_IF_ERROR(CheckStepFree(step));
@@ -211,6 +214,7 @@ class RocksDBStoreWriter final : public StoreWriter {
   StatusOr<std::vector<ReuseCandidate>> FindReusable(const SaveContext& ctx, const StepMetadata& planned) override {
     std::vector<ReuseCandidate> out;
     if (!options_.deduplicate) return out;
+    RETURN_IF_ERROR(CheckNotForkedFromOpener());
     std::lock_guard<std::mutex> lock(mu_);
     RETURN_IF_ERROR(OpenLocked());
     // The latest committed step: the one a training job's next save is most
@@ -292,6 +296,7 @@ class RocksDBStoreWriter final : public StoreWriter {
 
 
   Status Finish(const SaveContext& ctx, const StepMetadata& metadata, const std::vector<WriteResult>& results) override {
+    RETURN_IF_ERROR(CheckNotForkedFromOpener());
     std::lock_guard<std::mutex> lock(mu_);
     RETURN_IF_ERROR(OpenLocked());
     Status v = ValidateStepMetadata(metadata);
@@ -393,6 +398,9 @@ class RocksDBStoreWriter final : public StoreWriter {
   }
 
   void Abort(const SaveContext& ctx) override {
+    // (A forked child's copy has no save of its own to abort: Prepare
+    // refused it.)
+    if (!CheckNotForkedFromOpener().ok()) return;
     std::lock_guard<std::mutex> lock(mu_);
     in_flight_.erase(ctx.save_id);
     reuse_base_.erase(ctx.save_id);
@@ -415,12 +423,14 @@ class RocksDBStoreWriter final : public StoreWriter {
   }
 
   StatusOr<SweepStats> Sweep() override {
+    RETURN_IF_ERROR(CheckNotForkedFromOpener());
     std::lock_guard<std::mutex> lock(mu_);
     RETURN_IF_ERROR(OpenLocked());
     return SweepLocked();
   }
 
   StatusOr<SweepStats> FindLeftovers() override {
+    RETURN_IF_ERROR(CheckNotForkedFromOpener());
     std::lock_guard<std::mutex> lock(mu_);
     RETURN_IF_ERROR(OpenLocked());
     return SweepLocked(/*dry_run=*/true);
@@ -433,6 +443,7 @@ class RocksDBStoreWriter final : public StoreWriter {
     std::vector<int64_t> sorted = steps;
     std::sort(sorted.begin(), sorted.end());
     sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+    RETURN_IF_ERROR(CheckNotForkedFromOpener());
     std::lock_guard<std::mutex> lock(mu_);
     RETURN_IF_ERROR(OpenLocked());
     ASSIGN_OR_RETURN(History h, ReadHistory());
@@ -446,6 +457,7 @@ class RocksDBStoreWriter final : public StoreWriter {
 
   StatusOr<std::vector<int64_t>> Prune(const RetentionPolicy& policy, bool dry_run) override {
     RETURN_IF_ERROR(ValidateRetentionPolicy(policy));
+    RETURN_IF_ERROR(CheckNotForkedFromOpener());
     std::lock_guard<std::mutex> lock(mu_);
     RETURN_IF_ERROR(OpenLocked());
     ASSIGN_OR_RETURN(History h, ReadHistory());
@@ -463,6 +475,7 @@ class RocksDBStoreWriter final : public StoreWriter {
       return Status::InvalidArgument("ReclaimOptions.min_unused_fraction " +
                                      std::to_string(options.min_unused_fraction) + " is outside [0, 1]");
     }
+    RETURN_IF_ERROR(CheckNotForkedFromOpener());
     std::lock_guard<std::mutex> lock(mu_);
     RETURN_IF_ERROR(OpenLocked());
     ASSIGN_OR_RETURN(std::vector<UnusedInFile> files, FindUnusedChunks());
@@ -486,6 +499,7 @@ class RocksDBStoreWriter final : public StoreWriter {
   }
 
   std::vector<int64_t> PrunedByLastCommit() const override {
+    if (!CheckNotForkedFromOpener().ok()) return {};
     std::lock_guard<std::mutex> lock(mu_);
     return pruned_by_last_commit_;
   }
@@ -493,6 +507,7 @@ class RocksDBStoreWriter final : public StoreWriter {
   StatusOr<std::optional<int64_t>> Tag(int64_t step, const std::string& name) override {
     RETURN_IF_ERROR(ValidateStep(step));
     RETURN_IF_ERROR(ValidateTagName(name));
+    RETURN_IF_ERROR(CheckNotForkedFromOpener());
     std::lock_guard<std::mutex> lock(mu_);
     RETURN_IF_ERROR(OpenLocked());
     std::string v;
@@ -518,6 +533,7 @@ class RocksDBStoreWriter final : public StoreWriter {
 
   Status DeleteTag(const std::string& name) override {
     RETURN_IF_ERROR(ValidateTagName(name));
+    RETURN_IF_ERROR(CheckNotForkedFromOpener());
     std::lock_guard<std::mutex> lock(mu_);
     RETURN_IF_ERROR(OpenLocked());
     std::string v;
@@ -813,17 +829,33 @@ class RocksDBStoreWriter final : public StoreWriter {
     return o;
   }
 
+  // FailedPrecondition when this process was forked from the one that opened
+  // the database (or was opening it): the database, its lock and its
+  // background threads are that process's. Checked before mu_ is taken: a
+  // thread of the parent may have held it at the fork (a save preparing or
+  // committing), and no thread here would ever release it.
+  Status CheckNotForkedFromOpener() const {
+    const pid_t opener = db_opened_in_.load();
+    if (opener == 0 || opener == getpid()) return Status::OK();
+    return Status::FailedPrecondition(
+        "store '" + path_ + "' was opened for writing by process " + std::to_string(opener) +
+        ", which this process (" + std::to_string(getpid()) +
+        ") was forked from: a writer is not usable across fork(); open a writer in this process (the parent "
+        "must close its own first: one process writes a store at a time)");
+  }
+
   Status OpenLocked() {
-    if (db_ && db_opened_in_ != getpid()) {
-      // This process was forked from the one that opened the database: the
-      // database, its lock and its background threads are that process's.
-      return Status::FailedPrecondition(
-          "store '" + path_ + "' was opened for writing by process " + std::to_string(db_opened_in_) +
-          ", which this process (" + std::to_string(getpid()) +
-          ") was forked from: a writer is not usable across fork(); open a writer in this process (the parent "
-          "must close its own first: one process writes a store at a time)");
-    }
+    RETURN_IF_ERROR(CheckNotForkedFromOpener());
     if (db_) return Status::OK();
+    // Marked before opening: a child forked while this thread opens is
+    // refused as once it is open.
+    db_opened_in_ = getpid();
+    Status opened = OpenNewLocked();
+    if (!db_) db_opened_in_ = 0;
+    return opened;
+  }
+
+  Status OpenNewLocked() {
     RETURN_IF_ERROR(ValidateStoreOptions(options_));
     ASSIGN_OR_RETURN(StorePathState state, InspectStorePath(path_));
     (void)state;
@@ -841,7 +873,6 @@ class RocksDBStoreWriter final : public StoreWriter {
     }
     RETURN_IF_ERROR(FromRocks(s, "opening store '" + path_ + "'"));
     db_.reset(db);
-    db_opened_in_ = getpid();
     // The lock is ours: no older writer is writing format 1 beside us.
     if (Status up = UpgradeStoreFormat(path_); !up.ok()) {
       db_.reset();
@@ -1091,7 +1122,9 @@ class RocksDBStoreWriter final : public StoreWriter {
   // The database's compaction filter: outlives db_.
   UnusedChunkFilter unused_chunk_filter_;
   std::unique_ptr<rocksdb::DB> db_;
-  pid_t db_opened_in_ = 0;  // the process that opened db_
+  // The process that opened db_ (or is opening it, under mu_); 0 while
+  // closed. Read without mu_ by CheckNotForkedFromOpener.
+  std::atomic<pid_t> db_opened_in_{0};
   std::vector<int64_t> pruned_by_last_commit_;
   std::set<uint64_t> in_flight_;  // save ids prepared here and not yet finished or aborted
   // Save id -> the step FindReusable offered chunks of, and the saves its
