@@ -315,6 +315,28 @@ TEST_F(MultiProcessTest, HappyPathWithRedisRendezvous) {
 
 // 32 ranks on this 2-core machine: the control plane holds up. Prints the
 // time spent in collectives (a benchmark figure, not asserted).
+// Connections on demand: a rank connects to rank 0 and to the root of the
+// rooted calls it makes, not to every rank. A save coordinated by rank 0
+// leaves every other rank with one connection; a load coordinated by rank 2
+// adds the star around rank 2 (its peers relayed by rank 0).
+TEST_F(MultiProcessTest, RanksConnectOnlyToTheRanksTheyExchangeMessagesWith) {
+  // peers[r]: how many connections rank r must hold, given the roots.
+  auto expect_peers = [](const JobResult& job, std::set<int> roots, const char* what) {
+    for (size_t r = 0; r < job.ranks.size(); ++r) {
+      ASSERT_EQ(job.ranks[r].code, "OK") << what << ", rank " << r << ": " << job.ranks[r].text;
+      const int want = roots.count(static_cast<int>(r)) ? 7 : static_cast<int>(roots.size());
+      EXPECT_EQ(job.ranks[r].peers, want) << what << ", rank " << r;
+    }
+  };
+  expect_peers(Save(8, 1), {0}, "save coordinated by rank 0");
+  expect_peers(LoadStep(8, 1, {"--coordinator", "2"}), {0, 2}, "load coordinated by rank 2");
+  // The store on the coordinator's host only: point-to-point messages to and
+  // from the coordinator, rank 3.
+  expect_peers(Save(8, 2, {"--coordinator-only", "--coordinator", "3"}), {0, 3}, "save sent to rank 3");
+  expect_peers(LoadStep(8, 2, {"--coordinator-only", "--coordinator", "3", "--layout", "cols"}), {0, 3},
+               "load fetched from rank 3");
+}
+
 TEST_F(MultiProcessTest, ThirtyTwoRanksSaveAndLoad) {
   JobResult saved = RunJob(32, Args("save", 32), FileRendezvous(), dir_.path(), -1, 60000);
   for (const RankResult& r : saved.ranks) ASSERT_EQ(r.code, "OK") << r.text;

@@ -25,6 +25,7 @@ struct ProcResult {
   std::string code;    // status code name ("" when it wrote no report)
   std::string failed;  // failed ranks of a checkpoint error
   double collective_s = 0;  // seconds it spent in collectives
+  int peers = -1;           // ranks it held a connection to at the end
   std::string text;    // Status::ToString()
 };
 

@@ -80,8 +80,8 @@ struct DistributedConfig {
   Status Validate() const;
 };
 
-// Connects this rank to every other rank over TCP (gloo), after all ranks
-// arrived at the rendezvous. Two phases, each bounded by config.timeout
+// Joins this rank to its job over TCP (gloo), after all ranks arrived at
+// the rendezvous. Two phases, each bounded by config.timeout
 // (plus a small constant), so a call returns within about twice it:
 //   1. The rendezvous: every rank claims its rank id under the job's keys
 //      and waits for every rank of its world; the ranks exchange addresses.
@@ -94,9 +94,20 @@ struct DistributedConfig {
 //      processes claim rank 2 ...", rank 0 included). A rank that finds such
 //      a problem records it in the rendezvous, and every rank still waiting
 //      there fails with it.
-//   2. Connecting to every peer at once: DeadlineExceeded (or Unavailable)
-//      naming the peers that did not connect (a rank that died after the
-//      rendezvous).
+//   2. Connecting, all at once: rank 0 to every rank and every rank to rank
+//      0 (a star: rank 0 is the protocols' default coordinator).
+//      DeadlineExceeded (or Unavailable) naming the peers that did not
+//      connect (a rank that died after the rendezvous).
+// Connections on demand: no other connection is made until the first
+// rooted call (Broadcast, Gather, Scatter) whose root is another rank R;
+// then R connects to every rank, each rank's address relayed by rank 0
+// within that call (a rank R cannot reach is lost to it, as a rank that
+// died). Point-to-point messages go over these connections only (between a
+// rank and rank 0, or the root of an earlier rooted call:
+// FailedPrecondition otherwise); AllGather and Barrier go through rank 0. So
+// a rank other than rank 0 holds one connection per coordinator it used
+// (stats().peers), not W-1, and in the rendezvous a rank publishes one
+// address (rank 0: one per rank) instead of W-1.
 // A rank that joins after the others formed their job is not seen by them.
 //
 // Launches. With a launch id, the ranks of one launch only ever form a job

@@ -7,9 +7,6 @@
 // (gloo's unbound buffers), so that a rank other than the root moves O(1)
 // bytes and a lost rank fails only its own exchange with the root;
 // AllGather and Barrier are gloo's collectives.
-#include <gloo/allgather.h>
-#include <gloo/allgatherv.h>
-#include <gloo/barrier.h>
 #include <gloo/context.h>
 #include <gloo/transport/context.h>
 #include <gloo/transport/tcp/device.h>
@@ -17,6 +14,7 @@
 #include <gloo/types.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
@@ -30,6 +28,7 @@
 #include "comm/bind_address.h"
 #include "comm/rendezvous.h"
 #include "comm/rendezvous_store.h"
+#include "format/status_codec.h"
 #include "util/le_bytes.h"
 #include "util/status_macros.h"
 
@@ -138,17 +137,25 @@ class Waiter {
 
 class GlooCommunicator final : public Communicator {
  public:
+  // `pairs`: this rank's transport context, whose pairs with `connected`
+  // are connected (a star around rank 0); more connect on demand.
   GlooCommunicator(std::shared_ptr<gloo::transport::Device> device, std::shared_ptr<gloo::Context> ctx,
-                   std::chrono::milliseconds timeout)
-      : device_(std::move(device)), ctx_(std::move(ctx)), timeout_(timeout),
-        send_seq_(ctx_->size, 0), recv_seq_(ctx_->size, 0), peer_failed_(ctx_->size), lost_(ctx_->size) {}
+                   std::shared_ptr<gloo::transport::Context> pairs, std::chrono::milliseconds timeout,
+                   const std::vector<int>& connected)
+      : device_(std::move(device)), ctx_(std::move(ctx)), pairs_(std::move(pairs)), timeout_(timeout),
+        send_seq_(ctx_->size, 0), recv_seq_(ctx_->size, 0), peer_failed_(ctx_->size), lost_(ctx_->size),
+        connected_(ctx_->size, 0), star_(ctx_->size, 0), unreachable_(ctx_->size) {
+    for (int p : connected) connected_[p] = 1;
+    connected_count_ = static_cast<int>(connected.size());
+    star_[0] = 1;
+  }
 
   int rank() const override { return ctx_->rank; }
   int world_size() const override { return ctx_->size; }
   CollectiveStats stats() const override {
     std::lock_guard<std::mutex> lock(mu_);
     CollectiveStats s = stats_;
-    s.peers = static_cast<uint64_t>(ctx_->size - 1);  // a full mesh: a connection to every other rank
+    s.peers = static_cast<uint64_t>(connected_count_.load());  // connections made so far
     return s;
   }
   std::chrono::milliseconds timeout() const override { return timeout_; }
@@ -159,6 +166,7 @@ class GlooCommunicator final : public Communicator {
   // without a word.
   Status Send(int peer, const void* data, size_t n) override {
     RETURN_IF_ERROR(CheckPeer(peer));
+    RETURN_IF_ERROR(PeerReady(peer));
     if (n == 0) return Status::OK();
     return Timed(("send to rank " + std::to_string(peer)).c_str(), n, peer, [&] {
       auto buf = ctx_->createUnboundBuffer(const_cast<void*>(data), n);
@@ -169,6 +177,7 @@ class GlooCommunicator final : public Communicator {
 
   Status Recv(int peer, void* data, size_t n) override {
     RETURN_IF_ERROR(CheckPeer(peer));
+    RETURN_IF_ERROR(PeerReady(peer));
     if (n == 0) return Status::OK();
     return Timed(("receive from rank " + std::to_string(peer)).c_str(), 0, peer, [&] {
       auto buf = ctx_->createUnboundBuffer(data, n);
@@ -182,6 +191,7 @@ class GlooCommunicator final : public Communicator {
   // together travel back to back instead of a round trip apart.
   Status SendParts(int peer, const std::vector<Part>& parts) override {
     RETURN_IF_ERROR(CheckPeer(peer));
+    RETURN_IF_ERROR(PeerReady(peer));
     size_t total = 0;
     for (const Part& p : parts) total += p.n;
     return Timed(("send to rank " + std::to_string(peer)).c_str(), total, peer, [&] {
@@ -198,6 +208,7 @@ class GlooCommunicator final : public Communicator {
 
   Status RecvParts(int peer, const std::vector<MutablePart>& parts) override {
     RETURN_IF_ERROR(CheckPeer(peer));
+    RETURN_IF_ERROR(PeerReady(peer));
     return Timed(("receive from rank " + std::to_string(peer)).c_str(), 0, peer, [&] {
       std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> bufs;
       bufs.reserve(parts.size());
@@ -214,6 +225,7 @@ class GlooCommunicator final : public Communicator {
   // Outgoing); a rank lost to the root is skipped by it from then on.
   Status Broadcast(std::string* data, int root) override {
     RETURN_IF_ERROR(CheckRoot(root, "broadcast"));
+    RETURN_IF_ERROR(EnsureStar(root));
     const uint32_t seq = rooted_seq_++;
     if (ctx_->rank == root) {
       return RootSends("broadcast", seq, [&](int) -> const std::string& { return *data; });
@@ -223,6 +235,7 @@ class GlooCommunicator final : public Communicator {
 
   Status Scatter(const std::vector<std::string>& parts, int root, std::string* mine) override {
     RETURN_IF_ERROR(CheckRoot(root, "scatter"));
+    RETURN_IF_ERROR(EnsureStar(root));
     const uint32_t seq = rooted_seq_++;
     if (ctx_->rank == root) {
       if (parts.size() != static_cast<size_t>(ctx_->size)) {
@@ -238,12 +251,14 @@ class GlooCommunicator final : public Communicator {
   Status Gather(const std::string& mine, int root, std::vector<std::string>* out,
                 std::map<int, Status>* missing) override {
     RETURN_IF_ERROR(CheckRoot(root, "gather"));
+    RETURN_IF_ERROR(EnsureStar(root));
     const uint32_t seq = rooted_seq_++;
     out->clear();
     if (missing) missing->clear();
     if (ctx_->rank != root) {
       const std::string what = "gather on rank " + std::to_string(ctx_->rank) + ": sending to the root, rank " +
                                std::to_string(root);
+      RETURN_IF_ERROR(PeerReady(root));
       return Timed(what.c_str(), mine.size(), [&] {
         Outgoing m(mine);
         auto head = ctx_->createUnboundBuffer(m.head.data(), m.head.size());
@@ -262,6 +277,7 @@ class GlooCommunicator final : public Communicator {
     RETURN_IF_ERROR(FailedEarlier("gather"));
     const auto t0 = Clock::now();
     const auto deadline = t0 + timeout_;
+    LoseUnconnected(missing);
     out->assign(ctx_->size, std::string());
     (*out)[root] = mine;
     // Every head is posted before any is waited for; then the rests (the
@@ -311,17 +327,16 @@ class GlooCommunicator final : public Communicator {
     return Status::OK();
   }
 
+  // Through rank 0 (a gather, then a broadcast of every part): only the
+  // connections to rank 0 are used. A part that did not reach rank 0 fails
+  // every rank alike, naming the rank.
   Status AllGather(const std::string& mine, std::vector<std::string>* out) override {
-    return Timed("all-gather", mine.size(), [&] { AllGatherImpl(mine, out); });
+    return ThroughRankZero("all-gather", mine, out);
   }
 
   Status Barrier() override {
-    return Timed("barrier", 0, [&] {
-      gloo::BarrierOptions o(ctx_);
-      o.setTag(NextTag());
-      o.setTimeout(timeout_);
-      gloo::barrier(o);
-    });
+    std::vector<std::string> unused;
+    return ThroughRankZero("barrier", std::string(), &unused);
   }
 
  private:
@@ -434,6 +449,7 @@ class GlooCommunicator final : public Communicator {
   template <typename PartOf>
   Status RootSends(const char* what, uint32_t seq, PartOf part) {
     RETURN_IF_ERROR(FailedEarlier(what));
+    LoseUnconnected(nullptr);
     const auto t0 = Clock::now();
     const auto deadline = t0 + timeout_;
     struct Pending {
@@ -476,6 +492,7 @@ class GlooCommunicator final : public Communicator {
 
   // A rank other than the root receives its message of a rooted call.
   Status ReceiveFromRoot(const char* what, int root, uint32_t seq, std::string* out) {
+    RETURN_IF_ERROR(PeerReady(root));
     const std::string context = std::string(what) + " on rank " + std::to_string(ctx_->rank) +
                                 ": waiting for the root, rank " + std::to_string(root);
     return Timed(context.c_str(), 0, [&] {
@@ -512,52 +529,176 @@ class GlooCommunicator final : public Communicator {
     stats_.seconds += std::chrono::duration<double>(Clock::now() - t0).count();
   }
 
-  void AllGatherImpl(const std::string& mine, std::vector<std::string>* out) {
-    const int n = ctx_->size;
-    // Round 1: every rank's length and first kInline bytes, in fixed slots.
-    constexpr size_t kSlot = 8 + kInline;
-    std::string slot(kSlot, '\0');
-    PutLE64(&slot[0], mine.size());
-    std::memcpy(&slot[8], mine.data(), std::min(mine.size(), kInline));
-    std::string slots(kSlot * n, '\0');
-    {
-      gloo::AllgatherOptions o(ctx_);
-      o.setInput(slot.data(), slot.size());
-      o.setOutput(slots.data(), slots.size());
-      o.setTag(NextTag());
-      o.setTimeout(timeout_);
-      gloo::allgather(o);
-      Count(n - 1, kSlot * (n - 1), n - 1);
+  Status ThroughRankZero(const char* what, const std::string& mine, std::vector<std::string>* out) {
+    std::vector<std::string> parts;
+    std::map<int, Status> missing;
+    RETURN_IF_ERROR(Gather(mine, 0, &parts, &missing).WithContext(what));
+    // Rank 0's answer: the outcome, then every part behind its length.
+    std::string answer;
+    if (ctx_->rank == 0) {
+      Status st;
+      if (!missing.empty()) {
+        std::string ranks;
+        for (const auto& [r, why] : missing) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+        st = Status::CheckpointError(std::string(what) + ": nothing came from rank(s) " + ranks, std::move(missing));
+      }
+      const std::string encoded = EncodeStatus(st);
+      PutLE64String(&answer, encoded);
+      if (st.ok()) {
+        for (const std::string& part : parts) PutLE64String(&answer, part);
+      }
     }
-    out->assign(n, std::string());
-    bool longer = false;
-    std::vector<size_t> rest(n);
-    for (int r = 0; r < n; ++r) {
-      const uint64_t len = GetLE64(&slots[kSlot * r]);
-      (*out)[r].assign(&slots[kSlot * r + 8], std::min<uint64_t>(len, kInline));
-      rest[r] = len > kInline ? len - kInline : 0;
-      longer = longer || rest[r] > 0;
+    RETURN_IF_ERROR(Broadcast(&answer, 0).WithContext(what));
+    std::string_view in(answer);
+    std::string_view encoded;
+    if (!TakeLE64String(&in, &encoded)) return Status::Internal(std::string(what) + ": a malformed answer from rank 0");
+    Status st = DecodeStatus(std::string(encoded));
+    if (!st.ok()) return st;
+    out->assign(ctx_->size, std::string());
+    for (int r = 0; r < ctx_->size; ++r) {
+      std::string_view part;
+      if (!TakeLE64String(&in, &part)) return Status::Internal(std::string(what) + ": a malformed answer from rank 0");
+      (*out)[r].assign(part);
     }
-    if (!longer) return;
-    // Round 2 (only when some message is longer): the rest of each, with a
-    // pad byte so that no rank's buffer is empty.
-    std::string in = (mine.size() > kInline ? mine.substr(kInline) : std::string()) + '\0';
-    std::vector<size_t> counts(n);
-    uint64_t total = 0;
-    for (int r = 0; r < n; ++r) total += counts[r] = rest[r] + 1;
-    std::string all(total, '\0');
-    gloo::AllgathervOptions o(ctx_);
-    o.setInput(in.data(), in.size());
-    o.setOutput(all.data(), counts);
-    o.setTag(NextTag());
-    o.setTimeout(timeout_);
-    gloo::allgatherv(o);
-    Count(n - 1, total - counts[ctx_->rank], n - 1);
-    uint64_t off = 0;
-    for (int r = 0; r < n; ++r) {
-      (*out)[r].append(all, off, counts[r] - 1);
-      off += counts[r];
+    return Status::OK();
+  }
+
+  static void PutLE64String(std::string* out, std::string_view s) {
+    std::string n(8, '\0');
+    PutLE64(&n[0], s.size());
+    out->append(n);
+    out->append(s);
+  }
+  static bool TakeLE64String(std::string_view* in, std::string_view* s) {
+    if (in->size() < 8) return false;
+    const uint64_t n = GetLE64(in->data());
+    if (in->size() - 8 < n) return false;
+    *s = in->substr(8, n);
+    in->remove_prefix(8 + n);
+    return true;
+  }
+
+  // OK when this rank is connected to rank p; else why not.
+  Status PeerReady(int p) const {
+    if (connected_[p]) return Status::OK();
+    if (!unreachable_[p].ok()) return unreachable_[p];
+    return Status::FailedPrecondition(
+        "rank " + std::to_string(ctx_->rank) + " has no connection to rank " + std::to_string(p) +
+        ": ranks connect to rank 0, and to the root of a rooted call (Broadcast, Gather, Scatter) from its first "
+        "call on; point-to-point messages go only over such connections");
+  }
+
+  // The root loses the ranks it has no connection to (the star around it
+  // could not be made to them).
+  void LoseUnconnected(std::map<int, Status>* missing) {
+    for (int p = 0; p < ctx_->size; ++p) {
+      if (p == ctx_->rank || connected_[p] || !LostPeer(p).ok()) continue;
+      Status why = PeerReady(p);
+      if (missing) (*missing)[p] = why;
+      Lose(p, why);
     }
+  }
+
+  // Connections on demand: before the first rooted call with root R (not
+  // rank 0), R connects to every rank, each rank's pair address relayed by
+  // rank 0 (a gather and a scatter over the star around it, which every
+  // rank joins: all ranks make the same rooted calls). A rank that cannot
+  // be reached is lost to R, and R to it (each call between them fails).
+  Status EnsureStar(int root) {
+    if (star_[root]) return Status::OK();
+    star_[root] = 1;  // (tried once, on every rank alike)
+    const int me = ctx_->rank, n = ctx_->size;
+    auto relayed = [&](int p) { return p != 0 && p != root; };  // the ranks R connects to now
+    std::string part;
+    try {
+      if (me == root) {
+        for (int p = 0; p < n; ++p) {
+          if (!relayed(p)) continue;
+          PutLE64String(&part, connected_[p] ? std::string() : PairBytes(p));
+        }
+      } else if (me != 0 && !connected_[root]) {
+        part = PairBytes(root);
+      }
+    } catch (const std::exception& e) {
+      return FromException(e, "connecting rank " + std::to_string(me) + " to rank " + std::to_string(root));
+    }
+    std::vector<std::string> parts;
+    std::map<int, Status> missing;
+    const std::string what = "connecting rank " + std::to_string(root) + " to every rank through rank 0";
+    RETURN_IF_ERROR(Gather(part, 0, &parts, &missing).WithContext(what));
+    std::vector<std::string> out(n);
+    if (me == 0) {
+      // R's part: its address for each relayed rank, in rank order.
+      std::vector<std::string> root_addresses(n);
+      if (!missing.count(root)) {
+        std::string_view in(parts[root]);
+        for (int p = 0; p < n; ++p) {
+          std::string_view a;
+          if (relayed(p) && TakeLE64String(&in, &a)) root_addresses[p].assign(a);
+        }
+      }
+      for (int p = 0; p < n; ++p) {
+        if (!relayed(p)) continue;
+        out[p] = root_addresses[p];
+        PutLE64String(&out[root], missing.count(p) ? std::string() : parts[p]);
+      }
+    }
+    std::string mine;
+    RETURN_IF_ERROR(Scatter(out, 0, &mine).WithContext(what));
+    if (me == 0) return Status::OK();
+    std::vector<int> peers;
+    std::vector<std::string> addresses(n);
+    if (me == root) {
+      std::string_view in(mine);
+      for (int p = 0; p < n; ++p) {
+        std::string_view a;
+        if (!relayed(p) || !TakeLE64String(&in, &a)) continue;
+        if (connected_[p]) continue;
+        if (a.empty()) {
+          Lose(p, Status::Unavailable(what + ": rank " + std::to_string(p) + " sent no address"));
+          continue;
+        }
+        addresses[p].assign(a);
+        peers.push_back(p);
+      }
+    } else if (!connected_[root]) {
+      if (mine.empty()) {
+        unreachable_[root] = Status::Unavailable(what + ": rank " + std::to_string(root) + " sent no address");
+        return Status::OK();  // (the rooted call fails, naming it)
+      }
+      addresses[root] = mine;
+      peers.push_back(root);
+    }
+    std::vector<Status> why(n);
+    std::vector<std::thread> threads;
+    threads.reserve(peers.size());
+    for (int p : peers) {
+      threads.emplace_back([&, p] {
+        try {
+          pairs_->getPair(p)->connect(std::vector<char>(addresses[p].begin(), addresses[p].end()));
+        } catch (const std::exception& e) {
+          why[p] = FromException(e, what + ": rank " + std::to_string(me) + " to rank " + std::to_string(p));
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    for (int p : peers) {
+      if (why[p].ok()) {
+        connected_[p] = 1;
+        ++connected_count_;
+      } else if (me == root) {
+        Lose(p, why[p]);
+      } else {
+        unreachable_[p] = why[p];
+      }
+    }
+    return Status::OK();
+  }
+
+  // The address of a new pair of this rank's with rank p (made once).
+  std::string PairBytes(int p) {
+    const std::vector<char> b = pairs_->createPair(p)->address().bytes();
+    return std::string(b.begin(), b.end());
   }
 
   // A collective (peer -1) runs only while nothing failed; a point-to-point
@@ -592,12 +733,10 @@ class GlooCommunicator final : public Communicator {
     return st;
   }
 
-  uint32_t NextTag() { return tag_++ & 0x7fffffff; }
-
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::Context> ctx_;
+  std::shared_ptr<gloo::transport::Context> pairs_;  // ctx_'s pairs
   std::chrono::milliseconds timeout_;
-  uint32_t tag_ = 1;
   // Point-to-point sequence numbers per peer: each touched only by the one
   // thread sending to (receiving from) that peer.
   std::vector<uint32_t> send_seq_, recv_seq_;
@@ -607,6 +746,12 @@ class GlooCommunicator final : public Communicator {
   std::vector<Status> lost_;         // ranks the root of a rooted call lost, and why
   uint32_t rooted_seq_ = 0;          // rooted calls so far (the same on every rank)
   CollectiveStats stats_;
+  // Connections (a star around rank 0, and around the root of each rooted
+  // call since its first: EnsureStar), changed only by rooted calls.
+  std::vector<char> connected_;     // per rank: a connected pair
+  std::vector<char> star_;          // per rank: the star around it was made (or tried)
+  std::vector<Status> unreachable_;  // per rank: why no pair with it could be made
+  std::atomic<int> connected_count_{0};
 };
 
 // gloo writes to its sockets with writev: once a peer has died, a write to
@@ -623,38 +768,17 @@ void IgnoreSigpipeUnlessHandled() {
 }
 
 
-// Connects this rank's pair to every peer, all at once (one thread per
+// Connects this rank's pairs with `peers`, all at once (one thread per
 // peer), so that connecting takes one timeout, not one per peer in turn.
-// `addresses[r]`: the blob rank r published: its card, then its pairs'
-// addresses for every rank but r, in rank order, each behind a 4-byte
-// length.
+// `addresses[p]`: the address of rank p's pair for this rank.
 Status ConnectPairs(gloo::transport::Context& pairs, const DistributedConfig& c,
-                    const std::vector<std::string>& addresses) {
+                    const std::vector<std::vector<char>>& addresses, const std::vector<int>& peers) {
   std::vector<std::string> errors(c.world_size);
   std::vector<std::thread> threads;
-  for (int peer = 0; peer < c.world_size; ++peer) {
-    if (peer == c.rank) continue;
-    // My address in the peer's blob: entry `c.rank` less the peer itself.
-    const std::string& blob = addresses[peer];
-    const int index = 1 + (c.rank < peer ? c.rank : c.rank - 1);  // (0: the card)
-    size_t off = 0;
-    std::vector<char> addr;
-    for (int i = 0; i <= index; ++i) {
-      uint32_t n = 0;
-      if (off + 4 > blob.size()) break;
-      std::memcpy(&n, blob.data() + off, 4);
-      off += 4;
-      if (off + n > blob.size()) break;
-      if (i == index) addr.assign(blob.data() + off, blob.data() + off + n);
-      off += n;
-    }
-    if (addr.empty()) {
-      errors[peer] = "rank " + std::to_string(peer) + " published no address for rank " + std::to_string(c.rank);
-      continue;
-    }
-    threads.emplace_back([&pairs, &errors, peer, addr = std::move(addr)] {
+  for (int peer : peers) {
+    threads.emplace_back([&pairs, &errors, &addresses, peer] {
       try {
-        pairs.getPair(peer)->connect(addr);
+        pairs.getPair(peer)->connect(addresses[peer]);
       } catch (const std::exception& e) {
         errors[peer] = e.what();
       }
@@ -697,6 +821,17 @@ StatusOr<std::unique_ptr<Communicator>> ConnectThrough(const DistributedConfig& 
     // connecting, is bounded by config.timeout too. (Collectives set their
     // own timeout on every call.)
     pairs->setTimeout(std::max(std::chrono::milliseconds(1), config.timeout / 5));
+    // Connections: a star around rank 0 (every rank's partner in the
+    // protocols' rooted calls by default); the star around another rank is
+    // made by its first rooted call (EnsureStar). Rank 0 publishes its pair
+    // addresses for every rank, the others theirs for rank 0: what a rank
+    // reads grows with the world size only by the cards.
+    std::vector<int> now;
+    if (config.rank == 0) {
+      for (int p = 1; p < config.world_size; ++p) now.push_back(p);
+    } else {
+      now.push_back(0);
+    }
     std::string blob;
     auto append = [&blob](const char* data, size_t size) {
       const uint32_t n = static_cast<uint32_t>(size);
@@ -705,34 +840,51 @@ StatusOr<std::unique_ptr<Communicator>> ConnectThrough(const DistributedConfig& 
     };
     const std::string card = EncodePeerCard(MyPeerCard(listen));
     append(card.data(), card.size());
-    for (int peer = 0; peer < config.world_size; ++peer) {
-      if (peer == config.rank) continue;
+    for (int peer : now) {
       const std::vector<char> bytes = pairs->createPair(peer)->address().bytes();
       append(bytes.data(), bytes.size());
     }
-    StatusOr<std::vector<std::string>> addresses = rdv.AllGather("address", blob, deadline);
-    if (!addresses.ok()) return addresses.status();
+    StatusOr<std::vector<std::string>> published = rdv.AllGather("address", blob, deadline);
+    if (!published.ok()) return published.status();
     // Before dialing anyone: every rank sees the same cards, so a rank on
     // loopback in a job across hosts fails every rank alike.
     std::vector<PeerCard> cards(config.world_size);
+    std::vector<std::vector<char>> addresses(config.world_size);
     for (int r = 0; r < config.world_size; ++r) {
-      const std::string& b = (*addresses)[r];
-      uint32_t n = 0;
-      if (b.size() >= 4) std::memcpy(&n, b.data(), 4);
-      if (b.size() < 4 || b.size() - 4 < n || !DecodePeerCard(b.substr(4, n), &cards[r])) {
+      std::string_view b((*published)[r]);
+      auto take = [&b](std::string_view* out) {
+        uint32_t n = 0;
+        if (b.size() < 4) return false;
+        std::memcpy(&n, b.data(), 4);
+        if (b.size() - 4 < n) return false;
+        *out = b.substr(4, n);
+        b.remove_prefix(4 + n);
+        return true;
+      };
+      std::string_view card_bytes, address;
+      bool ok = take(&card_bytes) && DecodePeerCard(std::string(card_bytes), &cards[r]);
+      // Rank 0's blob: an address for each rank 1..W-1; another's: one, for rank 0.
+      if (ok && r != config.rank && (r == 0 || config.rank == 0)) {
+        const int index = r == 0 ? config.rank - 1 : 0;
+        for (int i = 0; ok && i <= index; ++i) ok = take(&address);
+        if (ok) addresses[r].assign(address.begin(), address.end());
+        ok = ok && !address.empty();
+      }
+      if (!ok) {
         return Status::InvalidArgument("rank " + std::to_string(r) + " published an address this rank cannot read (" +
                                        where + "): is it running another version of ckptdb?");
       }
     }
     RETURN_IF_ERROR(CheckPeersCanReachEachOther(cards));
-    RETURN_IF_ERROR(ConnectPairs(*pairs, config, *addresses));
+    RETURN_IF_ERROR(ConnectPairs(*pairs, config, addresses, now));
     // A rank of another launch that took a rank id of this one is found by
     // the rank that lost it, which records it: check once more.
     RETURN_IF_ERROR(rdv.CheckNoFailure());
     auto ctx = std::make_shared<MeshContext>(config.rank, config.world_size);
     ctx->setTimeout(config.timeout);
     ctx->Adopt(device, pairs);
-    return std::unique_ptr<Communicator>(new GlooCommunicator(std::move(device), std::move(ctx), config.timeout));
+    return std::unique_ptr<Communicator>(
+        new GlooCommunicator(std::move(device), std::move(ctx), pairs, config.timeout, now));
   } catch (const std::exception& e) {
     return FromException(e, "connecting rank " + std::to_string(config.rank) + " to its peers");
   }
