@@ -236,6 +236,23 @@ TEST_F(MultiProcessTest, ARankThatHangsIsNamedOnEverySurvivor) {
   ExpectStoreHoldsOnly(0);
 }
 
+// The same with the coordinator on rank 2, whose connections to the other
+// ranks were made on demand (relayed by rank 0) by the save's first rooted
+// call: rank 3 hangs after writing, and every survivor fails alike naming it.
+TEST_F(MultiProcessTest, ARankThatHangsIsNamedOnEverySurvivorWhenTheCoordinatorIsNotRankZero) {
+  JobResult job = RunJob(5, Args("save", 4, {"--coordinator", "2", "--stall-in-write", "3"}), FileRendezvous(),
+                         dir_.path(), -1, /*timeout_ms=*/1000);
+  ASSERT_EQ(job.ranks.size(), 5u);
+  for (int r : {0, 1, 2, 4}) {
+    const RankResult& rr = job.ranks[r];
+    EXPECT_EQ(rr.exit_code, 3) << "rank " << r << ": " << rr.text;
+    EXPECT_EQ(rr.failed, "3") << "rank " << r << ": " << rr.text;
+    EXPECT_EQ(rr.text, job.ranks[2].text) << "rank " << r << " reports a different error";
+    EXPECT_NE(rr.text.find("nothing came from rank 3 within 1000 ms"), std::string::npos) << rr.text;
+  }
+  ExpectStoreHoldsOnly(0);
+}
+
 // A store on the coordinator's host only: the other ranks send their files
 // over gloo's point-to-point pairs, and loading ranks fetch their chunks
 // from the coordinator; a rank that dies while sending fails the save on
