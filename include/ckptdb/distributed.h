@@ -106,8 +106,11 @@ struct DistributedConfig {
 // rank and rank 0, or the root of an earlier rooted call:
 // FailedPrecondition otherwise); AllGather and Barrier go through rank 0. So
 // a rank other than rank 0 holds one connection per coordinator it used
-// (stats().peers), not W-1, and in the rendezvous a rank publishes one
-// address (rank 0: one per rank) instead of W-1.
+// (stats().peers), not W-1.
+// The rendezvous goes through rank 0 too: it alone reads every rank's
+// claim, card and address and answers each rank under a key of its own, so
+// what a rank other than 0 reads from the rendezvous store does not grow
+// with the world size (rank 0's: linear in it).
 // A rank that joins after the others formed their job is not seen by them.
 //
 // Launches. With a launch id, the ranks of one launch only ever form a job

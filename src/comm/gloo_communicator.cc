@@ -768,6 +768,22 @@ void IgnoreSigpipeUnlessHandled() {
 }
 
 
+// A string behind its 4-byte length, and back.
+void PutLenString(std::string* out, std::string_view s) {
+  const uint32_t n = static_cast<uint32_t>(s.size());
+  out->append(reinterpret_cast<const char*>(&n), 4);
+  out->append(s);
+}
+bool TakeLenString(std::string_view* in, std::string_view* s) {
+  uint32_t n = 0;
+  if (in->size() < 4) return false;
+  std::memcpy(&n, in->data(), 4);
+  if (in->size() - 4 < n) return false;
+  *s = in->substr(4, n);
+  in->remove_prefix(4 + n);
+  return true;
+}
+
 // Connects this rank's pairs with `peers`, all at once (one thread per
 // peer), so that connecting takes one timeout, not one per peer in turn.
 // `addresses[p]`: the address of rank p's pair for this rank.
@@ -823,59 +839,53 @@ StatusOr<std::unique_ptr<Communicator>> ConnectThrough(const DistributedConfig& 
     pairs->setTimeout(std::max(std::chrono::milliseconds(1), config.timeout / 5));
     // Connections: a star around rank 0 (every rank's partner in the
     // protocols' rooted calls by default); the star around another rank is
-    // made by its first rooted call (EnsureStar). Rank 0 publishes its pair
-    // addresses for every rank, the others theirs for rank 0: what a rank
-    // reads grows with the world size only by the cards.
+    // made by its first rooted call (EnsureStar). Each rank sends rank 0 its card and its pair's address for rank 0;
+    // rank 0 checks every card (a rank on loopback in a job across hosts
+    // fails every rank alike: rank 0 records it) and answers each rank with
+    // its own pair's address for it. What a rank other than 0 reads does not
+    // grow with the world size.
     std::vector<int> now;
+    std::vector<std::vector<char>> addresses(config.world_size);
+    const std::string card = EncodePeerCard(MyPeerCard(listen));
+    auto address_bytes = [&](int peer) {
+      const std::vector<char> bytes = pairs->createPair(peer)->address().bytes();
+      return std::string(bytes.begin(), bytes.end());
+    };
+    auto malformed = [&](int r) {
+      return rdv.Fail(Status::InvalidArgument("rank " + std::to_string(r) + " published an address rank " +
+                                              std::to_string(config.rank) + " cannot read (" + where +
+                                              "): is it running another version of ckptdb?"));
+    };
     if (config.rank == 0) {
-      for (int p = 1; p < config.world_size; ++p) now.push_back(p);
+      std::string mine;
+      PutLenString(&mine, card);
+      ASSIGN_OR_RETURN(std::vector<std::string> published, rdv.GatherToRoot("address", mine, deadline));
+      std::vector<PeerCard> cards(config.world_size);
+      for (int r = 0; r < config.world_size; ++r) {
+        std::string_view in(published[r]), card_bytes, address;
+        if (!TakeLenString(&in, &card_bytes) || !DecodePeerCard(std::string(card_bytes), &cards[r]) ||
+            (r != 0 && (!TakeLenString(&in, &address) || address.empty()))) {
+          return malformed(r);
+        }
+        if (r != 0) addresses[r].assign(address.begin(), address.end());
+      }
+      if (Status st = CheckPeersCanReachEachOther(cards); !st.ok()) return rdv.Fail(st);
+      std::vector<std::string> parts(config.world_size);
+      for (int r = 1; r < config.world_size; ++r) {
+        parts[r] = address_bytes(r);
+        now.push_back(r);
+      }
+      RETURN_IF_ERROR(rdv.ScatterFromRoot("address", parts));
     } else {
+      std::string mine;
+      PutLenString(&mine, card);
+      PutLenString(&mine, address_bytes(0));
+      RETURN_IF_ERROR(rdv.GatherToRoot("address", mine, deadline).status());
+      ASSIGN_OR_RETURN(std::string zero, rdv.ReceiveFromRoot("address", deadline));
+      if (zero.empty()) return malformed(0);
+      addresses[0].assign(zero.begin(), zero.end());
       now.push_back(0);
     }
-    std::string blob;
-    auto append = [&blob](const char* data, size_t size) {
-      const uint32_t n = static_cast<uint32_t>(size);
-      blob.append(reinterpret_cast<const char*>(&n), 4);
-      blob.append(data, size);
-    };
-    const std::string card = EncodePeerCard(MyPeerCard(listen));
-    append(card.data(), card.size());
-    for (int peer : now) {
-      const std::vector<char> bytes = pairs->createPair(peer)->address().bytes();
-      append(bytes.data(), bytes.size());
-    }
-    StatusOr<std::vector<std::string>> published = rdv.AllGather("address", blob, deadline);
-    if (!published.ok()) return published.status();
-    // Before dialing anyone: every rank sees the same cards, so a rank on
-    // loopback in a job across hosts fails every rank alike.
-    std::vector<PeerCard> cards(config.world_size);
-    std::vector<std::vector<char>> addresses(config.world_size);
-    for (int r = 0; r < config.world_size; ++r) {
-      std::string_view b((*published)[r]);
-      auto take = [&b](std::string_view* out) {
-        uint32_t n = 0;
-        if (b.size() < 4) return false;
-        std::memcpy(&n, b.data(), 4);
-        if (b.size() - 4 < n) return false;
-        *out = b.substr(4, n);
-        b.remove_prefix(4 + n);
-        return true;
-      };
-      std::string_view card_bytes, address;
-      bool ok = take(&card_bytes) && DecodePeerCard(std::string(card_bytes), &cards[r]);
-      // Rank 0's blob: an address for each rank 1..W-1; another's: one, for rank 0.
-      if (ok && r != config.rank && (r == 0 || config.rank == 0)) {
-        const int index = r == 0 ? config.rank - 1 : 0;
-        for (int i = 0; ok && i <= index; ++i) ok = take(&address);
-        if (ok) addresses[r].assign(address.begin(), address.end());
-        ok = ok && !address.empty();
-      }
-      if (!ok) {
-        return Status::InvalidArgument("rank " + std::to_string(r) + " published an address this rank cannot read (" +
-                                       where + "): is it running another version of ckptdb?");
-      }
-    }
-    RETURN_IF_ERROR(CheckPeersCanReachEachOther(cards));
     RETURN_IF_ERROR(ConnectPairs(*pairs, config, addresses, now));
     // A rank of another launch that took a rank id of this one is found by
     // the rank that lost it, which records it: check once more.

@@ -144,6 +144,17 @@ Status Rendezvous::Join(Deadline deadline) {
                                         std::to_string(b) + " says world size " + std::to_string(wb) +
                                         "; start every rank with the same CKPTDB_WORLD_SIZE"));
   };
+  if (me != 0) {
+    // Rank 0's claim is there (it opened the launch before this rank got
+    // its prefix): a world size that differs from it fails at once.
+    ASSIGN_OR_RETURN(std::optional<std::string> zero, store_.Get(prefix_ + "rank/0"));
+    if (zero) {
+      const int w0 = ClaimWorld(*zero);
+      if (w0 != world) return disagree(0, w0, me, world);
+    }
+    StatusOr<std::string> joined = WaitForKeyFromRoot(prefix_ + "joined", deadline, "every rank to arrive");
+    return joined.status();
+  }
   std::vector<bool> seen;
   StatusOr<bool> all = WaitForEveryRank(
       prefix_ + "rank/", deadline,
@@ -159,10 +170,32 @@ Status Rendezvous::Join(Deadline deadline) {
         return Status::OK();
       },
       &seen);
-  if (!all.ok() || *all) return all.status();
+  if (!all.ok()) return all.status();
+  if (*all) {
+    (void)store_.CreateKey(prefix_ + "joined", "");
+    return Status::OK();
+  }
+  return Fail(Status::DeadlineExceeded("rendezvous timed out after " + std::to_string(config_.timeout.count()) +
+                                       " ms: rank(s) " + Missing(seen) + " of " + std::to_string(world) +
+                                       " never arrived (" + where_ + ")"));
+}
+
+StatusOr<std::string> Rendezvous::WaitForKeyFromRoot(const std::string& key, Deadline deadline,
+                                                     const std::string& waiting_for) {
+  // Rank 0 may have started later than this rank: its record of what went
+  // wrong (naming the ranks) can come a little after this rank's deadline.
+  const auto grace = std::min<Clock::duration>(std::chrono::seconds(2), config_.timeout / 4);
+  Poller poller;
+  while (true) {
+    RETURN_IF_ERROR(RecordedFailure());
+    ASSIGN_OR_RETURN(std::optional<std::string> v, store_.Get(key));
+    if (v) return std::move(*v);
+    if (Clock::now() >= deadline + grace) break;
+    poller.Sleep();
+  }
   return Status::DeadlineExceeded("rendezvous timed out after " + std::to_string(config_.timeout.count()) +
-                                  " ms: rank(s) " + Missing(seen) + " of " + std::to_string(world) +
-                                  " never arrived (" + where_ + ")");
+                                  " ms waiting for rank 0 to report " + waiting_for + " (" + where_ +
+                                  "): did rank 0 die, or is it late?");
 }
 
 StatusOr<bool> Rendezvous::WaitForEveryRank(const std::string& base, Deadline deadline,
@@ -196,17 +229,20 @@ std::string Rendezvous::Missing(const std::vector<bool>& seen) {
   return list;
 }
 
-StatusOr<std::vector<std::string>> Rendezvous::AllGather(const std::string& name, const std::string& mine,
-                                                         Deadline deadline) {
+StatusOr<std::vector<std::string>> Rendezvous::GatherToRoot(const std::string& name, const std::string& mine,
+                                                             Deadline deadline) {
   const int world = config_.world_size;
   const std::string base = prefix_ + name + "/";
-  ASSIGN_OR_RETURN(bool created, store_.CreateKey(base + std::to_string(config_.rank), mine));
-  if (!created) {
-    return Fail(Status::AlreadyExists("rendezvous: '" + base + std::to_string(config_.rank) + "' exists already in " +
-                                      where_));
+  if (config_.rank != 0) {
+    ASSIGN_OR_RETURN(bool created, store_.CreateKey(base + std::to_string(config_.rank), mine));
+    if (!created) {
+      return Fail(Status::AlreadyExists("rendezvous: '" + base + std::to_string(config_.rank) +
+                                        "' exists already in " + where_));
+    }
+    return std::vector<std::string>();
   }
   std::vector<std::string> out(world);
-  out[config_.rank] = mine;
+  out[0] = mine;
   std::vector<bool> seen;
   StatusOr<bool> all = WaitForEveryRank(
       base, deadline,
@@ -217,9 +253,24 @@ StatusOr<std::vector<std::string>> Rendezvous::AllGather(const std::string& name
       [] { return Status::OK(); }, &seen);
   if (!all.ok()) return all.status();
   if (*all) return out;
-  return Status::DeadlineExceeded("rendezvous timed out after " + std::to_string(config_.timeout.count()) +
-                                  " ms: rank(s) " + Missing(seen) + " of " + std::to_string(world) +
-                                  " arrived but never published their " + name + " (died?) (" + where_ + ")");
+  return Fail(Status::DeadlineExceeded("rendezvous timed out after " + std::to_string(config_.timeout.count()) +
+                                       " ms: rank(s) " + Missing(seen) + " of " + std::to_string(world) +
+                                       " arrived but never published their " + name + " (died?) (" + where_ + ")"));
+}
+
+Status Rendezvous::ScatterFromRoot(const std::string& name, const std::vector<std::string>& parts) {
+  const std::string base = prefix_ + name + "/";
+  for (int r = 1; r < config_.world_size; ++r) {
+    ASSIGN_OR_RETURN(bool created, store_.CreateKey(base + "from0/" + std::to_string(r), parts[r]));
+    if (!created) return Fail(Status::AlreadyExists("rendezvous: '" + base + "from0/" + std::to_string(r) +
+                                                    "' exists already in " + where_));
+  }
+  return Status::OK();
+}
+
+StatusOr<std::string> Rendezvous::ReceiveFromRoot(const std::string& name, Deadline deadline) {
+  return WaitForKeyFromRoot(prefix_ + name + "/from0/" + std::to_string(config_.rank), deadline,
+                            "its " + name + " for this rank");
 }
 
 }  // namespace ckptdb

@@ -21,8 +21,17 @@
 //     W: "... rank A says world size X, rank B says Y".
 // A rank that finds a problem also records it under "failed", and every
 // rank still waiting in the rendezvous fails with it at once, instead of at
-// the deadline. Ranks then exchange values (their TCP addresses) the same
-// way.
+// the deadline.
+//
+// What a rank reads does not grow with the world size, except on rank 0:
+// rank 0 waits for every claim (checking each as it appears) and then
+// records "joined"; another rank waits only for that (or a failure), and
+// checks rank 0's claim against its own. Values (the TCP addresses) go the
+// same way: every rank sends its own to rank 0 (GatherToRoot), rank 0
+// answers each rank under a key of its own (ScatterFromRoot,
+// ReceiveFromRoot). A rank other than 0 that reaches its deadline first
+// waits a little longer (kFailureGrace) for rank 0's record of what went
+// wrong, so that every rank names the same missing ranks.
 #ifndef CKPTDB_SRC_RENDEZVOUS_H_
 #define CKPTDB_SRC_RENDEZVOUS_H_
 
@@ -62,9 +71,17 @@ class Rendezvous {
   // never arrived.
   Status Join(Deadline deadline);
 
-  // Publishes `mine` under `name` and returns every rank's value, indexed
-  // by rank, once all are there.
-  StatusOr<std::vector<std::string>> AllGather(const std::string& name, const std::string& mine, Deadline deadline);
+  // Every rank publishes `mine` under `name`; rank 0 returns every rank's
+  // value, indexed by rank, once all are there (DeadlineExceeded naming the
+  // ranks whose value never came, recorded as the job's failure); the
+  // others return an empty vector at once.
+  StatusOr<std::vector<std::string>> GatherToRoot(const std::string& name, const std::string& mine,
+                                                  Deadline deadline);
+  // Rank 0: publishes parts[r] for each rank r > 0 under `name`.
+  Status ScatterFromRoot(const std::string& name, const std::vector<std::string>& parts);
+  // A rank other than 0: waits for its part of `name` from rank 0, or the
+  // job's recorded failure.
+  StatusOr<std::string> ReceiveFromRoot(const std::string& name, Deadline deadline);
 
   // Records `st` as this job's failure (when none is recorded yet), so that
   // ranks waiting in the rendezvous fail with it. Returns `st`.
@@ -90,6 +107,10 @@ class Rendezvous {
                                   const std::function<Status()>& check, std::vector<bool>* seen);
   // "1, 3": the ranks not seen.
   static std::string Missing(const std::vector<bool>& seen);
+  // A rank other than 0: polls `key` until it exists (its value), a failure
+  // is recorded (that failure), or the deadline plus kFailureGrace passes
+  // (DeadlineExceeded saying `waiting_for`).
+  StatusOr<std::string> WaitForKeyFromRoot(const std::string& key, Deadline deadline, const std::string& waiting_for);
 
   RendezvousStore& store_;
   const DistributedConfig config_;
