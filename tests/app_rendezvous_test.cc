@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -90,6 +91,59 @@ TEST(AppRendezvousTest, AConfigMustNameTheStoreAndBeValid) {
   comm = ConnectGloo(c, store);
   ASSERT_FALSE(comm.ok());
   EXPECT_NE(comm.status().message().find("rank 3 is not in [0, 2)"), std::string::npos) << comm.status();
+}
+
+// One rank's view of the shared store, recording the keys it reads.
+class CountingView final : public RendezvousStore {
+ public:
+  explicit CountingView(RendezvousStore& store) : store_(store) {}
+  StatusOr<bool> CreateKey(const std::string& key, const std::string& value) override {
+    return store_.CreateKey(key, value);
+  }
+  StatusOr<std::optional<std::string>> Get(const std::string& key) override {
+    StatusOr<std::optional<std::string>> v = store_.Get(key);
+    if (v.ok() && v->has_value()) read_.insert(key);
+    return v;
+  }
+  size_t keys_read() const { return read_.size(); }
+
+ private:
+  RendezvousStore& store_;
+  std::set<std::string> read_;
+};
+
+// The rendezvous goes through rank 0: a rank other than 0 reads the same
+// few keys at any world size (it read every rank's claim and addresses
+// before), and connects to rank 0 alone.
+TEST(AppRendezvousTest, WhatARankOtherThanZeroReadsDoesNotGrowWithTheWorld) {
+  auto run = [](int world) {
+    MemoryStore store;
+    std::vector<std::unique_ptr<CountingView>> views;
+    for (int r = 0; r < world; ++r) views.push_back(std::make_unique<CountingView>(store));
+    std::vector<Status> errors(world);
+    std::vector<uint64_t> peers(world);
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < world; ++r) {
+      ranks.emplace_back([&, r] {
+        StatusOr<std::unique_ptr<Communicator>> comm = ConnectGloo(Config(r, world, "job"), *views[r]);
+        errors[r] = comm.status();
+        if (comm.ok()) {
+          std::string data = r == 0 ? "hello" : "";
+          errors[r] = (*comm)->Broadcast(&data, 0);
+          peers[r] = (*comm)->stats().peers;
+        }
+      });
+    }
+    for (std::thread& t : ranks) t.join();
+    for (int r = 0; r < world; ++r) EXPECT_TRUE(errors[r].ok()) << "world " << world << ", rank " << r << ": " << errors[r];
+    EXPECT_EQ(peers[0], static_cast<uint64_t>(world - 1));
+    EXPECT_EQ(peers[world - 1], 1u);
+    return std::make_pair(views[0]->keys_read(), views[world - 1]->keys_read());
+  };
+  const auto small = run(4), large = run(16);
+  EXPECT_EQ(large.second, small.second) << "keys the last rank read: " << small.second << " at 4 ranks, "
+                                        << large.second << " at 16";
+  EXPECT_GT(large.first, small.first);  // rank 0 reads every rank's
 }
 
 }  // namespace
