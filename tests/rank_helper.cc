@@ -327,6 +327,7 @@ int main(int argc, char** argv) {
   out << StatusCodeName(st.code()) << "\n";
   std::string failed;
   for (const auto& [r, s] : st.rank_failures()) failed += (failed.empty() ? "" : " ") + std::to_string(r);
-  out << failed << "\n" << cs.calls << " " << cs.seconds << " " << cs.peers << "\n" << st.ToString() << "\n";
+  out << failed << "\n" << cs.calls << " " << cs.seconds << " " << cs.peers << " " << cs.bytes_received << " " << cs.messages_received
+      << "\n" << st.ToString() << "\n";
   return st.ok() ? 0 : 3;
 }

@@ -81,7 +81,7 @@ std::vector<ProcResult> RunProcs(const std::vector<Proc>& procs, const std::stri
     std::getline(in, r.code);
     std::getline(in, r.failed);
     std::getline(in, line);
-    std::istringstream(line) >> line >> r.collective_s >> r.peers;
+    std::istringstream(line) >> line >> r.collective_s >> r.peers >> r.bytes_received >> r.messages_received;
     std::stringstream rest;
     rest << in.rdbuf();
     r.text = rest.str();

@@ -26,6 +26,7 @@ struct ProcResult {
   std::string failed;  // failed ranks of a checkpoint error
   double collective_s = 0;  // seconds it spent in collectives
   int peers = -1;           // ranks it held a connection to at the end
+  uint64_t bytes_received = 0, messages_received = 0;  // control traffic that reached it
   std::string text;    // Status::ToString()
 };
 
