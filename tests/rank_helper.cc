@@ -14,7 +14,8 @@
 // OUT_DIR/rank-R.txt:
 //   line 1: the status code name ("OK", "IOError", ...)
 //   line 2: failed ranks of a checkpoint error, space separated ("" if none)
-//   line 3: collective calls and seconds spent in them
+//   line 3: collective calls, seconds spent in them, peers connected, bytes
+//           and messages received
 //   rest:   Status::ToString()
 // Exit code 0 on success, 3 on a ckptdb error, 2 on bad arguments.
 // --bad-target R: on load, rank R's target has an entry the step lacks. A
