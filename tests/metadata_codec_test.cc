@@ -202,5 +202,80 @@ TEST(Keys, SortByStepThenSaveRankItemChunk) {
   EXPECT_FALSE(ParseMetadataKey(a, &step));
 }
 
+// Store format 6: the M record without the pieces, and one record per
+// entry holding them.
+TEST(MetadataCodec, PiecesApartRoundTrip) {
+  const StepMetadata m = Sample();
+  const std::string head = EncodeMetadataRecord(m);
+  EXPECT_LT(head.size(), EncodeMetadataValue(m).size());
+  auto rec = DecodeMetadataRecord(head);
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  EXPECT_TRUE(rec->pieces_apart);
+  EXPECT_EQ(rec->metadata.format_version, kFormatVersion);
+  EXPECT_EQ(rec->metadata.save_id, m.save_id);
+  ASSERT_EQ(rec->metadata.entries.size(), m.entries.size());
+  for (size_t i = 0; i < m.entries.size(); ++i) {
+    const EntryMetadata& e = rec->metadata.entries[i];
+    EXPECT_EQ(e.fqn, m.entries[i].fqn);
+    EXPECT_EQ(e.shape, m.entries[i].shape);
+    EXPECT_TRUE(e.pieces.empty());
+    EXPECT_TRUE(e.pieces_omitted);
+  }
+  // Such a record is not a whole step's: the whole-step decoder refuses it,
+  // and so does validation until each entry's pieces are in.
+  EXPECT_EQ(DecodeMetadataValue(head).status().code(), StatusCode::kDataLoss);
+  StepMetadata assembled = rec->metadata;
+  EXPECT_EQ(ValidateStepMetadata(assembled).code(), StatusCode::kInvalidArgument);
+  for (size_t i = 0; i < m.entries.size(); ++i) {
+    ASSERT_TRUE(DecodeEntryPiecesValue(EncodeEntryPiecesValue(m, i), assembled, &assembled.entries[i]).ok());
+  }
+  ASSERT_TRUE(ValidateStepMetadata(assembled).ok());
+  EXPECT_EQ(EncodeMetadataValue(assembled), EncodeMetadataValue(m));
+  // A record with pieces inline (formats 1-5) decodes whole.
+  auto old = DecodeMetadataRecord(EncodeMetadataValue(m));
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_FALSE(old->pieces_apart);
+  EXPECT_EQ(old->metadata.entries[0].pieces.size(), 2u);
+  // Another entry's record, another save's, a damaged one, pieces that do
+  // not fit the entry: DataLoss naming the entry, which keeps no pieces.
+  StepMetadata other = m;
+  other.save_id ^= 1;
+  EntryMetadata e = rec->metadata.entries[0];
+  for (const std::string& bad : {EncodeEntryPiecesValue(m, 1), EncodeEntryPiecesValue(other, 0),
+                                 std::string("garbage")}) {
+    Status st = DecodeEntryPiecesValue(bad, rec->metadata, &e);
+    EXPECT_EQ(st.code(), StatusCode::kDataLoss) << st;
+    EXPECT_NE(st.message().find("entry 'w' of step 42"), std::string::npos) << st;
+    EXPECT_TRUE(e.pieces_omitted);
+  }
+  StepMetadata short_one = m;
+  short_one.entries[0].pieces.pop_back();
+  Status st = DecodeEntryPiecesValue(EncodeEntryPiecesValue(short_one, 0), rec->metadata, &e);
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss) << st;
+  EXPECT_NE(st.message().find("its shards hold"), std::string::npos) << st;
+  EXPECT_TRUE(e.pieces.empty());
+}
+
+TEST(MetadataCodec, PiecesKeysSortAfterEveryMetadataKey) {
+  // Data first, then metadata, pending, pieces, references, summaries, tags:
+  // a scan of M keys stops at the first pieces key, and the last key before
+  // 'N' is still the highest step's metadata.
+  EXPECT_LT(MetadataKey(INT64_MAX), PiecesKey(0, 0));
+  EXPECT_LT(std::string(1, kMetadataPrefix + 1), PiecesKey(0, 0));
+  EXPECT_LT(PendingKey(INT64_MAX, UINT64_MAX), PiecesKey(0, 0));
+  EXPECT_LT(PiecesKey(INT64_MAX, UINT32_MAX), ReferencesKey(0));
+  EXPECT_LT(PiecesKey(1, UINT32_MAX), PiecesKey(2, 0));
+  EXPECT_LE(PiecesStepBegin(2), PiecesKey(2, 0));
+  EXPECT_LT(PiecesKey(2, UINT32_MAX), PiecesStepEnd(2));
+  EXPECT_EQ(PiecesStepEnd(2), PiecesStepBegin(3));
+  int64_t step;
+  uint32_t entry;
+  ASSERT_TRUE(ParsePiecesKey(PiecesKey(300, 7), &step, &entry));
+  EXPECT_EQ(step, 300);
+  EXPECT_EQ(entry, 7u);
+  EXPECT_FALSE(ParsePiecesKey(MetadataKey(300), &step, &entry));
+  EXPECT_FALSE(ParseMetadataKey(PiecesKey(300, 7), &step));
+}
+
 }  // namespace
 }  // namespace ckptdb

@@ -302,6 +302,73 @@ TEST_P(ReshardTest, ShardedAndPlainInterchangeOnAllSixteenPairs) {
   }
 }
 
+// Store format 6: a rank loads only the pieces records of the entries it
+// loads. Saved on 2 ranks as rows, entry "t" loads on 3 ranks as columns
+// with entry "u"'s record gone; a load that wants "u" on one rank only
+// fails every rank alike (DataLoss naming it), no target touched.
+class PiecesRecordsReshardTest : public ReshardBase {};
+
+TEST_F(PiecesRecordsReshardTest, ALoadOfOneEntryReshardsWithoutTheOthersRecords) {
+  const Tensor full = PatternTensor(DType::kF32, {10, 20}, 3);
+  const Tensor other = PatternTensor(DType::kI32, {6}, 4);
+  auto rows = [](int64_t b, int64_t e) { return std::make_pair(std::vector<int64_t>{b, 0}, std::vector<int64_t>{e - b, 20}); };
+  auto cols = [](int64_t b, int64_t e) { return std::make_pair(std::vector<int64_t>{0, b}, std::vector<int64_t>{10, e - b}); };
+  const Layout saved{"rows", {{rows(0, 4)}, {rows(4, 10)}}};
+  const Layout loaded{"columns", {{cols(0, 5)}, {cols(5, 12)}, {cols(12, 20)}}};
+  std::vector<Status> statuses(2);
+  testing::RunRanksAsThreads(2, [&](int rank, Communicator& comm) {
+    auto w = OpenWriter();
+    StateDict sd;
+    (void)sd.Add("t", Shards(full, saved, rank, false));
+    (void)sd.Add("u", other);
+    SaveOptions o;
+    o.step = 5;
+    o.communicator = &comm;
+    statuses[rank] = w.ok() ? Save(sd, **w, o) : w.status();
+  });
+  for (const Status& st : statuses) ASSERT_TRUE(st.ok()) << st;
+  {
+    rocksdb::DB* raw = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), store_ + "/db", &raw).ok());
+    std::unique_ptr<rocksdb::DB> db(raw);
+    std::string v;
+    ASSERT_TRUE(db->Get(rocksdb::ReadOptions(), PiecesKey(5, 1), &v).ok()) << "u is entry 1";
+    ASSERT_TRUE(db->Delete(rocksdb::WriteOptions(), PiecesKey(5, 1)).ok());
+  }
+  for (bool want_u : {false, true}) {
+    SCOPED_TRACE(want_u ? "rank 1 wants u" : "t only");
+    std::vector<StateDict> targets(3);
+    statuses.assign(3, Status());
+    testing::RunRanksAsThreads(3, [&](int rank, Communicator& comm) {
+      auto r = OpenStoreReader(store_);
+      StateDict& sd = targets[rank];
+      (void)sd.Add("t", Shards(full, loaded, rank, true));
+      if (want_u && rank == 1) (void)sd.Add("u", testing::ZerosLike(other));
+      LoadOptions o;
+      o.step = 5;
+      o.communicator = &comm;
+      statuses[rank] = r.ok() ? Load(sd, **r, o) : r.status();
+    });
+    for (int rank = 0; rank < 3; ++rank) {
+      const ShardedTensor& got = std::get<ShardedTensor>(*targets[rank].Find("t"));
+      if (!want_u) {
+        ASSERT_TRUE(statuses[rank].ok()) << statuses[rank];
+        for (const Shard& s : got.local_shards()) {
+          EXPECT_TRUE(s.tensor.BitwiseEquals(Slice(full, s.offsets, s.tensor.shape()))) << "rank " << rank;
+        }
+        continue;
+      }
+      const Status& st = statuses[rank];
+      EXPECT_EQ(st.code(), StatusCode::kDataLoss) << st;
+      EXPECT_EQ(st.ToString(), statuses[0].ToString()) << "every rank fails alike";
+      EXPECT_NE(st.ToString().find("the pieces record of entry 'u' of step 5 is missing"), std::string::npos) << st;
+      for (const Shard& s : got.local_shards()) {
+        EXPECT_TRUE(s.tensor.BitwiseEquals(testing::ZerosLike(s.tensor))) << "rank " << rank << " untouched";
+      }
+    }
+  }
+}
+
 class ValidationTest : public ReshardBase {
  protected:
   void SetUp() override {

@@ -500,6 +500,57 @@ TEST_F(SaveLoadTest, BytesEntriesRecordTheirEncoding) {
   EXPECT_NE(st.ToString().find("entry 'x' has unknown bytes encoding 9"), std::string::npos) << st;
 }
 
+// Store format 6: a step of many entries round-trips whole, and one entry
+// loads alone (a target of it, LoadOptions::keys, LoadWhole) from metadata
+// that holds only its pieces.
+TEST_F(SaveLoadTest, ManyEntriesLoadWholeOrOneByOne) {
+  StateDict sd;
+  for (int i = 0; i < 40; ++i) {
+    const std::string fqn = "layer." + std::to_string(i);
+    if (i % 5 == 4) {
+      ASSERT_OK(sd.AddBytes(fqn, "bytes " + std::to_string(i), BytesEncoding::kPickle));
+    } else {
+      ASSERT_OK(sd.Add(fqn, PatternTensor(i % 2 ? DType::kBF16 : DType::kF32, {3, 5}, i)));
+    }
+  }
+  RoundTrip(sd, 9);
+  auto r = Reader();
+  auto md = r->ReadMetadataOf(9, {"layer.7"});
+  ASSERT_TRUE(md.ok()) << md.status();
+  ASSERT_EQ(md->entries.size(), 40u);
+  for (const EntryMetadata& e : md->entries) {
+    EXPECT_EQ(e.pieces_omitted, e.fqn != "layer.7") << e.fqn;
+    EXPECT_EQ(e.pieces.size(), e.fqn == "layer.7" ? 1u : 0u) << e.fqn;
+  }
+  StateDict one;
+  ASSERT_OK(one.Add("layer.7", ZerosLike(std::get<Tensor>(*sd.Find("layer.7")))));
+  LoadStats stats;
+  LoadOptions lo;
+  lo.step = 9;
+  lo.no_dist = true;
+  ASSERT_OK(Load(one, *r, lo, &stats));
+  EXPECT_TRUE(std::get<Tensor>(*one.Find("layer.7")).BitwiseEquals(std::get<Tensor>(*sd.Find("layer.7"))));
+  EXPECT_EQ(stats.chunks_read, 1u);
+  StateDict all = TargetLike(sd);
+  lo.keys = {"layer.9"};
+  ASSERT_OK(Load(all, *r, lo));
+  EXPECT_EQ(std::get<Bytes>(*all.Find("layer.9")).data, "bytes 9");
+  EXPECT_EQ(std::get<Bytes>(*all.Find("layer.9")).encoding, BytesEncoding::kPickle);
+  EXPECT_EQ(std::get<Bytes>(*all.Find("layer.14")).data, "");  // not loaded
+  auto whole = LoadWhole(*r, 9, {"layer.3", "layer.4"});
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_TRUE(std::get<Tensor>(*whole->Find("layer.3")).BitwiseEquals(std::get<Tensor>(*sd.Find("layer.3"))));
+  EXPECT_EQ(std::get<Bytes>(*whole->Find("layer.4")).data, "bytes 4");
+  auto everything = LoadWhole(*r, 9);
+  ASSERT_TRUE(everything.ok()) << everything.status();
+  ExpectSame(sd, *everything);
+  // A name the step lacks is still NotFound (and allow_missing skips it).
+  StateDict missing;
+  ASSERT_OK(missing.Add("nope", Tensor::Zeros(DType::kF32, {1}).value()));
+  lo.keys = {};
+  EXPECT_EQ(Load(missing, *r, lo).code(), StatusCode::kNotFound);
+}
+
 // A step written before encodings and annotations were recorded (its
 // metadata rewritten without them) loads as before: the same bytes, the
 // encoding unrecorded, no annotations.
@@ -515,13 +566,12 @@ TEST_F(SaveLoadTest, StepsWrittenWithoutEncodingsOrAnnotationsStillLoad) {
   ASSERT_OK(Save(sd, *w, o));
   w.reset();  // release the database
   {
+    auto md = Reader()->ReadMetadata(0);
+    ASSERT_TRUE(md.ok()) << md.status();
     rocksdb::DB* raw = nullptr;
     ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), store_ + "/db", &raw).ok());
     std::unique_ptr<rocksdb::DB> db(raw);
-    std::string v;
-    ASSERT_TRUE(db->Get(rocksdb::ReadOptions(), MetadataKey(0), &v).ok());
-    auto md = DecodeMetadataValue(v);
-    ASSERT_TRUE(md.ok()) << md.status();
+    // (Written as before store format 6 too: every piece in the M record.)
     proto::Metadata pm;
     ToProto(*md, &pm);
     for (proto::Entry& e : *pm.mutable_entries()) e.clear_bytes_encoding();

@@ -5,13 +5,18 @@
 #include <chrono>
 #include <thread>
 #include <rocksdb/db.h>
+#include <rocksdb/write_batch.h>
 
 #include <filesystem>
+#include <fstream>
+#include <cstring>
+#include <algorithm>
 #include <random>
 #include <set>
 
 #include "ckptdb/ckptdb.h"
 #include "format/keys.h"
+#include "format/metadata_codec.h"
 #include "store/retention.h"
 #include "test_util.h"
 
@@ -358,6 +363,297 @@ TEST(History, LazyReaderListsTheSameSteps) {
   StateDict t;
   ASSERT_OK(t.Add("w", Tensor::Zeros(DType::kF32, {256}).value()));
   for (int64_t s = 0; s < 30; ++s) ASSERT_OK(testing::LoadNoDist(t, **r, s));
+}
+
+// ---- Pieces records (store format 6) ----
+
+// Three entries: a tensor, a sharded tensor of four local shards, a bytes
+// entry.
+StateDict ThreeEntries(uint32_t seed) {
+  StateDict sd;
+  EXPECT_TRUE(sd.Add("a", testing::PatternTensor(DType::kF32, {16}, seed)).ok());
+  std::vector<Shard> shards;
+  for (int64_t i = 0; i < 4; ++i) shards.push_back(Shard{{2 * i, 0}, testing::PatternTensor(DType::kF32, {2, 3}, seed + 1 + i)});
+  EXPECT_TRUE(sd.Add("b", ShardedTensor::Create(DType::kF32, {8, 3}, std::move(shards)).value()).ok());
+  EXPECT_TRUE(sd.AddBytes("c", "bytes of c " + std::to_string(seed), BytesEncoding::kRaw).ok());
+  return sd;
+}
+
+// A target like ThreeEntries (b whole), zero-filled.
+StateDict ThreeTargets(const std::vector<std::string>& only = {}) {
+  StateDict t;
+  auto want = [&](const char* f) { return only.empty() || std::find(only.begin(), only.end(), f) != only.end(); };
+  if (want("a")) {
+    EXPECT_TRUE(t.Add("a", Tensor::Zeros(DType::kF32, {16}).value()).ok());
+  }
+  if (want("b")) {
+    EXPECT_TRUE(t.Add("b", Tensor::Zeros(DType::kF32, {8, 3}).value()).ok());
+  }
+  if (want("c")) {
+    EXPECT_TRUE(t.Add("c", Bytes{}).ok());
+  }
+  return t;
+}
+
+// Whether `got`'s entries hold ThreeEntries(seed)'s values.
+void ExpectThree(uint32_t seed, const StateDict& got) {
+  const StateDict want = ThreeEntries(seed);
+  if (const Entry* a = got.Find("a")) {
+    EXPECT_TRUE(std::get<Tensor>(*a).BitwiseEquals(std::get<Tensor>(*want.Find("a"))));
+  }
+  if (const Entry* b = got.Find("b")) {
+    const Tensor& t = std::get<Tensor>(*b);
+    const ShardedTensor& w = std::get<ShardedTensor>(*want.Find("b"));
+    for (const Shard& sh : w.local_shards()) {
+      EXPECT_EQ(std::memcmp(static_cast<const char*>(t.data()) + sh.offsets[0] * 3 * 4, sh.tensor.data(), 24), 0);
+    }
+  }
+  if (const Entry* c = got.Find("c")) {
+    EXPECT_EQ(std::get<Bytes>(*c).data, "bytes of c " + std::to_string(seed));
+  }
+}
+
+template <typename F>
+void WithRawDb(const std::string& store, F f) {
+  rocksdb::DB* raw = nullptr;
+  ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), store + "/db", &raw).ok());
+  std::unique_ptr<rocksdb::DB> db(raw);
+  f(db.get());
+}
+
+std::vector<std::string> PiecesKeysOf(const std::string& store, int64_t step) {
+  std::vector<std::string> out;
+  for (const std::string& k : testing::KeysWithPrefix(store, kPiecesPrefix)) {
+    int64_t s;
+    uint32_t e;
+    EXPECT_TRUE(ParsePiecesKey(k, &s, &e)) << k;
+    if (s == step) out.push_back(k);
+  }
+  return out;
+}
+
+// A step's M record holds its entries without their pieces; each entry's
+// pieces are a record of its own, written with the step and deleted with it
+// (DeleteStep, retention pruning), never left behind.
+TEST(PiecesRecords, AreWrittenWithTheStepAndDeletedWithIt) {
+  TempDir dir;
+  const std::string store = dir.Sub("s");
+  StoreOptions opts;
+  opts.retention.keep_last = 2;
+  {
+    auto w = OpenStoreWriter(store, opts);
+    ASSERT_TRUE(w.ok());
+    for (int64_t s : {1, 2}) ASSERT_OK(testing::SaveNoDist(ThreeEntries(static_cast<uint32_t>(s)), **w, s));
+  }
+  EXPECT_EQ(testing::KeysWithPrefix(store, kPiecesPrefix),
+            (std::vector<std::string>{PiecesKey(1, 0), PiecesKey(1, 1), PiecesKey(1, 2), PiecesKey(2, 0),
+                                      PiecesKey(2, 1), PiecesKey(2, 2)}));
+  WithRawDb(store, [&](rocksdb::DB* db) {
+    std::string v;
+    ASSERT_TRUE(db->Get(rocksdb::ReadOptions(), MetadataKey(2), &v).ok());
+    auto rec = DecodeMetadataRecord(v);
+    ASSERT_TRUE(rec.ok()) << rec.status();
+    EXPECT_TRUE(rec->pieces_apart);
+    ASSERT_EQ(rec->metadata.entries.size(), 3u);
+    for (const EntryMetadata& e : rec->metadata.entries) {
+      EXPECT_TRUE(e.pieces.empty()) << e.fqn;
+      EXPECT_TRUE(e.pieces_omitted) << e.fqn;
+    }
+    EXPECT_EQ(rec->metadata.entries[1].shape, (Shape{8, 3}));
+    // The M record alone is not a whole step's metadata.
+    EXPECT_EQ(DecodeMetadataValue(v).status().code(), StatusCode::kDataLoss);
+  });
+  {
+    auto r = Reader(store);
+    auto md = r->ReadMetadata(2);
+    ASSERT_TRUE(md.ok()) << md.status();
+    EXPECT_EQ(md->Find("b")->pieces.size(), 4u);
+    EXPECT_FALSE(md->Find("b")->pieces_omitted);
+    ASSERT_OK(ValidateStepMetadata(*md));
+    StateDict t = ThreeTargets();
+    ASSERT_OK(testing::LoadNoDist(t, *r, 2));
+    ExpectThree(2, t);
+  }
+  auto w = OpenStoreWriter(store, opts);
+  ASSERT_TRUE(w.ok());
+  ASSERT_OK((*w)->DeleteStep(1));
+  EXPECT_TRUE(PiecesKeysOf(store, 1).empty());
+  EXPECT_EQ(PiecesKeysOf(store, 2).size(), 3u);
+  // Retention drops steps 2 and 3 in the commits of 4 and 5.
+  for (int64_t s : {3, 4, 5}) ASSERT_OK(testing::SaveNoDist(ThreeEntries(static_cast<uint32_t>(s)), **w, s));
+  EXPECT_EQ((*w)->PrunedByLastCommit(), (std::vector<int64_t>{3}));
+  // gc (sweep, reclaiming space) leaves the kept steps' records alone.
+  ASSERT_TRUE((*w)->Sweep().ok());
+  ASSERT_TRUE((*w)->ReclaimSpace(ReclaimOptions{}).ok());
+  // A step number saved again after its delete gets fresh records.
+  ASSERT_OK((*w)->DeleteStep(4));
+  ASSERT_OK(testing::SaveNoDist(ThreeEntries(44), **w, 4));
+  w->reset();
+  EXPECT_EQ(testing::KeysWithPrefix(store, kPiecesPrefix),
+            (std::vector<std::string>{PiecesKey(4, 0), PiecesKey(4, 1), PiecesKey(4, 2), PiecesKey(5, 0),
+                                      PiecesKey(5, 1), PiecesKey(5, 2)}));
+  auto r = Reader(store);
+  EXPECT_EQ(Steps(*r), (std::vector<int64_t>{4, 5}));
+  for (int64_t s : {4, 5}) {
+    StateDict t = ThreeTargets();
+    ASSERT_OK(testing::LoadNoDist(t, *r, s));
+    ExpectThree(s == 4 ? 44 : 5, t);
+  }
+  auto damage = r->FindDamagedRecords();
+  ASSERT_TRUE(damage.ok());
+  EXPECT_TRUE(damage->empty());
+  testing::CommandResult v = testing::RunCommand(std::string(CKPTDB_CLI) + " verify " + store + " 2>&1");
+  EXPECT_EQ(v.code, 0) << v.out;
+  // A pieces record without its step (never written so) is named.
+  r.reset();
+  WithRawDb(store, [&](rocksdb::DB* db) {
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), PiecesKey(99, 0), "stray").ok());
+  });
+  r = Reader(store);
+  damage = r->FindDamagedRecords();
+  ASSERT_TRUE(damage.ok());
+  ASSERT_EQ(damage->size(), 1u);
+  EXPECT_EQ((*damage)[0].record, "pieces records of step 99");
+}
+
+// A load of some entries reads only their pieces records: with entry b's
+// record gone and c's damaged, a load of a still works, a load of b or c
+// fails DataLoss naming it, on every rank alike; the whole metadata, `ckptdb
+// verify` and FindDamagedRecords name the damage.
+TEST(PiecesRecords, ALoadReadsOnlyTheRecordsOfItsEntries) {
+  TempDir dir;
+  const std::string store = dir.Sub("s");
+  {
+    auto w = OpenStoreWriter(store);
+    ASSERT_TRUE(w.ok());
+    ASSERT_OK(testing::SaveNoDist(ThreeEntries(7), **w, 3));
+  }
+  WithRawDb(store, [&](rocksdb::DB* db) {
+    ASSERT_TRUE(db->Delete(rocksdb::WriteOptions(), PiecesKey(3, 1)).ok());
+    std::string v;
+    ASSERT_TRUE(db->Get(rocksdb::ReadOptions(), PiecesKey(3, 2), &v).ok());
+    v[v.size() - 2] ^= 0x01;
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), PiecesKey(3, 2), v).ok());
+  });
+  auto r = Reader(store);
+  {
+    auto md = r->ReadMetadataOf(3, {"a", "not-there"});
+    ASSERT_TRUE(md.ok()) << md.status();
+    ASSERT_EQ(md->entries.size(), 3u);
+    EXPECT_FALSE(md->Find("a")->pieces_omitted);
+    EXPECT_EQ(md->Find("a")->pieces.size(), 1u);
+    for (const char* f : {"b", "c"}) {
+      EXPECT_TRUE(md->Find(f)->pieces_omitted) << f;
+      EXPECT_TRUE(md->Find(f)->pieces.empty()) << f;
+    }
+    EXPECT_EQ(md->Find("b")->shape, (Shape{8, 3}));
+    EXPECT_EQ(ValidateStepMetadata(*md).code(), StatusCode::kInvalidArgument);
+  }
+  StateDict a = ThreeTargets({"a"});
+  ASSERT_OK(testing::LoadNoDist(a, *r, 3));
+  ExpectThree(7, a);
+  // LoadOptions::keys picks a out of a target that names every entry.
+  StateDict all = ThreeTargets();
+  LoadOptions lo;
+  lo.step = 3;
+  lo.no_dist = true;
+  lo.keys = {"a"};
+  ASSERT_OK(Load(all, *r, lo));
+  EXPECT_TRUE(std::get<Tensor>(*all.Find("a")).BitwiseEquals(std::get<Tensor>(*ThreeEntries(7).Find("a"))));
+  EXPECT_EQ(std::get<Bytes>(*all.Find("c")).data, "");  // not loaded
+  auto whole = LoadWhole(*r, 3, {"a"});
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  ExpectThree(7, *whole);
+  StateDict b = ThreeTargets({"b"});
+  Status st = testing::LoadNoDist(b, *r, 3);
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss) << st;
+  EXPECT_NE(st.ToString().find("the pieces record of entry 'b' of step 3 is missing"), std::string::npos) << st;
+  StateDict c = ThreeTargets({"c"});
+  st = testing::LoadNoDist(c, *r, 3);
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss) << st;
+  EXPECT_NE(st.ToString().find("entry 'c' of step 3"), std::string::npos) << st;
+  st = r->ReadMetadata(3).status();
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss) << st;
+  auto damage = r->FindDamagedRecords();
+  ASSERT_TRUE(damage.ok());
+  ASSERT_EQ(damage->size(), 1u);
+  EXPECT_EQ((*damage)[0].record, "metadata of step 3");
+  EXPECT_NE((*damage)[0].error.ToString().find("entry 'b'"), std::string::npos) << (*damage)[0].error;
+  testing::CommandResult v = testing::RunCommand(std::string(CKPTDB_CLI) + " verify " + store + " 2>&1");
+  EXPECT_NE(v.code, 0) << v.out;
+  EXPECT_NE(v.out.find("the pieces record of entry 'b' of step 3 is missing"), std::string::npos) << v.out;
+  // Another entry's record under c's key is named as such.
+  r.reset();
+  WithRawDb(store, [&](rocksdb::DB* db) {
+    std::string v0;
+    ASSERT_TRUE(db->Get(rocksdb::ReadOptions(), PiecesKey(3, 0), &v0).ok());
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), PiecesKey(3, 2), v0).ok());
+  });
+  r = Reader(store);
+  st = testing::LoadNoDist(c, *r, 3);
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss) << st;
+  EXPECT_NE(st.ToString().find("belongs to entry 'a'"), std::string::npos) << st;
+}
+
+// A store written before format 6 (every piece in the M record; marker
+// format 5) loads, whole or entry by entry; its writer marks it format 6,
+// writes new steps with pieces records, and deletes the old steps.
+TEST(PiecesRecords, AFormatFiveStoreLoadsAndItsWriterUpgradesIt) {
+  TempDir dir;
+  const std::string store = dir.Sub("s");
+  {
+    auto w = OpenStoreWriter(store);
+    ASSERT_TRUE(w.ok());
+    ASSERT_OK(testing::SaveNoDist(ThreeEntries(1), **w, 1));
+  }
+  StepMetadata md;
+  {
+    auto r = Reader(store);
+    auto read = r->ReadMetadata(1);
+    ASSERT_TRUE(read.ok()) << read.status();
+    md = *read;
+  }
+  // As a format-5 writer left it: the M value holds every piece, no Q keys.
+  WithRawDb(store, [&](rocksdb::DB* db) {
+    rocksdb::WriteBatch b;
+    ASSERT_TRUE(b.Put(MetadataKey(1), EncodeMetadataValue(md)).ok());
+    for (uint32_t i = 0; i < 3; ++i) ASSERT_TRUE(b.Delete(PiecesKey(1, i)).ok());
+    ASSERT_TRUE(db->Write(rocksdb::WriteOptions(), &b).ok());
+  });
+  {
+    std::ofstream marker(store + "/CKPTDB", std::ios::trunc);
+    marker << "ckptdb store\nformat 5\n";
+  }
+  EXPECT_TRUE(testing::KeysWithPrefix(store, kPiecesPrefix).empty());
+  {
+    auto r = Reader(store);
+    StateDict t = ThreeTargets();
+    ASSERT_OK(testing::LoadNoDist(t, *r, 1));
+    ExpectThree(1, t);
+    StateDict b = ThreeTargets({"b"});
+    ASSERT_OK(testing::LoadNoDist(b, *r, 1));
+    ExpectThree(1, b);
+    auto some = r->ReadMetadataOf(1, {"b"});
+    ASSERT_TRUE(some.ok()) << some.status();
+    EXPECT_EQ(some->Find("b")->pieces.size(), 4u);
+    EXPECT_TRUE(some->Find("a")->pieces_omitted);
+  }
+  auto w = OpenStoreWriter(store);
+  ASSERT_TRUE(w.ok());
+  ASSERT_OK(testing::SaveNoDist(ThreeEntries(2), **w, 2));
+  {
+    std::ifstream marker(store + "/CKPTDB");
+    EXPECT_EQ(std::string(std::istreambuf_iterator<char>(marker), std::istreambuf_iterator<char>()),
+              "ckptdb store\nformat 6\n");
+  }
+  EXPECT_EQ(PiecesKeysOf(store, 2).size(), 3u);
+  ASSERT_OK((*w)->DeleteStep(1));
+  w->reset();
+  auto r = Reader(store);
+  EXPECT_EQ(Steps(*r), (std::vector<int64_t>{2}));
+  StateDict t = ThreeTargets();
+  ASSERT_OK(testing::LoadNoDist(t, *r, 2));
+  ExpectThree(2, t);
 }
 
 }  // namespace

@@ -125,7 +125,9 @@ bool SameContents(const StateDict& a, const StateDict& b) {
   return true;
 }
 
-uint64_t CountDataKeys(const std::string& store) {
+uint64_t CountDataKeys(const std::string& store) { return KeysWithPrefix(store, 'D').size(); }
+
+std::vector<std::string> KeysWithPrefix(const std::string& store, char prefix) {
   rocksdb::DB* db = nullptr;
   rocksdb::Options o;
   rocksdb::Status s = rocksdb::DB::OpenForReadOnly(o, store + "/db", &db);
@@ -137,14 +139,15 @@ uint64_t CountDataKeys(const std::string& store) {
   }
   if (!s.ok()) {
     ADD_FAILURE() << s.ToString();
-    return 0;
+    return {};
   }
-  uint64_t n = 0;
+  std::vector<std::string> out;
+  const std::string p(1, prefix);
   std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions()));
-  for (it->Seek("D"); it->Valid() && it->key().starts_with("D"); it->Next()) ++n;
+  for (it->Seek(p); it->Valid() && it->key().starts_with(p); it->Next()) out.push_back(it->key().ToString());
   it.reset();
   delete db;
-  return n;
+  return out;
 }
 
 std::vector<int64_t> Steps(StoreReader& r) {

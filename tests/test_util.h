@@ -75,6 +75,9 @@ std::unique_ptr<StoreReader> Reader(const std::string& store);
 // Number of data keys ('D' prefix) in the store's database, read directly
 // with RocksDB.
 uint64_t CountDataKeys(const std::string& store);
+// Every key of the store's database that starts with `prefix` (the pieces
+// records: 'Q'), in key order, read directly with RocksDB.
+std::vector<std::string> KeysWithPrefix(const std::string& store, char prefix);
 
 // Runs a shell command line; returns its exit code (-1 when killed) and what
 // it wrote to stdout (add "2>&1" to the line for stderr too).

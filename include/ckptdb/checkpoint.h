@@ -39,8 +39,13 @@
 // half step visible.
 //
 // Load:
-//   1. Every rank reads the step's metadata and checks (plans) its whole
-//      target state dict against it, changing nothing. The verdicts meet at
+//   1. Every rank reads the step's metadata (StorageReader::ReadMetadataOf
+//      with the FQNs it loads: every entry's name, kind, dtype and shape,
+//      and the pieces of those entries only; a directory store of format 6
+//      reads no other entry's pieces record) and checks (plans) its whole
+//      target state dict against it, changing nothing. A step's metadata
+//      that cannot be read (DataLoss naming the entry whose pieces are
+//      damaged, when one of the loaded entries' is) fails like a check. The verdicts meet at
 //      the coordinator, which tells every rank, before any rank reads: when any rank's check failed,
 //      every rank returns the same checkpoint error ("Failed to load
 //      checkpoint (nothing was read: ...)") naming each failed rank with its
@@ -139,7 +144,9 @@ struct LoadStats {
 // interchangeable), dtype and global shape; each target tensor or shard is
 // filled from whichever saved pieces overlap it, reading only the chunks that
 // hold the overlap. Bytes entries are replaced. Entries of the step that the
-// target does not name are not read. The whole target is checked against the
+// target does not name (or that options.keys leaves out) are not read, their
+// metadata's pieces included (StorageReader::ReadMetadataOf), so the damage
+// of another entry's records does not fail this load. The whole target is checked against the
 // step before anything is read, on every rank of the job: a mismatch on any
 // rank leaves every rank's target untouched (and fails every rank alike); a
 // failure while reading (I/O, corruption) may leave targets partly filled.
@@ -147,7 +154,8 @@ Status Load(StateDict& target, StorageReader& reader, const LoadOptions& options
 
 // Reads every entry of a step (or only `fqns`, when not empty; each named
 // once, InvalidArgument otherwise) into new CPU tensors, sharded tensors
-// assembled whole. Local: no collectives.
+// assembled whole. Local: no collectives. With `fqns`, only their metadata's
+// pieces are read (ReadMetadataOf).
 StatusOr<StateDict> LoadWhole(StorageReader& reader, int64_t step, const std::vector<std::string>& fqns = {});
 
 // Validates a step number ("step -3 is out of range [0, 9223372036854775806]").

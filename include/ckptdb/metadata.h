@@ -136,6 +136,13 @@ struct EntryMetadata {
   // Bytes entries: how the bytes encode the saved value (kUnrecorded in
   // steps written before it was recorded, and for tensor entries).
   BytesEncoding bytes_encoding = BytesEncoding::kUnrecorded;
+  // True when this entry's pieces were not read: metadata read for other
+  // entries only (StorageReader::ReadMetadataOf) leaves every entry it was
+  // not asked for with its name, kind, dtype, shape and bytes encoding, and
+  // `pieces` empty. Such metadata describes where none of these entries'
+  // bytes are: it is never valid as a whole step's (ValidateStepMetadata
+  // refuses it, and nothing stores it).
+  bool pieces_omitted = false;
 
   uint64_t logical_bytes() const;
   uint64_t stored_bytes() const;

@@ -14,7 +14,8 @@
 //                rank but the coordinator calls DiscardLocalFiles
 //   coordinator: Finish(ctx, metadata, results) when every rank succeeded,
 //                Abort(ctx) otherwise, or when Finish failed.
-// Load: every rank calls ReadMetadata(step) and then Read(...).
+// Load: every rank calls ReadMetadataOf(step, the FQNs it loads) and then
+// Read(...) with pieces of those entries only.
 //
 // Thread safety: one save or load at a time per object; implementations may
 // use threads internally.
@@ -224,6 +225,23 @@ class StorageReader {
   // NotFound naming the step when it is not committed; DataLoss when its
   // metadata is unreadable.
   virtual StatusOr<StepMetadata> ReadMetadata(int64_t step) = 0;
+
+  // What a load of the entries `fqns` needs of step `step`: every entry's
+  // name, kind, dtype, shape and bytes encoding, and the pieces of the
+  // entries `fqns` names (names the step lacks are ignored). The pieces of
+  // the other entries may be left out: such an entry has `pieces_omitted`
+  // set and `pieces` empty, and the result is not a whole step's metadata
+  // (ValidateStepMetadata refuses it; Read of the named entries' pieces
+  // takes it). Errors as ReadMetadata's, and DataLoss naming the entry when
+  // a named entry's pieces are unreadable; an entry not named is not read,
+  // so its damage is not seen. The default reads the whole metadata
+  // (ReadMetadata): readers that keep a step in one record (the bucket
+  // store, the remote reader) return every entry's pieces. The RocksDB
+  // directory store reads only the named entries' records (store format 6).
+  virtual StatusOr<StepMetadata> ReadMetadataOf(int64_t step, const std::vector<std::string>& fqns) {
+    (void)fqns;
+    return ReadMetadata(step);
+  }
 
   // Fetches only the chunks that cover each item's range, verifies each
   // chunk's checksum (DataLoss naming the FQN on mismatch: wrong bytes are

@@ -80,6 +80,9 @@ class InterruptibleReader final : public StorageReader {
   InterruptibleReader(StorageReader& inner, const std::atomic<bool>& cancel) : inner_(inner), cancel_(cancel) {}
 
   StatusOr<StepMetadata> ReadMetadata(int64_t step) override { return inner_.ReadMetadata(step); }
+  StatusOr<StepMetadata> ReadMetadataOf(int64_t step, const std::vector<std::string>& fqns) override {
+    return inner_.ReadMetadataOf(step, fqns);
+  }
   StatusOr<ReadStats> Read(const StepMetadata& metadata, const std::vector<ReadItem>& items) override {
     if (cancel_) return Interrupted();
     std::vector<ReadItem> checked = items;

@@ -340,8 +340,16 @@ Status Load(StateDict& target, StorageReader& reader, const LoadOptions& options
   // (Read first whatever the keys: a reader on a store that only the
   // coordinator's host has gets the metadata from it, which every rank must
   // then ask for.)
+  // Only the pieces of the entries this rank loads are read (those PlanLoad
+  // looks at: options.keys, or every entry of the target); the names,
+  // kinds and shapes of the others come with them.
   if (planned.ok()) {
-    md = GuardedCall("read_metadata", [&] { return reader.ReadMetadata(options.step); });
+    std::vector<std::string> fqns = options.keys;
+    if (fqns.empty()) {
+      fqns.reserve(target.entries().size());
+      for (const auto& [fqn, entry] : target.entries()) fqns.push_back(fqn);
+    }
+    md = GuardedCall("read_metadata", [&] { return reader.ReadMetadataOf(options.step, fqns); });
     planned = md.status();
   }
   if (planned.ok()) planned = CheckDistinctKeys(options.keys, "LoadOptions::keys");
@@ -359,7 +367,7 @@ Status Load(StateDict& target, StorageReader& reader, const LoadOptions& options
 StatusOr<StateDict> LoadWhole(StorageReader& reader, int64_t step, const std::vector<std::string>& fqns) {
   RETURN_IF_ERROR(ValidateStep(step));
   RETURN_IF_ERROR(CheckDistinctKeys(fqns, "LoadWhole's fqns"));
-  ASSIGN_OR_RETURN(StepMetadata md, reader.ReadMetadata(step));
+  ASSIGN_OR_RETURN(StepMetadata md, fqns.empty() ? reader.ReadMetadata(step) : reader.ReadMetadataOf(step, fqns));
   std::vector<const EntryMetadata*> chosen;
   if (fqns.empty()) {
     for (const EntryMetadata& e : md.entries) chosen.push_back(&e);

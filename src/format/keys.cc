@@ -69,6 +69,30 @@ bool ParsePendingKey(std::string_view key, int64_t* step, uint64_t* save_id) {
   return true;
 }
 
+std::string PiecesStepBegin(int64_t step) {
+  std::string k(1, kPiecesPrefix);
+  PutBigEndian64(&k, static_cast<uint64_t>(step));
+  return k;
+}
+
+std::string PiecesStepEnd(int64_t step) {
+  if (static_cast<uint64_t>(step) == UINT64_MAX) return std::string(1, kPiecesPrefix + 1);
+  return PiecesStepBegin(step + 1);
+}
+
+std::string PiecesKey(int64_t step, uint32_t entry) {
+  std::string k = PiecesStepBegin(step);
+  PutBigEndian32(&k, entry);
+  return k;
+}
+
+bool ParsePiecesKey(std::string_view key, int64_t* step, uint32_t* entry) {
+  if (key.size() != kPiecesKeySize || key[0] != kPiecesPrefix) return false;
+  *step = static_cast<int64_t>(GetBigEndian64(key.data() + 1));
+  *entry = GetBigEndian32(key.data() + 9);
+  return true;
+}
+
 std::string TagKey(std::string_view name) {
   std::string k(1, kTagPrefix);
   k.append(name);

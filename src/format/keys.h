@@ -4,10 +4,12 @@
 //   data      'D' step:u64 save_id:u64 rank:u32 item:u32 chunk:u32  29 bytes
 //   metadata  'M' step:u64                                        9 bytes
 //   pending   'P' step:u64 save_id:u64                           17 bytes
+//   pieces    'Q' step:u64 entry:u32                            13 bytes
 //   refs      'R' step:u64                                        9 bytes
 //   summary   'S' step:u64                                        9 bytes
 //   tag       'T' name (1..128 bytes of [A-Za-z0-9._-])
-// 'D' < 'M' < 'P' < 'R' < 'S' < 'T', so each kind is one contiguous key range.
+// 'D' < 'M' < 'P' < 'Q' < 'R' < 'S' < 'T', so each kind is one contiguous key
+// range (data first, metadata keys before every other record).
 #ifndef CKPTDB_SRC_KEYS_H_
 #define CKPTDB_SRC_KEYS_H_
 
@@ -20,11 +22,13 @@ namespace ckptdb {
 inline constexpr char kMetadataPrefix = 'M';
 inline constexpr char kDataPrefix = 'D';
 inline constexpr char kPendingPrefix = 'P';
+inline constexpr char kPiecesPrefix = 'Q';
 inline constexpr char kReferencesPrefix = 'R';
 inline constexpr char kSummaryPrefix = 'S';
 inline constexpr char kTagPrefix = 'T';
 inline constexpr size_t kMetadataKeySize = 9;
 inline constexpr size_t kDataKeySize = 29;
+inline constexpr size_t kPiecesKeySize = 13;
 
 std::string MetadataKey(int64_t step);
 // False when `key` is not a metadata key.
@@ -44,6 +48,15 @@ bool ParsePendingKey(std::string_view key, int64_t* step, uint64_t* save_id);
 // batch that commits the step, when it shares any, and deleted with it.
 std::string ReferencesKey(int64_t step);
 bool ParseReferencesKey(std::string_view key, int64_t* step);
+
+// The pieces of entry `entry` (its index in the step's Metadata) of a step
+// written in store format 6: written in the batch that commits the step and
+// deleted with it. [PiecesStepBegin(s), PiecesStepBegin(s + 1)) holds every
+// one of step s.
+std::string PiecesKey(int64_t step, uint32_t entry);
+std::string PiecesStepBegin(int64_t step);
+std::string PiecesStepEnd(int64_t step);  // exclusive
+bool ParsePiecesKey(std::string_view key, int64_t* step, uint32_t* entry);
 
 // A tag: 'T' followed by the tag's name (ValidateTagName).
 std::string TagKey(std::string_view name);

@@ -7,6 +7,7 @@
 #include "model/chunk_grid.h"
 #include "format/chunk_codec.h"
 #include "model/region.h"
+#include "util/status_macros.h"
 
 namespace ckptdb {
 
@@ -225,7 +226,7 @@ Status ValidatePiece(const EntryMetadata& e, size_t index, const StoredPiece& p,
 
 }  // namespace
 
-Status ValidateStepMetadata(const StepMetadata& m, bool check_storage) {
+Status ValidateStepHeader(const StepMetadata& m) {
   if (m.format_version != kFormatVersion) {
     return Status::InvalidArgument("unsupported format version " + std::to_string(m.format_version) +
                                    " (this build reads version " + std::to_string(kFormatVersion) + ")");
@@ -244,49 +245,67 @@ Status ValidateStepMetadata(const StepMetadata& m, bool check_storage) {
     if (!seen.insert(e.fqn).second) return Status::InvalidArgument("duplicate FQN '" + e.fqn + "'");
     auto numel = NumElements(e.shape);
     if (!numel.ok()) return numel.status().WithContext("entry '" + e.fqn + "'");
-    if (e.kind == EntryKind::kBytes && (e.shape.size() != 1 || e.dtype != DType::kU8 || e.pieces.size() != 1)) {
+    if (e.kind == EntryKind::kBytes && (e.shape.size() != 1 || e.dtype != DType::kU8)) {
       return Status::InvalidArgument("bytes entry '" + e.fqn + "' must be one u8 piece of shape [length]");
     }
     if (e.kind != EntryKind::kBytes && e.bytes_encoding != BytesEncoding::kUnrecorded) {
       return Status::InvalidArgument(std::string(EntryKindName(e.kind)) + " entry '" + e.fqn +
                                      "' records a bytes encoding (" + BytesEncodingName(e.bytes_encoding) + ")");
     }
-    if (e.kind == EntryKind::kTensor && e.pieces.size() != 1) {
-      return Status::InvalidArgument("tensor entry '" + e.fqn + "' has " + std::to_string(e.pieces.size()) +
-                                     " pieces, expected 1");
-    }
-    int64_t covered = 0;
-    std::vector<Box> boxes;
-    boxes.reserve(e.pieces.size());
-    for (size_t i = 0; i < e.pieces.size(); ++i) {
-      Status st = ValidatePiece(e, i, e.pieces[i], check_storage);
-      if (!st.ok()) return st;
-      for (const ChunkReference& r : e.pieces[i].references) {
-        if (r.step == m.step && r.save_id == m.save_id) {
-          return Status::InvalidArgument("entry '" + e.fqn + "' piece " + std::to_string(i) +
-                                         " refers to chunks of its own save");
-        }
-      }
-      boxes.push_back(Box{e.pieces[i].offsets, e.pieces[i].sizes});
-      covered += BoxNumel(boxes.back());
-    }
-    // Pairwise disjoint, found through an index (n log n), not by trying
-    // every pair.
-    std::vector<const Box*> ptrs;
-    ptrs.reserve(boxes.size());
-    for (const Box& b : boxes) ptrs.push_back(&b);
-    size_t a = 0, b = 0;
-    if (FindOverlappingPair(ptrs, &a, &b)) {
-      return Status::InvalidArgument("entry '" + e.fqn + "': saved shards " + BoxToString(boxes[a]) + " and " +
-                                     BoxToString(boxes[b]) + " overlap");
-    }
-    // Disjoint pieces within the shape cover it exactly when their element
-    // counts add up to the shape's.
-    if (covered != *numel) {
-      return Status::InvalidArgument("entry '" + e.fqn + "' of shape " + ShapeToString(e.shape) + ": its shards hold " +
-                                     std::to_string(covered) + " of " + std::to_string(*numel) + " elements");
-    }
   }
+  return Status::OK();
+}
+
+Status ValidateEntryPieces(const StepMetadata& m, const EntryMetadata& e, bool check_storage) {
+  if (e.pieces_omitted) {
+    return Status::InvalidArgument("entry '" + e.fqn + "': its pieces were not read (metadata of some entries only)");
+  }
+  auto numel = NumElements(e.shape);
+  if (!numel.ok()) return numel.status().WithContext("entry '" + e.fqn + "'");
+  if (e.kind == EntryKind::kBytes && e.pieces.size() != 1) {
+    return Status::InvalidArgument("bytes entry '" + e.fqn + "' must be one u8 piece of shape [length]");
+  }
+  if (e.kind == EntryKind::kTensor && e.pieces.size() != 1) {
+    return Status::InvalidArgument("tensor entry '" + e.fqn + "' has " + std::to_string(e.pieces.size()) +
+                                   " pieces, expected 1");
+  }
+  int64_t covered = 0;
+  std::vector<Box> boxes;
+  boxes.reserve(e.pieces.size());
+  for (size_t i = 0; i < e.pieces.size(); ++i) {
+    Status st = ValidatePiece(e, i, e.pieces[i], check_storage);
+    if (!st.ok()) return st;
+    for (const ChunkReference& r : e.pieces[i].references) {
+      if (r.step == m.step && r.save_id == m.save_id) {
+        return Status::InvalidArgument("entry '" + e.fqn + "' piece " + std::to_string(i) +
+                                       " refers to chunks of its own save");
+      }
+    }
+    boxes.push_back(Box{e.pieces[i].offsets, e.pieces[i].sizes});
+    covered += BoxNumel(boxes.back());
+  }
+  // Pairwise disjoint, found through an index (n log n), not by trying
+  // every pair.
+  std::vector<const Box*> ptrs;
+  ptrs.reserve(boxes.size());
+  for (const Box& b : boxes) ptrs.push_back(&b);
+  size_t a = 0, b = 0;
+  if (FindOverlappingPair(ptrs, &a, &b)) {
+    return Status::InvalidArgument("entry '" + e.fqn + "': saved shards " + BoxToString(boxes[a]) + " and " +
+                                   BoxToString(boxes[b]) + " overlap");
+  }
+  // Disjoint pieces within the shape cover it exactly when their element
+  // counts add up to the shape's.
+  if (covered != *numel) {
+    return Status::InvalidArgument("entry '" + e.fqn + "' of shape " + ShapeToString(e.shape) + ": its shards hold " +
+                                   std::to_string(covered) + " of " + std::to_string(*numel) + " elements");
+  }
+  return Status::OK();
+}
+
+Status ValidateStepMetadata(const StepMetadata& m, bool check_storage) {
+  RETURN_IF_ERROR(ValidateStepHeader(m));
+  for (const EntryMetadata& e : m.entries) RETURN_IF_ERROR(ValidateEntryPieces(m, e, check_storage));
   return Status::OK();
 }
 
@@ -301,15 +320,88 @@ std::string EncodeMetadataValue(const StepMetadata& m) {
 }
 
 StatusOr<StepMetadata> DecodeMetadataValue(std::string_view value) {
+  ASSIGN_OR_RETURN(MetadataRecord rec, DecodeMetadataRecord(value));
+  if (rec.pieces_apart) {
+    return Status::DataLoss("metadata: the step's pieces are stored apart (format 6), not in this record");
+  }
+  return std::move(rec.metadata);
+}
+
+std::string EncodeMetadataRecord(const StepMetadata& m) {
+  proto::Metadata pm;
+  ToProto(m, &pm);
+  pm.set_format_version(kMetadataRecordPiecesApart);
+  for (proto::Entry& e : *pm.mutable_entries()) e.clear_pieces();
+  std::string bytes;
+  pm.SerializeToString(&bytes);
+  std::string value;
+  EncodeChunk(bytes.data(), bytes.size(), Compression::kNone, 0, &value);
+  return value;
+}
+
+StatusOr<MetadataRecord> DecodeMetadataRecord(std::string_view value) {
   auto bytes = DecodeChunkToString(value);
   if (!bytes.ok()) return bytes.status().WithContext("metadata");
   proto::Metadata pm;
   if (!pm.ParseFromString(*bytes)) return Status::DataLoss("metadata does not parse as ckptdb.proto.Metadata");
+  MetadataRecord rec;
+  if (pm.format_version() == kMetadataRecordPiecesApart) {
+    for (const proto::Entry& e : pm.entries()) {
+      if (e.pieces_size() != 0) {
+        return Status::DataLoss("metadata: entry '" + e.fqn() + "' has pieces in a record whose pieces are apart");
+      }
+    }
+    rec.pieces_apart = true;
+    pm.set_format_version(kFormatVersion);
+  }
   auto m = FromProto(pm);
   if (!m.ok()) return Status::DataLoss("metadata: " + m.status().message());
-  Status st = ValidateStepMetadata(*m);
+  Status st = rec.pieces_apart ? ValidateStepHeader(*m) : ValidateStepMetadata(*m);
   if (!st.ok()) return Status::DataLoss("metadata: " + st.message());
-  return m;
+  rec.metadata = std::move(m).value();
+  if (rec.pieces_apart) {
+    for (EntryMetadata& e : rec.metadata.entries) e.pieces_omitted = true;
+  }
+  return rec;
+}
+
+std::string EncodeEntryPiecesValue(const StepMetadata& m, size_t index) {
+  const EntryMetadata& e = m.entries.at(index);
+  proto::EntryPieces pe;
+  pe.set_fqn(e.fqn);
+  pe.set_step(m.step);
+  pe.set_save_id(m.save_id);
+  pe.mutable_pieces()->Reserve(static_cast<int>(e.pieces.size()));
+  for (const StoredPiece& p : e.pieces) ToProto(p, pe.add_pieces());
+  std::string bytes;
+  pe.SerializeToString(&bytes);
+  std::string value;
+  EncodeChunk(bytes.data(), bytes.size(), Compression::kNone, 0, &value);
+  return value;
+}
+
+Status DecodeEntryPiecesValue(std::string_view value, const StepMetadata& m, EntryMetadata* e) {
+  const std::string what = "the pieces record of entry '" + e->fqn + "' of step " + std::to_string(m.step);
+  auto bytes = DecodeChunkToString(value);
+  if (!bytes.ok()) return Status::DataLoss(what + ": " + bytes.status().message());
+  proto::EntryPieces pe;
+  if (!pe.ParseFromString(*bytes)) return Status::DataLoss(what + " does not parse as ckptdb.proto.EntryPieces");
+  if (pe.fqn() != e->fqn || pe.step() != m.step || pe.save_id() != m.save_id) {
+    return Status::DataLoss(what + " belongs to entry '" + pe.fqn() + "' of step " + std::to_string(pe.step()) +
+                            " (save " + std::to_string(pe.save_id()) + ")");
+  }
+  std::vector<StoredPiece> pieces;
+  pieces.reserve(pe.pieces_size());
+  for (const proto::Piece& q : pe.pieces()) pieces.push_back(FromProto(q));
+  e->pieces = std::move(pieces);
+  e->pieces_omitted = false;
+  Status st = ValidateEntryPieces(m, *e);
+  if (!st.ok()) {
+    e->pieces.clear();
+    e->pieces_omitted = true;
+    return Status::DataLoss(what + ": " + st.message());
+  }
+  return Status::OK();
 }
 
 }  // namespace ckptdb

@@ -40,12 +40,47 @@ StatusOr<StepMetadata> FromProto(const proto::Metadata& m);
 // InvalidArgument naming the FQN and what is wrong. With check_storage false
 // the chunk fields are not checked (a plan before anything was written).
 Status ValidateStepMetadata(const StepMetadata& m, bool check_storage = true);
+// Its two halves. ValidateStepHeader: what holds without the pieces
+// (version, world, metrics, note, annotations, unique FQNs, each entry's
+// shape, dtype and encoding for its kind). ValidateEntryPieces: one entry's
+// pieces (counts, regions, chunks, references); InvalidArgument when they
+// were not read (EntryMetadata::pieces_omitted).
+Status ValidateStepHeader(const StepMetadata& m);
+Status ValidateEntryPieces(const StepMetadata& m, const EntryMetadata& e, bool check_storage = true);
 
 // The stored value under M|step: a chunk value (chunk_codec.h) holding the
-// serialized proto::Metadata.
+// serialized proto::Metadata. EncodeMetadataValue: every entry with its
+// pieces (format_version 1; store formats 1-5, the bucket store, the wire).
 std::string EncodeMetadataValue(const StepMetadata& m);
-// DataLoss when the value is corrupt, unparsable or inconsistent.
+// DataLoss when the value is corrupt, unparsable or inconsistent, or when its
+// pieces are stored apart (a format-6 record: DecodeMetadataRecord).
 StatusOr<StepMetadata> DecodeMetadataValue(std::string_view value);
+
+// Store format 6: the M value holds the entries without their pieces
+// (Metadata.format_version kMetadataRecordPiecesApart), and each entry's
+// pieces are under PiecesKey(step, index) (EncodeEntryPiecesValue).
+inline constexpr uint32_t kMetadataRecordPiecesApart = 2;
+std::string EncodeMetadataRecord(const StepMetadata& m);
+
+// A decoded M value of either kind. With pieces_apart, every entry has
+// pieces_omitted set and its pieces are to be read from its pieces record;
+// metadata.format_version is kFormatVersion either way. The header is
+// validated (ValidateStepHeader); a record with pieces inline is validated
+// whole (ValidateStepMetadata). DataLoss otherwise.
+struct MetadataRecord {
+  StepMetadata metadata;
+  bool pieces_apart = false;
+};
+StatusOr<MetadataRecord> DecodeMetadataRecord(std::string_view value);
+
+// The value under PiecesKey(step, index): a chunk value holding a
+// proto::EntryPieces for entry `index` of `m`.
+std::string EncodeEntryPiecesValue(const StepMetadata& m, size_t index);
+// Fills e->pieces (and clears e->pieces_omitted) from such a value, checking
+// that it is this entry's of this save and validating the entry
+// (ValidateEntryPieces). DataLoss naming the entry and step otherwise (`e`
+// is then left with its pieces omitted).
+Status DecodeEntryPiecesValue(std::string_view value, const StepMetadata& m, EntryMetadata* e);
 
 }  // namespace ckptdb
 

@@ -23,6 +23,7 @@
 #include "util/ordered_parallel.h"
 #include "store/store_dir.h"
 #include "store/rocksdb_store_internal.h"
+#include "store/metadata_records.h"
 
 namespace fs = std::filesystem;
 
@@ -141,7 +142,13 @@ class RocksDBStoreReader final : public StoreReader, public ChunkValueSource {
     }
   }
 
-  StatusOr<StepMetadata> ReadMetadataOnce(int64_t step) {
+  StatusOr<StepMetadata> ReadMetadataOf(int64_t step, const std::vector<std::string>& fqns) override {
+    return Retrying([&] { return ReadMetadataOnce(step, &fqns); });
+  }
+
+  // The whole metadata, or with `fqns`, the pieces of those entries only
+  // (metadata_records.h).
+  StatusOr<StepMetadata> ReadMetadataOnce(int64_t step, const std::vector<std::string>* fqns = nullptr) {
     RETURN_IF_ERROR(ValidateStep(step));
     std::string value;
     rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), MetadataKey(step), &value);
@@ -152,12 +159,8 @@ class RocksDBStoreReader final : public StoreReader, public ChunkValueSource {
       return Status::NotFound("step " + std::to_string(step) + " not found in store '" + path_ + "'" + hint);
     }
     RETURN_IF_ERROR(FromRocks(s, "reading the metadata of step " + std::to_string(step)));
-    auto md = DecodeMetadataValue(value);
-    if (!md.ok()) return md.status().WithContext("step " + std::to_string(step));
-    if (md->step != step) {
-      return Status::DataLoss("step " + std::to_string(step) + ": metadata records step " + std::to_string(md->step));
-    }
-    return md;
+    return fqns == nullptr ? CompleteStepMetadata(db_.get(), step, value)
+                           : CompleteStepMetadataOf(db_.get(), step, value, *fqns);
   }
 
  public:
@@ -206,7 +209,7 @@ class RocksDBStoreReader final : public StoreReader, public ChunkValueSource {
         info.stored_bytes = sum.stored_bytes;
         info.metrics = std::move(sum.metrics);
         info.note = std::move(sum.note);
-      } else if (auto md = DecodeMetadataValue(mit->value().ToStringView()); md.ok()) {
+      } else if (auto md = CompleteStepMetadata(db_.get(), step, mit->value().ToStringView()); md.ok()) {
         // No summary (a store written before summaries existed), or a
         // damaged one.
         info.created_unix_ms = md->created_unix_ms;
@@ -280,14 +283,31 @@ class RocksDBStoreReader final : public StoreReader, public ChunkValueSource {
     rocksdb::ReadOptions ro;
     ro.fill_cache = false;
     std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
+    int64_t pieces_step_checked = -1;
     for (it->Seek(std::string(1, kMetadataPrefix)); it->Valid(); it->Next()) {
       const std::string_view key = it->key().ToStringView();
       int64_t step;
       uint64_t id;
       std::string name;
+      uint32_t entry;
       if (ParseMetadataKey(key, &step)) {
-        auto md = DecodeMetadataValue(it->value().ToStringView());
+        // With its pieces records (format 6): each one missing, damaged or
+        // another entry's is named.
+        auto md = CompleteStepMetadata(db_.get(), step, it->value().ToStringView());
         if (!md.ok()) out.push_back({"metadata of step " + std::to_string(step), md.status()});
+      } else if (ParsePiecesKey(key, &step, &entry)) {
+        // Pieces records without their step's metadata (never written so):
+        // named once per step. (Those of a step with metadata were checked
+        // with it.)
+        if (step != pieces_step_checked) {
+          pieces_step_checked = step;
+          std::string v;
+          rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), MetadataKey(step), &v);
+          if (s.IsNotFound()) {
+            out.push_back({"pieces records of step " + std::to_string(step),
+                           Status::DataLoss("pieces records of a step that has no metadata")});
+          }
+        }
       } else if (ParseSummaryKey(key, &step)) {
         auto sum = DecodeSummaryValue(it->value().ToStringView());
         if (!sum.ok()) out.push_back({"summary of step " + std::to_string(step), sum.status()});

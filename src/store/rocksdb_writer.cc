@@ -24,6 +24,7 @@
 #include "ckptdb/rocksdb_store.h"
 #include "format/keys.h"
 #include "format/metadata_codec.h"
+#include "store/metadata_records.h"
 #include "store/retention.h"
 #include "store/shared_chunks.h"
 #include "store/rocksdb_options.h"
@@ -224,7 +225,7 @@ class RocksDBStoreWriter final : public StoreWriter {
     it->SeekForPrev(MetadataKey(kMaxStep));
     int64_t latest;
     if (!it->Valid() || !ParseMetadataKey(it->key().ToStringView(), &latest)) return out;
-    StatusOr<StepMetadata> base = DecodeMetadataValue(it->value().ToStringView());
+    StatusOr<StepMetadata> base = CompleteStepMetadata(db_.get(), latest, it->value().ToStringView());
     if (!base.ok()) return out;
     out = ReuseCandidatesFrom(*base, planned);
     if (!out.empty()) {
@@ -320,7 +321,8 @@ class RocksDBStoreWriter final : public StoreWriter {
     const std::vector<SaveRef> referenced = ReferencedSaves(metadata);
     if (!referenced.empty()) RETURN_IF_ERROR(CheckReferencesLive(ctx, referenced));
     rocksdb::WriteBatch batch;
-    RETURN_IF_ERROR(FromRocks(batch.Put(MetadataKey(ctx.step), EncodeMetadataValue(metadata)), "metadata batch"));
+    // The step's M record and its entries' pieces records (store format 6).
+    RETURN_IF_ERROR(AddStepMetadataPuts(metadata, &batch));
     if (!referenced.empty()) {
       RETURN_IF_ERROR(FromRocks(batch.Put(ReferencesKey(ctx.step), EncodeReferencesValue(referenced)),
                                 "metadata batch"));
@@ -579,7 +581,7 @@ class RocksDBStoreWriter final : public StoreWriter {
         s = db_->Get(rocksdb::ReadOptions(), MetadataKey(step), &v);
         if (s.IsNotFound()) continue;  // not committed (the step being committed: the caller adds it)
         RETURN_IF_ERROR(FromRocks(s, "reading the metadata of step " + std::to_string(step)));
-        auto md = DecodeMetadataValue(v);
+        auto md = DecodeStepHeader(step, v);  // (the metrics are in the M record)
         if (!md.ok()) continue;
         metrics = std::move(md->metrics);
       }
@@ -638,15 +640,12 @@ class RocksDBStoreWriter final : public StoreWriter {
     };
     view.metadata_of = [&](int64_t step) -> StatusOr<StepMetadata> {
       if (committing != nullptr && step == committing->step) return *committing;
-      std::string v;
-      RETURN_IF_ERROR(FromRocks(db_->Get(rocksdb::ReadOptions(), MetadataKey(step), &v),
-                                "reading the metadata of step " + std::to_string(step)));
-      return DecodeMetadataValue(v);
+      return ReadStepMetadata(db_.get(), step);
     };
     // The data first: when it cannot be dropped safely, nothing is deleted.
     ASSIGN_OR_RETURN(std::vector<KeyRange> drop, DataRangesToDrop(deleted, view));
     for (int64_t step : steps) {
-      batch->Delete(MetadataKey(step)).PermitUncheckedError();
+      RETURN_IF_ERROR(AddStepMetadataDeletes(db_.get(), step, batch));
       batch->Delete(SummaryKey(step)).PermitUncheckedError();
       batch->Delete(ReferencesKey(step)).PermitUncheckedError();
       for (const auto& [name, tagged] : h.tags) {
@@ -695,10 +694,7 @@ class RocksDBStoreWriter final : public StoreWriter {
       return c != committed.end() && (c->second == save.save_id || c->second == kUnreadable);
     };
     view.metadata_of = [&](int64_t step) -> StatusOr<StepMetadata> {
-      std::string v;
-      RETURN_IF_ERROR(FromRocks(db_->Get(rocksdb::ReadOptions(), MetadataKey(step), &v),
-                                "reading the metadata of step " + std::to_string(step)));
-      return DecodeMetadataValue(v);
+      return ReadStepMetadata(db_.get(), step);
     };
     ASSIGN_OR_RETURN(auto used, UsedRangesOfSharedSaves(view));
     std::vector<UnusedInFile> out;
@@ -788,7 +784,7 @@ class RocksDBStoreWriter final : public StoreWriter {
       }
       std::string v;
       StatusOr<StepMetadata> md = Status::NotFound("");
-      if (db_->Get(rocksdb::ReadOptions(), MetadataKey(step), &v).ok()) md = DecodeMetadataValue(v);
+      if (db_->Get(rocksdb::ReadOptions(), MetadataKey(step), &v).ok()) md = CompleteStepMetadata(db_.get(), step, v);
       out[step] = md.ok() ? std::optional<std::vector<SaveRef>>(ReferencedSaves(*md)) : std::nullopt;
     }
     RETURN_IF_ERROR(FromRocks(it->status(), "listing the references of steps in '" + path_ + "'"));
@@ -1037,8 +1033,9 @@ class RocksDBStoreWriter final : public StoreWriter {
       auto sum = DecodeSummaryValue(summary);
       if (sum.ok()) return sum->save_id;
     }
-    auto md = DecodeMetadataValue(metadata);
-    return md.ok() ? md->save_id : kUnreadable;
+    // (The save id is in the M record, whatever the format.)
+    auto md = DecodeMetadataRecord(metadata);
+    return md.ok() ? md->metadata.save_id : kUnreadable;
   }
 
   // ReadCommitted's answer for one step: nullopt when it is not committed.

@@ -1,0 +1,49 @@
+// A step's metadata records in the RocksDB store (proto/FORMAT.md, "Keys"):
+// the M value, and, for a step written in store format 6, one pieces record
+// per entry (Q | step | entry). The one place the writer and the reader read
+// a step's metadata, whole or for some entries only, and write or delete its
+// records.
+#ifndef CKPTDB_SRC_STORE_METADATA_RECORDS_H_
+#define CKPTDB_SRC_STORE_METADATA_RECORDS_H_
+
+#include <rocksdb/db.h>
+#include <rocksdb/write_batch.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ckptdb/metadata.h"
+#include "ckptdb/status.h"
+
+namespace ckptdb {
+
+// The whole metadata of `step`: its M value and, when the pieces are apart,
+// every entry's pieces record, validated as one (ValidateStepMetadata).
+// NotFound (message "step N not found") when the step has no M record;
+// DataLoss naming the step (and the entry) when a record is unreadable,
+// missing or inconsistent.
+StatusOr<StepMetadata> ReadStepMetadata(rocksdb::DB* db, int64_t step);
+// The same from the step's M value, read already (an iteration).
+StatusOr<StepMetadata> CompleteStepMetadata(rocksdb::DB* db, int64_t step, std::string_view metadata_value);
+// The step's metadata with the pieces of the entries `fqns` names only (names
+// the step lacks are ignored): every other entry has pieces_omitted set. Each
+// entry returned with its pieces is validated; only the named entries'
+// pieces records are read (one MultiGet).
+StatusOr<StepMetadata> CompleteStepMetadataOf(rocksdb::DB* db, int64_t step, std::string_view metadata_value,
+                                              const std::vector<std::string>& fqns);
+// Only what the M value says without the pieces (save id, metrics, entries'
+// names and shapes): DataLoss when unreadable.
+StatusOr<StepMetadata> DecodeStepHeader(int64_t step, std::string_view metadata_value);
+
+// Adds the records that commit `m` (its M value and its pieces records) to
+// `batch`.
+Status AddStepMetadataPuts(const StepMetadata& m, rocksdb::WriteBatch* batch);
+// Adds the deletes of step `step`'s M value and of every pieces record of it
+// (a range delete: none is left whatever the M value says) to `batch`.
+Status AddStepMetadataDeletes(rocksdb::DB* db, int64_t step, rocksdb::WriteBatch* batch);
+
+}  // namespace ckptdb
+
+#endif  // CKPTDB_SRC_STORE_METADATA_RECORDS_H_
