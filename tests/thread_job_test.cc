@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <mutex>
@@ -23,6 +24,7 @@
 namespace ckptdb {
 namespace {
 
+using ::ckptdb::testing::FaultyReader;
 using ::ckptdb::testing::FaultyWriter;
 using ::ckptdb::testing::TempDir;
 
@@ -228,6 +230,137 @@ TEST(ThreadJobTest, SaveAndLoadAt64RanksAndAFailingRankFailsEveryRankAlike) {
   ASSERT_TRUE(steps.ok());
   ASSERT_EQ(steps->size(), 1u);
   EXPECT_EQ(steps->at(0).step, 1);
+}
+
+// The failure matrix at 64 thread-ranks: whichever rank fails in whichever
+// phase of a save (planning, preparing on the coordinator, preparing
+// storage, writing, finishing on the coordinator, leaving the job, with the
+// coordinator on rank 0 or another) or of a load (reading metadata,
+// reading), every rank returns the same error naming that rank, and nothing
+// is committed.
+TEST(ThreadJobTest, EveryFailureFailsEveryRankAlikeAt64Ranks) {
+  constexpr int kWorld = 64;
+  TempDir dir;
+  const std::string store = dir.Sub("store");
+  auto shard = [](int rank, int rows) {
+    return ShardedTensor::Create(DType::kF32, {kWorld * rows, 4},
+                                 {Shard{{rank * rows, 0}, ::ckptdb::testing::PatternTensor(DType::kF32, {rows, 4}, rank)}})
+        .value();
+  };
+  struct SaveCase {
+    const char* what;
+    int coordinator, rank;
+    std::function<void(FaultyWriter&)> fault;  // on `rank`'s writer
+    bool leaves = false;                       // `rank` returns without saving
+    bool bad_plan = false;                     // `rank`'s shard has another global shape
+    StatusCode code;
+    const char* message;
+  };
+  const Status io = Status::IOError("disk gone");
+  const std::vector<SaveCase> cases = {
+      {"plan on rank 9", 0, 9, nullptr, false, true, StatusCode::kInvalidArgument, "invalid state dict"},
+      {"prepare on the coordinator", 0, 0, [&](FaultyWriter& w) { w.on_prepare = [&] { return io; }; }, false, false,
+       StatusCode::kIOError, "failed to prepare storage"},
+      {"prepare storage on rank 17", 0, 17,
+       [&](FaultyWriter& w) { w.on_prepare_storage = [&] { return io; }; }, false, false, StatusCode::kIOError,
+       "Failed to write data"},
+      {"write on rank 63, coordinator 5", 5, 63,
+       [&](FaultyWriter& w) { w.on_write = [&](const std::vector<WriteItem>&) { return io; }; }, false, false,
+       StatusCode::kIOError, "Failed to write data"},
+      {"finish on coordinator 5", 5, 5, [&](FaultyWriter& w) { w.on_finish = [&] { return io; }; }, false, false,
+       StatusCode::kIOError, "Failed to finish checkpoint"},
+      {"rank 30 leaves the job", 0, 30, nullptr, true, false, StatusCode::kUnavailable, "Failed to exchange plans"},
+  };
+  int64_t step = 1;
+  auto save = [&](const SaveCase* c) {
+    std::vector<Status> statuses(kWorld);
+    ThreadJob job(kWorld, std::chrono::seconds(60));
+    RunRanksAsThreads(job, [&](int rank, Communicator& comm) {
+      if (c != nullptr && c->leaves && rank == c->rank) return;
+      auto w = OpenStoreWriter(store);
+      Status st = w.status();
+      if (w.ok()) {
+        StateDict sd;
+        (void)sd.Add("t", c != nullptr && c->bad_plan && rank == c->rank ? shard(rank, 2) : shard(rank, 1));
+        FaultyWriter fw(w->get());
+        if (c != nullptr && c->fault && rank == c->rank) c->fault(fw);
+        SaveOptions o;
+        o.step = step;
+        o.coordinator_rank = c != nullptr ? c->coordinator : 0;
+        o.communicator = &comm;
+        st = Save(sd, fw, o);
+      }
+      statuses[rank] = st;
+    });
+    return statuses;
+  };
+  auto committed = [&] {
+    auto reader = OpenStoreReader(store);
+    std::vector<int64_t> out;
+    if (!reader.ok()) return out;
+    auto steps = (*reader)->ListSteps();
+    if (steps.ok()) {
+      for (const auto& s : *steps) out.push_back(s.step);
+    }
+    return out;
+  };
+  for (const Status& st : save(nullptr)) ASSERT_TRUE(st.ok()) << st;
+  for (const SaveCase& c : cases) {
+    SCOPED_TRACE(c.what);
+    ++step;
+    const std::vector<Status> got = save(&c);
+    int first = c.leaves && c.rank == 0 ? 1 : 0;
+    for (int rank = 0; rank < kWorld; ++rank) {
+      if (c.leaves && rank == c.rank) continue;
+      EXPECT_EQ(got[rank].ToString(), got[first].ToString()) << "rank " << rank;
+    }
+    EXPECT_EQ(got[first].code(), c.code) << got[first];
+    EXPECT_NE(got[first].ToString().find(c.message), std::string::npos) << got[first];
+    if (c.bad_plan) {  // (the plans disagree: the merge names the rank)
+      EXPECT_NE(got[first].ToString().find("on rank " + std::to_string(c.rank)), std::string::npos) << got[first];
+    } else {
+      ASSERT_EQ(got[first].rank_failures().size(), 1u) << got[first];
+      EXPECT_EQ(got[first].rank_failures().begin()->first, c.rank) << got[first];
+    }
+    EXPECT_EQ(committed(), std::vector<int64_t>{1});
+  }
+
+  // Loads of step 1: a rank whose metadata read fails, or whose read fails.
+  for (const bool in_read : {false, true}) {
+    SCOPED_TRACE(in_read ? "read on rank 33" : "read_metadata on rank 12");
+    const int failing = in_read ? 33 : 12;
+    std::vector<Status> statuses(kWorld);
+    ThreadJob job(kWorld, std::chrono::seconds(60));
+    RunRanksAsThreads(job, [&](int rank, Communicator& comm) {
+      auto r = OpenStoreReader(store);
+      Status st = r.status();
+      if (r.ok()) {
+        FaultyReader fr(r->get());
+        if (rank == failing) {
+          if (in_read) {
+            fr.on_read = [] { return Status::IOError("read failed"); };
+          } else {
+            fr.on_read_metadata = [] { return Status::IOError("metadata unreadable"); };
+          }
+        }
+        StateDict target;
+        (void)target.Add("t", ShardedTensor::Create(DType::kF32, {kWorld, 4},
+                                                    {Shard{{rank, 0}, Tensor::Zeros(DType::kF32, {1, 4}).value()}})
+                                  .value());
+        LoadOptions o;
+        o.step = 1;
+        o.communicator = &comm;
+        st = Load(target, fr, o);
+      }
+      statuses[rank] = st;
+    });
+    for (int rank = 0; rank < kWorld; ++rank) {
+      EXPECT_EQ(statuses[rank].ToString(), statuses[0].ToString()) << "rank " << rank;
+    }
+    EXPECT_EQ(statuses[0].code(), StatusCode::kIOError) << statuses[0];
+    ASSERT_EQ(statuses[0].rank_failures().size(), 1u) << statuses[0];
+    EXPECT_EQ(statuses[0].rank_failures().begin()->first, failing) << statuses[0];
+  }
 }
 
 // What a rank other than the coordinator sends and receives in a save and a
