@@ -22,7 +22,8 @@
 #                                   (not at all); other hosts' names resolve
 #                                   to their addresses
 #   tools/hosts.sh cut NAME I       unplug host I (its link goes down)
-#   tools/hosts.sh plug NAME I      plug it back in
+#   tools/hosts.sh plug NAME I      plug it back in (returns once the other
+#                                   hosts reach it again, or after 5 s)
 # NAME keeps concurrent test beds apart (short: interface names are derived
 # from it and limited to 15 characters).
 set -euo pipefail
@@ -92,7 +93,18 @@ case "${1:-}" in
     ip -n "$2-sw" link set "p$3" down
     ;;
   plug)
-    ip -n "$2-sw" link set "p$3" up
+    name="$2"; i="$3"
+    ip -n "$name-sw" link set "p$i" up
+    # Back only once the other hosts reach it again: each sends it a
+    # datagram (nothing listens; it makes the kernel resolve the address)
+    # until its neighbour entry there is REACHABLE, for up to 5 s.
+    for ns in $(ip netns list | awk '{print $1}' | grep "^$name-h[0-9]*$" | grep -v "^$name-h$i$"); do
+      for _ in $(seq 50); do
+        ip netns exec "$ns" bash -c "echo > /dev/udp/$(addr "$i")/9" 2>/dev/null || true
+        ip -n "$ns" neigh show "$(addr "$i")" | grep -q REACHABLE && break
+        sleep 0.1
+      done
+    done
     ;;
   *)
     sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'
