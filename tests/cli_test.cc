@@ -22,7 +22,10 @@
 #include <sstream>
 #include <thread>
 
+#include <rocksdb/db.h>
+
 #include "ckptdb/ckptdb.h"
+#include "format/keys.h"
 #include "test_util.h"
 
 namespace ckptdb {
@@ -169,6 +172,33 @@ TEST_F(CliTest, CatFormatsValuesPerDType) {
   EXPECT_EQ(Ckptdb("cat " + store_ + " best emb").out, "emb: f32 [4, 2]\n[[0, 1],\n [2, 3],\n [4, 5],\n [6, 7]]\n");
   EXPECT_EQ(Ckptdb("cat " + store_ + " best mask").out, "mask: bool [3]\n[True, False, True]\n");
   EXPECT_EQ(Ckptdb("cat " + store_ + " best new.entry").out, "new.entry: f16 [2]\n[1, 2]\n");
+}
+
+// cat reads only the pieces of the entry it shows: with another entry's
+// pieces record gone, an entry still prints (and the damaged one is named).
+TEST(CliCat, ReadsOnlyThePiecesOfItsEntry) {
+  testing::TempDir dir;
+  const std::string store = dir.Sub("s");
+  {
+    auto w = OpenStoreWriter(store);
+    ASSERT_TRUE(w.ok()) << w.status();
+    StateDict sd;
+    ASSERT_TRUE(sd.Add("a", testing::PatternTensor(DType::kI32, {3}, 1)).ok());
+    ASSERT_TRUE(sd.Add("b", testing::PatternTensor(DType::kI32, {3}, 2)).ok());
+    ASSERT_TRUE(testing::SaveNoDist(sd, **w, 1).ok());
+  }
+  {
+    rocksdb::DB* raw = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), store + "/db", &raw).ok());
+    std::unique_ptr<rocksdb::DB> db(raw);
+    ASSERT_TRUE(db->Delete(rocksdb::WriteOptions(), PiecesKey(1, 1)).ok());  // b's pieces
+  }
+  CliRun a = Ckptdb("cat " + store + " 1 a");
+  EXPECT_EQ(a.code, 0) << a.out;
+  EXPECT_EQ(a.out.rfind("a: i32 [3]\n", 0), 0u) << a.out;
+  CliRun b = Ckptdb("cat " + store + " 1 b");
+  EXPECT_NE(b.code, 0) << b.out;
+  EXPECT_NE(b.out.find("'b'"), std::string::npos) << b.out;
 }
 
 TEST_F(CliTest, CatSlicesReadsRawAndJson) {

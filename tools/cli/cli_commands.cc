@@ -244,7 +244,9 @@ Status ListEntries(StoreReader& reader, int64_t step, bool shards, bool json, st
 
 Status CatEntry(StoreReader& reader, int64_t step, const std::string& fqn, const CatOptions& options,
                 std::ostream& out) {
-  auto md = reader.ReadMetadata(step);
+  // Only this entry's pieces are read (store format 6: a step of many
+  // entries and ranks costs what the one entry does).
+  auto md = reader.ReadMetadataOf(step, {fqn});
   if (!md.ok()) return md.status();
   const EntryMetadata* e = md->Find(fqn);
   if (e == nullptr) return Status::NotFound("entry '" + fqn + "' is not in step " + std::to_string(step));
