@@ -542,40 +542,22 @@ class GlooCommunicator final : public Communicator {
         for (const auto& [r, why] : missing) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
         st = Status::CheckpointError(std::string(what) + ": nothing came from rank(s) " + ranks, std::move(missing));
       }
-      const std::string encoded = EncodeStatus(st);
-      PutLE64String(&answer, encoded);
+      AppendLEString(&answer, EncodeStatus(st));
       if (st.ok()) {
-        for (const std::string& part : parts) PutLE64String(&answer, part);
+        for (const std::string& part : parts) AppendLEString(&answer, part);
       }
     }
     RETURN_IF_ERROR(Broadcast(&answer, 0).WithContext(what));
-    std::string_view in(answer);
-    std::string_view encoded;
-    if (!TakeLE64String(&in, &encoded)) return Status::Internal(std::string(what) + ": a malformed answer from rank 0");
-    Status st = DecodeStatus(std::string(encoded));
+    LECursor in(answer);
+    std::string encoded;
+    if (!in.String(&encoded)) return Status::Internal(std::string(what) + ": a malformed answer from rank 0");
+    Status st = DecodeStatus(encoded);
     if (!st.ok()) return st;
     out->assign(ctx_->size, std::string());
     for (int r = 0; r < ctx_->size; ++r) {
-      std::string_view part;
-      if (!TakeLE64String(&in, &part)) return Status::Internal(std::string(what) + ": a malformed answer from rank 0");
-      (*out)[r].assign(part);
+      if (!in.String(&(*out)[r])) return Status::Internal(std::string(what) + ": a malformed answer from rank 0");
     }
     return Status::OK();
-  }
-
-  static void PutLE64String(std::string* out, std::string_view s) {
-    std::string n(8, '\0');
-    PutLE64(&n[0], s.size());
-    out->append(n);
-    out->append(s);
-  }
-  static bool TakeLE64String(std::string_view* in, std::string_view* s) {
-    if (in->size() < 8) return false;
-    const uint64_t n = GetLE64(in->data());
-    if (in->size() - 8 < n) return false;
-    *s = in->substr(8, n);
-    in->remove_prefix(8 + n);
-    return true;
   }
 
   // OK when this rank is connected to rank p; else why not.
@@ -614,7 +596,7 @@ class GlooCommunicator final : public Communicator {
       if (me == root) {
         for (int p = 0; p < n; ++p) {
           if (!relayed(p)) continue;
-          PutLE64String(&part, connected_[p] ? std::string() : PairBytes(p));
+          AppendLEString(&part, connected_[p] ? std::string() : PairBytes(p));
         }
       } else if (me != 0 && !connected_[root]) {
         part = PairBytes(root);
@@ -631,16 +613,15 @@ class GlooCommunicator final : public Communicator {
       // R's part: its address for each relayed rank, in rank order.
       std::vector<std::string> root_addresses(n);
       if (!missing.count(root)) {
-        std::string_view in(parts[root]);
+        LECursor in(parts[root]);
         for (int p = 0; p < n; ++p) {
-          std::string_view a;
-          if (relayed(p) && TakeLE64String(&in, &a)) root_addresses[p].assign(a);
+          if (relayed(p)) (void)in.String(&root_addresses[p]);
         }
       }
       for (int p = 0; p < n; ++p) {
         if (!relayed(p)) continue;
         out[p] = root_addresses[p];
-        PutLE64String(&out[root], missing.count(p) ? std::string() : parts[p]);
+        AppendLEString(&out[root], missing.count(p) ? std::string() : parts[p]);
       }
     }
     std::string mine;
@@ -649,10 +630,10 @@ class GlooCommunicator final : public Communicator {
     std::vector<int> peers;
     std::vector<std::string> addresses(n);
     if (me == root) {
-      std::string_view in(mine);
+      LECursor in(mine);
       for (int p = 0; p < n; ++p) {
-        std::string_view a;
-        if (!relayed(p) || !TakeLE64String(&in, &a)) continue;
+        std::string a;
+        if (!relayed(p) || !in.String(&a)) continue;
         if (connected_[p]) continue;
         if (a.empty()) {
           Lose(p, Status::Unavailable(what + ": rank " + std::to_string(p) + " sent no address"));
@@ -768,22 +749,6 @@ void IgnoreSigpipeUnlessHandled() {
 }
 
 
-// A string behind its 4-byte length, and back.
-void PutLenString(std::string* out, std::string_view s) {
-  const uint32_t n = static_cast<uint32_t>(s.size());
-  out->append(reinterpret_cast<const char*>(&n), 4);
-  out->append(s);
-}
-bool TakeLenString(std::string_view* in, std::string_view* s) {
-  uint32_t n = 0;
-  if (in->size() < 4) return false;
-  std::memcpy(&n, in->data(), 4);
-  if (in->size() - 4 < n) return false;
-  *s = in->substr(4, n);
-  in->remove_prefix(4 + n);
-  return true;
-}
-
 // Connects this rank's pairs with `peers`, all at once (one thread per
 // peer), so that connecting takes one timeout, not one per peer in turn.
 // `addresses[p]`: the address of rank p's pair for this rank.
@@ -858,13 +823,14 @@ StatusOr<std::unique_ptr<Communicator>> ConnectThrough(const DistributedConfig& 
     };
     if (config.rank == 0) {
       std::string mine;
-      PutLenString(&mine, card);
+      AppendLEString(&mine, card);
       ASSIGN_OR_RETURN(std::vector<std::string> published, rdv.GatherToRoot("address", mine, deadline));
       std::vector<PeerCard> cards(config.world_size);
       for (int r = 0; r < config.world_size; ++r) {
-        std::string_view in(published[r]), card_bytes, address;
-        if (!TakeLenString(&in, &card_bytes) || !DecodePeerCard(std::string(card_bytes), &cards[r]) ||
-            (r != 0 && (!TakeLenString(&in, &address) || address.empty()))) {
+        LECursor in(published[r]);
+        std::string card_bytes, address;
+        if (!in.String(&card_bytes) || !DecodePeerCard(card_bytes, &cards[r]) ||
+            (r != 0 && (!in.String(&address) || address.empty()))) {
           return malformed(r);
         }
         if (r != 0) addresses[r].assign(address.begin(), address.end());
@@ -878,8 +844,8 @@ StatusOr<std::unique_ptr<Communicator>> ConnectThrough(const DistributedConfig& 
       RETURN_IF_ERROR(rdv.ScatterFromRoot("address", parts));
     } else {
       std::string mine;
-      PutLenString(&mine, card);
-      PutLenString(&mine, address_bytes(0));
+      AppendLEString(&mine, card);
+      AppendLEString(&mine, address_bytes(0));
       RETURN_IF_ERROR(rdv.GatherToRoot("address", mine, deadline).status());
       ASSIGN_OR_RETURN(std::string zero, rdv.ReceiveFromRoot("address", deadline));
       if (zero.empty()) return malformed(0);

@@ -106,27 +106,47 @@ ReuseCandidate FromProto(const proto::ReuseCandidate& q) {
   return ReuseCandidate{StorageKey{q.key().rank(), q.key().item()}, q.step(), q.save_id(), FromProto(q.piece())};
 }
 
-void ToProto(const EntryMetadata& e, proto::Entry* out) {
+namespace {
+
+// An entry, with its pieces or without them (a format-6 M record).
+void EntryToProto(const EntryMetadata& e, bool with_pieces, proto::Entry* out) {
   out->set_fqn(e.fqn);
   out->set_kind(static_cast<proto::EntryKind>(static_cast<int>(e.kind)));
   out->set_dtype(static_cast<proto::DType>(static_cast<int>(e.dtype)));
   for (int64_t d : e.shape) out->add_shape(d);
-  for (const StoredPiece& p : e.pieces) ToProto(p, out->add_pieces());
+  if (with_pieces) {
+    for (const StoredPiece& p : e.pieces) ToProto(p, out->add_pieces());
+  }
   out->set_bytes_encoding(static_cast<proto::BytesEncoding>(static_cast<int>(e.bytes_encoding)));
 }
 
-void ToProto(const StepMetadata& m, proto::Metadata* out) {
+void StepToProto(const StepMetadata& m, bool with_pieces, proto::Metadata* out) {
   out->set_format_version(m.format_version);
   out->set_step(m.step);
   out->set_created_unix_ms(m.created_unix_ms);
   out->set_world_size(m.world_size);
   out->set_save_id(m.save_id);
   out->set_coordinator_rank(m.coordinator_rank);
-  for (const EntryMetadata& e : m.entries) ToProto(e, out->add_entries());
+  for (const EntryMetadata& e : m.entries) EntryToProto(e, with_pieces, out->add_entries());
   for (const auto& [name, value] : m.metrics) (*out->mutable_metrics())[name] = value;
   out->set_note(m.note);
   for (const auto& [name, value] : m.annotations) (*out->mutable_annotations())[name] = value;
 }
+
+// A stored record: a raw chunk value (codec 0) of the serialized message.
+std::string RecordValue(const google::protobuf::MessageLite& message) {
+  std::string bytes;
+  message.SerializeToString(&bytes);
+  std::string value;
+  EncodeChunk(bytes.data(), bytes.size(), Compression::kNone, 0, &value);
+  return value;
+}
+
+}  // namespace
+
+void ToProto(const EntryMetadata& e, proto::Entry* out) { EntryToProto(e, /*with_pieces=*/true, out); }
+
+void ToProto(const StepMetadata& m, proto::Metadata* out) { StepToProto(m, /*with_pieces=*/true, out); }
 
 StatusOr<EntryMetadata> FromProto(const proto::Entry& e) {
   EntryMetadata out;
@@ -312,11 +332,7 @@ Status ValidateStepMetadata(const StepMetadata& m, bool check_storage) {
 std::string EncodeMetadataValue(const StepMetadata& m) {
   proto::Metadata pm;
   ToProto(m, &pm);
-  std::string bytes;
-  pm.SerializeToString(&bytes);
-  std::string value;
-  EncodeChunk(bytes.data(), bytes.size(), Compression::kNone, 0, &value);
-  return value;
+  return RecordValue(pm);
 }
 
 StatusOr<StepMetadata> DecodeMetadataValue(std::string_view value) {
@@ -328,15 +344,11 @@ StatusOr<StepMetadata> DecodeMetadataValue(std::string_view value) {
 }
 
 std::string EncodeMetadataRecord(const StepMetadata& m) {
+  // (The pieces go into the entries' own records: never converted here.)
   proto::Metadata pm;
-  ToProto(m, &pm);
+  StepToProto(m, /*with_pieces=*/false, &pm);
   pm.set_format_version(kMetadataRecordPiecesApart);
-  for (proto::Entry& e : *pm.mutable_entries()) e.clear_pieces();
-  std::string bytes;
-  pm.SerializeToString(&bytes);
-  std::string value;
-  EncodeChunk(bytes.data(), bytes.size(), Compression::kNone, 0, &value);
-  return value;
+  return RecordValue(pm);
 }
 
 StatusOr<MetadataRecord> DecodeMetadataRecord(std::string_view value) {
@@ -373,11 +385,7 @@ std::string EncodeEntryPiecesValue(const StepMetadata& m, size_t index) {
   pe.set_save_id(m.save_id);
   pe.mutable_pieces()->Reserve(static_cast<int>(e.pieces.size()));
   for (const StoredPiece& p : e.pieces) ToProto(p, pe.add_pieces());
-  std::string bytes;
-  pe.SerializeToString(&bytes);
-  std::string value;
-  EncodeChunk(bytes.data(), bytes.size(), Compression::kNone, 0, &value);
-  return value;
+  return RecordValue(pe);
 }
 
 Status DecodeEntryPiecesValue(std::string_view value, const StepMetadata& m, EntryMetadata* e) {

@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "ckptdb/ckptdb.h"
+#include "cpu_time.h"
 
 using namespace ckptdb;
 namespace fs = std::filesystem;
@@ -206,13 +207,7 @@ double Timed(Communicator& comm, F&& f) {
   return JobSeconds(comm, s);
 }
 
-// CPU seconds (user + system, every thread) this process has used so far.
-double ProcessCpuSeconds() {
-  struct rusage ru;
-  ::getrusage(RUSAGE_SELF, &ru);
-  auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; };
-  return sec(ru.ru_utime) + sec(ru.ru_stime);
-}
+using bench::ProcessCpuSeconds;
 
 // Like Timed, and adds to *cpu_seconds the CPU time every rank's process
 // spent in f (summed over the ranks): where all ranks share a machine's

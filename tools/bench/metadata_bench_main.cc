@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "ckptdb/ckptdb.h"
+#include "cpu_time.h"
 
 using namespace ckptdb;
 
@@ -29,17 +30,8 @@ namespace {
   std::exit(1);
 }
 
-double CpuSeconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
-
-double PeakRssMiB() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_maxrss / 1024.0;
-}
+using bench::PeakRssMiB;
+constexpr auto CpuSeconds = bench::ProcessCpuSeconds;
 
 }  // namespace
 

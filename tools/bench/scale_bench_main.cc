@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "ckptdb/ckptdb.h"
+#include "cpu_time.h"
 #include "comm/thread_communicator.h"
 #include "format/metadata_codec.h"
 
@@ -56,17 +57,8 @@ namespace {
   std::exit(1);
 }
 
-double ThreadCpuSeconds() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return t.tv_sec + t.tv_nsec / 1e9;
-}
-
-double CpuSeconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
+using bench::ThreadCpuSeconds;
+constexpr auto CpuSeconds = bench::ProcessCpuSeconds;
 
 // The baseline: the rooted calls as the protocol made them before, every
 // rank receiving every rank's part.
