@@ -1,9 +1,14 @@
 #include "format/chunk_codec.h"
 
 #include <gtest/gtest.h>
+#include <zstd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
+
+#include "format/huffman_frame.h"
+#include "chunk_codec_fixtures.inc"
 
 namespace ckptdb {
 namespace {
@@ -158,6 +163,185 @@ TEST(ChunkCodec, AutoCodesOnlyThePlanesThatShrink) {
   }
   EXPECT_EQ(DecodeChunk(v.substr(0, v.size() - 3), raw.size(), out.data()).code(), StatusCode::kDataLoss);
   EXPECT_EQ(DecodeChunk(v + "x", raw.size(), out.data()).code(), StatusCode::kDataLoss);
+}
+
+// The raw bytes of the fixtures in chunk_codec_fixtures.inc: elements shaped
+// like trained weights (a random sign, an exponent near 2^-6, random
+// mantissa bytes), from a 32-bit LCG so that they never change.
+std::string FixtureRaw(size_t count, size_t width) {
+  std::string s(count * width, '\0');
+  uint32_t x = 12345;
+  for (size_t i = 0; i < count; ++i) {
+    for (size_t b = 0; b < width; ++b) {
+      x = x * 1664525u + 1013904223u;
+      unsigned char c = static_cast<unsigned char>(x >> 24);
+      if (b == width - 1) c = static_cast<unsigned char>((c & 0x80) | (0x3c + ((x >> 16) & 0xff) % 3 / 2 + ((x >> 20) & 1)));
+      s[i * width + b] = static_cast<char>(c);
+    }
+  }
+  return s;
+}
+
+std::string FromHex(const char* hex) {
+  std::string out;
+  for (const char* p = hex; p[0] != '\0' && p[1] != '\0'; p += 2) {
+    out.push_back(static_cast<char>(std::stoi(std::string(p, 2), nullptr, 16)));
+  }
+  return out;
+}
+
+// Values written before the planes were Huffman-coded here still decode,
+// and damage to them is still DataLoss.
+TEST(ChunkCodec, ValuesOfTheEarlierPlaneCoderStillDecode) {
+  for (auto [hex, width, size] : {std::tuple{kOldAutoBF16Hex, size_t{2}, size_t{1400}},
+                                  std::tuple{kOldAutoF32Hex, size_t{4}, size_t{3459}}}) {
+    SCOPED_TRACE(width);
+    const std::string old = FromHex(hex), raw = FixtureRaw(1024, width);
+    ASSERT_EQ(old.size(), size);
+    EXPECT_EQ(old[1], static_cast<char>(ChunkCodec::kZstd));
+    EXPECT_EQ(old[2], static_cast<char>(ChunkFilter::kPlanesApart));
+    EXPECT_EQ(Decode(old, raw.size()), raw);
+    std::string seen, scratch;
+    ASSERT_TRUE(VisitChunk(old, raw.size(), &scratch, [&](uint64_t, const char* d, uint64_t n) {
+                  seen.append(d, n);
+                  return Status::OK();
+                }).ok());
+    EXPECT_EQ(seen, raw);
+    std::string out(raw.size(), '\0');
+    for (size_t at = kChunkHeaderSize; at < old.size(); at += 37) {
+      std::string bad = old;
+      bad[at] ^= 0x08;
+      EXPECT_EQ(DecodeChunk(bad, raw.size(), out.data()).code(), StatusCode::kDataLoss) << "byte " << at;
+    }
+    // Encoded now, the same bytes come back too.
+    std::string v;
+    EncodeChunk(raw.data(), raw.size(), Compression::kAuto, 1, &v, width);
+    EXPECT_EQ(v[2], static_cast<char>(ChunkFilter::kPlanesApart));
+    EXPECT_EQ(Decode(v, raw.size()), raw);
+  }
+}
+
+// EncodeHuffmanFrame's frames are zstd frames: ZSTD_decompress gives the
+// bytes back, through both kinds of tree description (direct 4-bit weights
+// for values up to 128, FSE-coded ones above), blocks that did not shrink
+// stored raw between coded ones, and values that the sample missed.
+TEST(HuffmanFrame, FramesAreZstdFramesOfTheSameBytes) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> g(0.f, 0.02f);
+  std::geometric_distribution<int> geo(0.05);
+  struct Case {
+    std::string name, bytes;
+    int tree;  // 1 direct weights, 2 FSE-coded weights
+  };
+  std::vector<Case> cases;
+  for (size_t n : {size_t{1024}, size_t{1025}, size_t{4099}, size_t{131072}, size_t{131073}, size_t{(2 << 20) + 7}}) {
+    std::string sign_exp(n, '\0'), exp(n, '\0');
+    for (size_t i = 0; i < n; ++i) {
+      const float f = g(rng);
+      uint32_t b;
+      std::memcpy(&b, &f, 4);
+      sign_exp[i] = static_cast<char>(b >> 24);  // bf16's high byte: values on both sides of 128
+      exp[i] = static_cast<char>((b >> 24) & 0x7f);
+    }
+    cases.push_back({"sign and exponent " + std::to_string(n), sign_exp, 2});
+    cases.push_back({"exponent " + std::to_string(n), exp, 1});
+  }
+  std::string wide(300000, '\0');  // up to 256 values, most common at 255
+  for (char& c : wide) c = static_cast<char>(255 - std::min(255, geo(rng)));
+  cases.push_back({"geometric over 256 values", wide, 2});
+  std::string rare(500000, 'a');  // values outside the sample's slices
+  for (size_t i = 0; i < rare.size(); i += 3) rare[i] = 'b';
+  rare[777] = static_cast<char>(0xff);
+  rare[123457] = '\0';
+  rare[rare.size() - 1] = 'z';
+  cases.push_back({"outliers the sample misses", rare, 0});
+  std::string mixed(600000, '\0');  // blocks 2-3 do not shrink
+  for (size_t i = 0; i < mixed.size(); ++i) {
+    mixed[i] = static_cast<char>(i >= 200000 && i < 400000 ? rng() : 60 + rng() % 3);
+  }
+  cases.push_back({"a raw block between coded ones", mixed, 2});
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::string frame(HuffmanFrameBound(c.bytes.size()), '\0'), back(c.bytes.size(), '\0');
+    size_t z = 0;
+    ASSERT_EQ(EncodeHuffmanFrame(c.bytes.data(), c.bytes.size(), 1.0, frame.data(), &z), HuffmanFrame::kCoded);
+    EXPECT_LT(z, c.bytes.size());
+    const size_t d = ZSTD_decompress(back.data(), back.size(), frame.data(), z);
+    ASSERT_FALSE(ZSTD_isError(d)) << ZSTD_getErrorName(d);
+    EXPECT_EQ(d, c.bytes.size());
+    EXPECT_TRUE(back == c.bytes);
+    // The first block's tree description follows the frame header (9
+    // bytes), the block header (3) and the literals header (5).
+    if (c.tree != 0) {
+      EXPECT_EQ(static_cast<unsigned char>(frame[17]) >= 128 ? 1 : 2, c.tree);
+    }
+  }
+  // Trained bf16's high bytes (the largest case) code near their entropy
+  // (2.7 bits).
+  const std::string& big = cases[2 * 5].bytes;
+  std::string frame(HuffmanFrameBound(big.size()), '\0');
+  size_t z = 0;
+  ASSERT_EQ(EncodeHuffmanFrame(big.data(), big.size(), 0.9, frame.data(), &z), HuffmanFrame::kCoded);
+  EXPECT_LT(z, big.size() * 36 / 100);
+}
+
+TEST(HuffmanFrame, SaysWhatItDoesNotCode) {
+  std::string frame(HuffmanFrameBound(1 << 16), '\0');
+  size_t z = 0;
+  EXPECT_EQ(EncodeHuffmanFrame(Random(1 << 16, 6).data(), 1 << 16, 0.9, frame.data(), &z), HuffmanFrame::kNotWorth);
+  const std::string same(1 << 16, 'q'), small = Compressible(1000);
+  EXPECT_EQ(EncodeHuffmanFrame(same.data(), same.size(), 0.9, frame.data(), &z), HuffmanFrame::kUnsupported);
+  EXPECT_EQ(EncodeHuffmanFrame(small.data(), small.size(), 0.9, frame.data(), &z), HuffmanFrame::kUnsupported);
+  // Two values code to 1 bit each: not worth it below 1/10 of the size.
+  std::string two(1 << 16, 'a');
+  for (size_t i = 0; i < two.size(); i += 2) two[i] = 'b';
+  EXPECT_EQ(EncodeHuffmanFrame(two.data(), two.size(), 0.1, frame.data(), &z), HuffmanFrame::kNotWorth);
+  EXPECT_EQ(EncodeHuffmanFrame(two.data(), two.size(), 0.9, frame.data(), &z), HuffmanFrame::kCoded);
+}
+
+// kAuto's three kinds of plane, each round trip, and damage anywhere in a
+// Huffman-coded plane is DataLoss.
+TEST(ChunkCodec, EveryKindOfPlaneRoundTripsAndDamageIsDataLoss) {
+  // f32 whose top two bytes are trained bf16 weights: planes 0-2 random
+  // (stored), plane 3 Huffman-coded.
+  std::string r = Random(1 << 18, 12);
+  const std::string bf = TrainedBF16(1 << 16);
+  for (size_t i = 0; i < r.size() / 4; ++i) {
+    r[4 * i + 2] = bf[2 * i];      // bf16's low byte: stored
+    r[4 * i + 3] = bf[2 * i + 1];  // its high byte: Huffman-coded
+  }
+  std::string v;
+  EncodeChunk(r.data(), r.size(), Compression::kAuto, 1, &v, 4);
+  ASSERT_EQ(v[2], static_cast<char>(ChunkFilter::kPlanesApart));
+  const size_t count = r.size() / 4;
+  size_t at = kChunkHeaderSize, coded_at = 0, coded_len = 0;
+  std::vector<int> modes;
+  for (int j = 0; j < 4; ++j) {
+    modes.push_back(v[at]);
+    uint32_t len;
+    std::memcpy(&len, &v[at + 1], 4);
+    if (j == 3) coded_at = at + 5, coded_len = len;
+    at += 5 + len;
+  }
+  EXPECT_EQ(modes, (std::vector<int>{0, 0, 0, 1}));
+  EXPECT_LT(coded_len, count * 36 / 100);
+  EXPECT_EQ(Decode(v, r.size()), r);
+  // A plane of one value goes through zstd (a frame of a few bytes).
+  std::string c = r;
+  for (size_t i = 0; i < count; ++i) c[4 * i + 3] = 0x3f;
+  EncodeChunk(c.data(), c.size(), Compression::kAuto, 1, &v, 4);
+  const size_t last_plane = kChunkHeaderSize + 3 * (5 + count);
+  EXPECT_EQ(v[last_plane], 1);
+  EXPECT_LT(v.size() - last_plane, 100u);
+  EXPECT_EQ(Decode(v, c.size()), c);
+  std::string out(r.size(), '\0');
+  EncodeChunk(r.data(), r.size(), Compression::kAuto, 1, &v, 4);
+  for (size_t k = coded_at; k < coded_at + coded_len; k += 211) {
+    std::string bad = v;
+    bad[k] ^= static_cast<char>(1 << (k % 8));
+    Status st = DecodeChunk(bad, r.size(), out.data());
+    EXPECT_EQ(st.code(), StatusCode::kDataLoss) << "byte " << k << ": " << st;
+  }
 }
 
 TEST(ChunkCodec, DecodeViewVerifiesRawChunksInPlace) {

@@ -14,6 +14,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "format/huffman_frame.h"
 #include "util/le_bytes.h"
 #include "util/status_macros.h"
 
@@ -173,8 +174,8 @@ std::string& PlaneScratch() {
   return s;
 }
 
-// The context that codes one byte plane under kAuto (filter 2): zstd at the
-// store's level with its match finder sped up (targetLength: the exponent
+// The context that codes one byte plane under kAuto (filter 2) that
+// EncodeHuffmanFrame does not take: zstd at the store's level with its match finder sped up (targetLength: the exponent
 // planes of trained weights hold few distinct values and few repeats, so
 // nearly all their gain is in the Huffman coding of literals, which is kept
 // on). Without the experimental literal switch (another libzstd), plain
@@ -196,42 +197,55 @@ ZSTD_CCtx* PlaneCCtx(int level) {
   return c.ctx.get();
 }
 
-// Bytes of each plane's sample that decides whether the plane is coded.
+// Bytes of each plane's sample that decides whether zstd codes the plane
+// (when EncodeHuffmanFrame cannot).
 constexpr size_t kPlaneSample = 16 << 10;
+
+std::string& FrameScratch() {
+  static thread_local std::string s;
+  return s;
+}
 
 // Filter 2: each plane of `planes` (width w, n bytes in all) coded on its
 // own, after the header: per plane a mode byte (0 stored, 1 zstd), its
-// stored length (u32 LE) and its bytes. False when no plane shrinks (the
-// chunk is then better stored raw).
+// stored length (u32 LE) and its bytes. A plane is coded as a zstd frame of
+// Huffman-coded literals (EncodeHuffmanFrame) when its sample shrinks below
+// 90% and the frame below 95%; planes that coder cannot take (a single
+// value, under 1 KiB, ...) go through zstd itself, judged the same way.
+// False when no plane shrinks (the chunk is then better stored raw).
 bool EncodePlanesApart(const char* planes, size_t n, size_t w, int level, std::string* out) {
   const size_t count = n / w;
-  ZSTD_CCtx* cctx = PlaneCCtx(level);
   out->resize(kChunkHeaderSize);
   bool any = false;
   for (size_t j = 0; j < w; ++j) {
     const char* plane = planes + j * count;
-    bool code = true;
-    if (count > 2 * kPlaneSample) {
-      std::string& probe = PlaneScratch();
-      const size_t off = (count - kPlaneSample) / 2;  // the middle of the plane
-      probe.resize(ZSTD_compressBound(kPlaneSample));
-      const size_t z = ZSTD_compress2(cctx, probe.data(), probe.size(), plane + off, kPlaneSample);
-      code = !ZSTD_isError(z) && z < kPlaneSample * 9 / 10;
-    }
-    // The plane's frame goes straight into the value, after its mode and
-    // length; a plane that does not shrink is copied there instead.
-    const size_t at = out->size();
+    std::string& frame = FrameScratch();
+    if (frame.size() < HuffmanFrameBound(count)) frame.resize(HuffmanFrameBound(count));
     size_t z = 0;
-    if (code) {
-      out->resize(at + 5 + ZSTD_compressBound(count));
-      z = ZSTD_compress2(cctx, &(*out)[at + 5], out->size() - at - 5, plane, count);
-      code = !ZSTD_isError(z) && z < count * 95 / 100;
+    const HuffmanFrame r = EncodeHuffmanFrame(plane, count, 0.9, frame.data(), &z);
+    bool code = r == HuffmanFrame::kCoded && z < count * 95 / 100;
+    if (r == HuffmanFrame::kUnsupported) {
+      ZSTD_CCtx* cctx = PlaneCCtx(level);
+      bool try_zstd = true;
+      if (count > 2 * kPlaneSample) {
+        std::string& probe = PlaneScratch();
+        const size_t off = (count - kPlaneSample) / 2;  // the middle of the plane
+        probe.resize(ZSTD_compressBound(kPlaneSample));
+        const size_t zs = ZSTD_compress2(cctx, probe.data(), probe.size(), plane + off, kPlaneSample);
+        try_zstd = !ZSTD_isError(zs) && zs < kPlaneSample * 9 / 10;
+      }
+      if (try_zstd) {
+        if (frame.size() < ZSTD_compressBound(count)) frame.resize(ZSTD_compressBound(count));
+        z = ZSTD_compress2(cctx, frame.data(), frame.size(), plane, count);
+        code = !ZSTD_isError(z) && z < count * 95 / 100;
+      }
     }
-    const size_t len = code ? z : count;
+    // The plane's frame, or the plane itself, after its mode and length.
+    const size_t at = out->size(), len = code ? z : count;
     out->resize(at + 5 + len);
     (*out)[at] = static_cast<char>(code ? 1 : 0);
     PutLE32(&(*out)[at + 1], static_cast<uint32_t>(len));
-    if (!code) std::memcpy(&(*out)[at + 5], plane, count);
+    std::memcpy(&(*out)[at + 5], code ? frame.data() : plane, len);
     any = any || code;
   }
   return any;

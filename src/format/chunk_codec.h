@@ -52,7 +52,10 @@ Status ValidateCompression(Compression c, const std::string& name);
 // j+1, ... The exponent bytes of trained weights repeat a lot and compress;
 // the mantissa bytes mostly do not. Ignored when nothing is compressed.
 // kAuto first compresses a sample and stores the chunk raw when the sample
-// does not shrink, so incompressible data costs little.
+// does not shrink, so incompressible data costs little. With plane_width it
+// codes each plane apart (filter 2): Huffman-only (huffman_frame.h) where
+// that pays, else stored; zstd_level then only matters for a plane that
+// coder does not take (a single byte value, under 1 KiB).
 // REQUIRES: n <= kMaxChunkRawBytes; n is a multiple of plane_width.
 void EncodeChunk(const void* raw, size_t n, Compression compression, int zstd_level, std::string* out,
                  size_t plane_width = 0);
