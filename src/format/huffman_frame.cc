@@ -366,47 +366,65 @@ void PutLE24(char* p, uint32_t v) {
   p[2] = static_cast<char>(v >> 16);
 }
 
-// The least and greatest byte of in[0, n) below 128 (lo[0], hi[0]) and at
-// or above it (lo[1], hi[1]); lo > hi for a half without bytes. Sign-and-
-// exponent bytes of floats cluster in one range per sign.
-void Ranges(const unsigned char* in, size_t n, unsigned lo[2], unsigned hi[2]) {
+// The least and greatest byte value below 128 (lo[0], hi[0]) and at or
+// above it (lo[1], hi[1]); lo > hi for a half without bytes.
+struct ByteRanges {
+  unsigned lo[2] = {255, 255};
+  unsigned hi[2] = {0, 0};
+};
+
+// Widens *r to cover in[0, n).
+void AddByteRanges(const void* data, size_t n, ByteRanges* r) {
+  const auto* in = static_cast<const unsigned char*>(data);
   size_t i = 0;
-  unsigned mn[2] = {255, 255}, mx[2] = {0, 0};
+  // The least and greatest of x and of x ^ 0x80 (which swaps the halves):
+  // min(x) is the low half's least if it has any byte, max(x ^ 0x80) ^ 0x80
+  // its greatest; max(x) and min(x ^ 0x80) ^ 0x80 likewise for the high half.
+  unsigned min_x = 255, max_x = 0, min_y = 255, max_y = 0;
 #if defined(__SSE2__)
-  if (n >= 16) {
-    // Bytes of the other half count as 0xff for the minimum, 0 for the maximum.
-    const __m128i ones = _mm_set1_epi8(static_cast<char>(0xff));
-    __m128i mn0 = ones, mn1 = ones, mx0 = _mm_setzero_si128(), mx1 = _mm_setzero_si128();
-    for (; i + 16 <= n; i += 16) {
-      const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
-      const __m128i high = _mm_cmplt_epi8(x, _mm_setzero_si128());  // x >= 128
-      mn0 = _mm_min_epu8(mn0, _mm_or_si128(x, high));
-      mx0 = _mm_max_epu8(mx0, _mm_andnot_si128(high, x));
-      mn1 = _mm_min_epu8(mn1, _mm_or_si128(x, _mm_andnot_si128(high, ones)));
-      mx1 = _mm_max_epu8(mx1, _mm_and_si128(x, high));
+  if (n >= 32) {
+    const __m128i flip = _mm_set1_epi8(static_cast<char>(0x80));
+    __m128i mnx[2], mxx[2], mny[2], mxy[2];
+    for (int k = 0; k < 2; ++k) {
+      mnx[k] = mny[k] = _mm_set1_epi8(static_cast<char>(0xff));
+      mxx[k] = mxy[k] = _mm_setzero_si128();
+    }
+    for (; i + 32 <= n; i += 32) {
+      for (int k = 0; k < 2; ++k) {
+        const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i + 16 * k));
+        const __m128i y = _mm_xor_si128(x, flip);
+        mnx[k] = _mm_min_epu8(mnx[k], x);
+        mxx[k] = _mm_max_epu8(mxx[k], x);
+        mny[k] = _mm_min_epu8(mny[k], y);
+        mxy[k] = _mm_max_epu8(mxy[k], y);
+      }
     }
     alignas(16) unsigned char v[4][16];
-    _mm_store_si128(reinterpret_cast<__m128i*>(v[0]), mn0);
-    _mm_store_si128(reinterpret_cast<__m128i*>(v[1]), mx0);
-    _mm_store_si128(reinterpret_cast<__m128i*>(v[2]), mn1);
-    _mm_store_si128(reinterpret_cast<__m128i*>(v[3]), mx1);
+    _mm_store_si128(reinterpret_cast<__m128i*>(v[0]), _mm_min_epu8(mnx[0], mnx[1]));
+    _mm_store_si128(reinterpret_cast<__m128i*>(v[1]), _mm_max_epu8(mxx[0], mxx[1]));
+    _mm_store_si128(reinterpret_cast<__m128i*>(v[2]), _mm_min_epu8(mny[0], mny[1]));
+    _mm_store_si128(reinterpret_cast<__m128i*>(v[3]), _mm_max_epu8(mxy[0], mxy[1]));
     for (int k = 0; k < 16; ++k) {
-      if (v[0][k] < 128) mn[0] = std::min<unsigned>(mn[0], v[0][k]);
-      if (v[1][k] < 128) mx[0] = std::max<unsigned>(mx[0], v[1][k]);
-      if (v[2][k] >= 128) mn[1] = std::min<unsigned>(mn[1], v[2][k]);
-      if (v[3][k] >= 128) mx[1] = std::max<unsigned>(mx[1], v[3][k]);
+      min_x = std::min<unsigned>(min_x, v[0][k]);
+      max_x = std::max<unsigned>(max_x, v[1][k]);
+      min_y = std::min<unsigned>(min_y, v[2][k]);
+      max_y = std::max<unsigned>(max_y, v[3][k]);
     }
   }
 #endif
   for (; i < n; ++i) {
-    const int h = in[i] >> 7;
-    mn[h] = std::min<unsigned>(mn[h], in[i]);
-    mx[h] = std::max<unsigned>(mx[h], in[i]);
+    min_x = std::min<unsigned>(min_x, in[i]);
+    max_x = std::max<unsigned>(max_x, in[i]);
+    min_y = std::min<unsigned>(min_y, in[i] ^ 0x80u);
+    max_y = std::max<unsigned>(max_y, in[i] ^ 0x80u);
   }
-  // An empty half keeps lo 255 > hi 0.
-  for (int h = 0; h < 2; ++h) {
-    lo[h] = mn[h];
-    hi[h] = mx[h];
+  if (n > 0 && min_x < 128) {  // bytes below 128
+    r->lo[0] = std::min(r->lo[0], min_x);
+    r->hi[0] = std::max(r->hi[0], max_y ^ 0x80u);
+  }
+  if (n > 0 && max_x >= 128) {  // bytes of 128 or more
+    r->lo[1] = std::min(r->lo[1], min_y ^ 0x80u);
+    r->hi[1] = std::max(r->hi[1], max_x);
   }
 }
 
@@ -449,24 +467,34 @@ HuffmanFrame EncodeHuffmanFrame(const void* data, size_t n, double keep_below, c
     constexpr size_t kSlices = 16, kSlice = 1 << 10;
     for (size_t k = 0; k < kSlices; ++k) count(in + (n - kSlice) * k / (kSlices - 1), kSlice);
   }
-  unsigned lo[2], hi[2];
-  Ranges(in, n, lo, hi);
-  // Sampled values weigh 64 times a value the sample missed, which still
-  // gets a code (every value in the two ranges).
+  uint64_t sample_counts[256];
+  for (int s = 0; s < 256; ++s) sample_counts[s] = uint64_t{hist[0][s]} + hist[1][s] + hist[2][s] + hist[3][s];
+  Tables& t = ThreadTables();
+  // Bits of the sample under code h, against keep_below of its size.
+  auto pays = [&](const Code& h) {
+    uint64_t bits = 0;
+    for (int s = 0; s < 256; ++s) bits += sample_counts[s] * h.len[s];
+    return static_cast<double>(bits) < keep_below * 8.0 * static_cast<double>(sampled);
+  };
+  // The sample's own code first: when even that does not pay, the plane is
+  // not worth a pass over all of it.
+  if (!BuildCode(sample_counts, &t.code)) return HuffmanFrame::kUnsupported;
+  if (!pays(t.code)) return HuffmanFrame::kNotWorth;
+  // The plane's code: sampled values weigh 64 times a value the sample
+  // missed, which still gets a code (every value in the two ranges).
+  ByteRanges ranges;
+  AddByteRanges(in, n, &ranges);
   uint64_t counts[256] = {};
   unsigned char syms[256];
   unsigned nsyms = 0;
   for (int h = 0; h < 2; ++h) {
-    for (unsigned s = lo[h]; s <= hi[h]; ++s) {
-      counts[s] = 64 * uint64_t{hist[0][s] + hist[1][s] + hist[2][s] + hist[3][s]} + 1;
+    for (unsigned s = ranges.lo[h]; s <= ranges.hi[h]; ++s) {
+      counts[s] = 64 * sample_counts[s] + 1;
       syms[nsyms++] = static_cast<unsigned char>(s);
     }
   }
-  Tables& t = ThreadTables();
   if (!BuildCode(counts, &t.code)) return HuffmanFrame::kUnsupported;
-  uint64_t bits = 0;
-  for (int s = 0; s < 256; ++s) bits += uint64_t{hist[0][s] + hist[1][s] + hist[2][s] + hist[3][s]} * t.code.len[s];
-  if (static_cast<double>(bits) >= keep_below * 8.0 * static_cast<double>(sampled)) return HuffmanFrame::kNotWorth;
+  if (!pays(t.code)) return HuffmanFrame::kNotWorth;
   char tree[512];  // room for a description that turns out too long
   const size_t tree_size = WriteTree(t.code, tree);
   if (tree_size == 0) return HuffmanFrame::kUnsupported;

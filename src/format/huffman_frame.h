@@ -28,8 +28,12 @@ enum class HuffmanFrame {
 // room) when a sample of it (all of it up to 32 KiB, else 16 slices of 1
 // KiB spread over it) codes to less than keep_below (0 < keep_below <= 1)
 // of its size and the whole frame is smaller than n. Every byte value
-// between the least and the greatest in `in` gets a code, so the frame
-// decodes to `in` whatever the sample missed. Uses thread-local tables.
+// between the least and the greatest of each half of `in` (below 128, and
+// 128 or above: sign-and-exponent bytes of floats cluster in one range per
+// sign) gets a code, so the frame decodes to `in` whatever the sample
+// missed; finding those ranges is the only pass over all of `in` before
+// coding it, and is skipped when the sample alone says it does not pay.
+// Uses thread-local tables.
 HuffmanFrame EncodeHuffmanFrame(const void* in, size_t n, double keep_below, char* out, size_t* size);
 
 }  // namespace ckptdb
