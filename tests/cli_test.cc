@@ -26,6 +26,7 @@
 
 #include "ckptdb/ckptdb.h"
 #include "format/keys.h"
+#include "format/metadata_codec.h"
 #include "test_util.h"
 
 namespace ckptdb {
@@ -199,6 +200,155 @@ TEST(CliCat, ReadsOnlyThePiecesOfItsEntry) {
   CliRun b = Ckptdb("cat " + store + " 1 b");
   EXPECT_NE(b.code, 0) << b.out;
   EXPECT_NE(b.out.find("'b'"), std::string::npos) << b.out;
+}
+
+// Steps of two entries: "a" (i32 [3], holding `a0`, a0 + 1, a0 + 2) and
+// "b" (f32 of `b_rows` rows of 2, in two shards).
+void SaveTwoEntries(const std::string& store, int64_t step, int32_t a0, int64_t b_rows) {
+  auto w = OpenStoreWriter(store);
+  ASSERT_TRUE(w.ok()) << w.status();
+  StateDict sd;
+  std::vector<int32_t> a = {a0, a0 + 1, a0 + 2};
+  ASSERT_OK(sd.Add("a", Tensor::Copy(DType::kI32, {3}, a.data(), 12).value()));
+  const int64_t half = b_rows / 2;
+  std::vector<float> top(static_cast<size_t>(half * 2), 1.0f), bottom(static_cast<size_t>((b_rows - half) * 2), 2.0f);
+  ASSERT_OK(sd.Add("b", ShardedTensor::Create(DType::kF32, {b_rows, 2},
+                                              {Shard{{0, 0}, F32({half, 2}, top)},
+                                               Shard{{half, 0}, F32({b_rows - half, 2}, bottom)}})
+                            .value()));
+  ASSERT_OK(testing::SaveNoDist(sd, **w, step));
+}
+
+// Deletes records of a store (closed) by key.
+void DeleteKeys(const std::string& store, const std::vector<std::string>& keys) {
+  rocksdb::DB* raw = nullptr;
+  ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), store + "/db", &raw).ok());
+  std::unique_ptr<rocksdb::DB> db(raw);
+  for (const std::string& k : keys) ASSERT_TRUE(db->Delete(rocksdb::WriteOptions(), k).ok());
+}
+
+// ls, info STEP and info STEP FQN read the step's summary and at most the
+// entry they show: with another entry's pieces record gone, they still
+// work and print what they did; the commands that read every entry (ls
+// --shards, verify, export) name the damaged entry, and verify still checks
+// the others.
+TEST(CliAtScale, ListingsReadNoOtherEntrysPieces) {
+  testing::TempDir dir;
+  const std::string store = dir.Sub("s");
+  SaveTwoEntries(store, 1, 10, 4);
+  const std::string entries = Ckptdb("ls " + store + " 1").out;
+  const std::string entries_json = Ckptdb("ls " + store + " 1 --json").out;
+  const std::string step_info = Ckptdb("info " + store + " 1").out;
+  DeleteKeys(store, {PiecesKey(1, 1)});  // b's pieces
+  EXPECT_EQ(entries,
+            "FQN  KIND            DTYPE  SHAPE   SHARDS  BYTES\n"
+            "a    tensor          i32    [3]     1       12 B\n"
+            "b    sharded_tensor  f32    [4, 2]  2       32 B\n");
+  CliRun ls = Ckptdb("ls " + store + " 1");
+  EXPECT_EQ(ls.code, 0) << ls.out;
+  EXPECT_EQ(ls.out, entries);
+  CliRun ls_json = Ckptdb("ls " + store + " 1 --json");
+  EXPECT_EQ(ls_json.code, 0) << ls_json.out;
+  EXPECT_EQ(ls_json.out, entries_json);
+  EXPECT_NE(entries_json.find("{\"fqn\": \"b\", \"kind\": \"sharded_tensor\", \"dtype\": \"f32\", \"shape\": [4,2], "
+                              "\"shards\": 2, \"bytes\": 32, \"stored_bytes\": "),
+            std::string::npos)
+      << entries_json;
+  CliRun steps = Ckptdb("ls " + store);
+  EXPECT_EQ(steps.code, 0) << steps.out;
+  EXPECT_NE(steps.out.find("\n1 "), std::string::npos) << steps.out;
+  CliRun info = Ckptdb("info " + store + " 1");
+  EXPECT_EQ(info.code, 0) << info.out;
+  EXPECT_EQ(info.out, step_info);
+  CliRun a = Ckptdb("info " + store + " 1 a");
+  EXPECT_EQ(a.code, 0) << a.out;
+  EXPECT_EQ(a.out,
+            "step    1\n"
+            "entry   a\n"
+            "kind    tensor\n"
+            "dtype   i32\n"
+            "shape   [3]\n"
+            "shards  1 (written by 1 rank)\n"
+            "chunks  1\n"
+            "bytes   12 B\n"
+            "added   28 B\n");
+  EXPECT_EQ(Ckptdb("info " + store + " 1 a --json").out,
+            "{\"step\": 1, \"fqn\": \"a\", \"kind\": \"tensor\", \"dtype\": \"i32\", \"shape\": [3], \"shards\": 1, "
+            "\"ranks\": 1, \"chunks\": 1, \"shared_chunks\": 0, \"bytes\": 12, \"stored_bytes\": 28}\n");
+  for (const std::string& args : {"info " + store + " 1 b", "ls " + store + " 1 --shards"}) {
+    CliRun b = Ckptdb(args);
+    EXPECT_EQ(b.code, 1) << args << ": " << b.out;
+    EXPECT_NE(b.out.find("the pieces record of entry 'b' of step 1 is missing"), std::string::npos) << b.out;
+  }
+  CliRun missing = Ckptdb("info " + store + " 1 c");
+  EXPECT_EQ(missing.code, 1) << missing.out;
+  EXPECT_NE(missing.out.find("entry 'c' is not in step 1"), std::string::npos) << missing.out;
+  // verify names b, and still reads and checks a's chunk.
+  CliRun v = Ckptdb("verify " + store + " 1 --json");
+  EXPECT_EQ(v.code, 1) << v.out;
+  EXPECT_NE(v.out.find("\"ok\": false, \"entries\": 2, \"chunks\": 1, "), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find("the pieces record of entry 'b' of step 1 is missing"), std::string::npos) << v.out;
+  EXPECT_EQ(v.out.find("entry 'a'"), std::string::npos) << v.out;
+  const std::string out = dir.Sub("out.safetensors");
+  CliRun e = Ckptdb("export " + store + " 1 --format safetensors " + out);
+  EXPECT_EQ(e.code, 1) << e.out;
+  EXPECT_NE(e.out.find("entry 'b'"), std::string::npos) << e.out;
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
+
+// diff finds added, removed and reshaped entries from the steps' summaries
+// and reads the pieces of an entry only to compare its values: with a
+// reshaped entry's pieces records gone in both steps, diff still reports
+// it, and compares the other.
+TEST(CliAtScale, DiffReadsPiecesOnlyToCompareValues) {
+  testing::TempDir dir;
+  const std::string store = dir.Sub("s");
+  SaveTwoEntries(store, 1, 10, 4);
+  SaveTwoEntries(store, 2, 11, 6);
+  DeleteKeys(store, {PiecesKey(1, 1), PiecesKey(2, 1)});
+  CliRun d = Ckptdb("diff " + store + " 1 2");
+  EXPECT_EQ(d.code, 0) << d.out;
+  EXPECT_EQ(d.out,
+            "step 1 -> step 2: 0 added, 0 removed, 2 changed, 0 unchanged\n"
+            "~  a  3 of 3 elements differ, max abs diff 1\n"
+            "~  b  sharded_tensor f32 [4, 2] -> sharded_tensor f32 [6, 2]\n");
+  // An entry whose values need comparing and whose pieces are unreadable
+  // is named.
+  SaveTwoEntries(store, 3, 11, 6);
+  DeleteKeys(store, {PiecesKey(3, 0)});
+  CliRun bad = Ckptdb("diff " + store + " 2 3");
+  EXPECT_EQ(bad.code, 1) << bad.out;
+  EXPECT_NE(bad.out.find("the pieces record of entry 'a' of step 3 is missing"), std::string::npos) << bad.out;
+}
+
+// A format-6 step saved before its M record stated each entry's piece count
+// and stored bytes: ls STEP reads them from the entries' pieces records
+// instead, and prints the same.
+TEST(CliAtScale, LsStepOfAStepWithoutRecordedTotals) {
+  testing::TempDir dir;
+  const std::string store = dir.Sub("s");
+  SaveTwoEntries(store, 1, 10, 4);
+  const std::string entries = Ckptdb("ls " + store + " 1").out;
+  const std::string entries_json = Ckptdb("ls " + store + " 1 --json").out;
+  {
+    auto r = OpenStoreReader(store);
+    ASSERT_TRUE(r.ok()) << r.status();
+    auto md = (*r)->ReadStepSummary(1);
+    ASSERT_TRUE(md.ok()) << md.status();
+    ASSERT_TRUE(md->entries[1].pieces_omitted);
+    for (EntryMetadata& e : md->entries) e.recorded_totals.reset();
+    r->reset();
+    rocksdb::DB* raw = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), store + "/db", &raw).ok());
+    std::unique_ptr<rocksdb::DB> db(raw);
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), MetadataKey(1), EncodeMetadataRecord(*md)).ok());
+  }
+  EXPECT_EQ(Ckptdb("ls " + store + " 1").out, entries);
+  EXPECT_EQ(Ckptdb("ls " + store + " 1 --json").out, entries_json);
+  DeleteKeys(store, {PiecesKey(1, 1)});
+  CliRun ls = Ckptdb("ls " + store + " 1");
+  EXPECT_EQ(ls.code, 1) << ls.out;
+  EXPECT_NE(ls.out.find("the pieces record of entry 'b' of step 1 is missing"), std::string::npos) << ls.out;
 }
 
 TEST_F(CliTest, CatSlicesReadsRawAndJson) {

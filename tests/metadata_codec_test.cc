@@ -256,6 +256,45 @@ TEST(MetadataCodec, PiecesApartRoundTrip) {
   EXPECT_TRUE(e.pieces.empty());
 }
 
+// The M record of a format-6 step states each entry's piece count and
+// stored bytes, so that a listing reads no pieces record; a pieces record
+// that disagrees with them is refused.
+TEST(MetadataCodec, PiecesApartRecordsEachEntrysTotals) {
+  const StepMetadata m = Sample();
+  auto rec = DecodeMetadataRecord(EncodeMetadataRecord(m));
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  const EntryMetadata& w = rec->metadata.entries[0];
+  ASSERT_TRUE(w.recorded_totals.has_value());
+  EXPECT_EQ(w.recorded_totals->pieces, 2u);
+  EXPECT_EQ(w.recorded_totals->stored_bytes, 100u);
+  ASSERT_TRUE(w.totals().has_value());
+  EXPECT_EQ(w.totals()->pieces, 2u);
+  EXPECT_EQ(w.logical_bytes(), 80u);  // from its shape: [10, 4] bf16
+  EXPECT_EQ(w.stored_bytes(), 0u);
+  EXPECT_EQ(rec->metadata.entries[2].logical_bytes(), 3u);  // bytes entry: its length
+  EXPECT_EQ(rec->metadata.entries[3].recorded_totals->pieces, 1u);
+  // A record that does not state them (written before they were recorded).
+  StepMetadata unrecorded = rec->metadata;
+  for (EntryMetadata& e : unrecorded.entries) e.recorded_totals.reset();
+  auto bare = DecodeMetadataRecord(EncodeMetadataRecord(unrecorded));
+  ASSERT_TRUE(bare.ok()) << bare.status();
+  EXPECT_FALSE(bare->metadata.entries[0].recorded_totals.has_value());
+  EXPECT_FALSE(bare->metadata.entries[0].totals().has_value());
+  // Pieces that fit the entry but not the totals its record states.
+  StepMetadata restated = m;
+  restated.entries[0].pieces[1].stored_bytes = 41;
+  EntryMetadata e = rec->metadata.entries[0];
+  Status st = DecodeEntryPiecesValue(EncodeEntryPiecesValue(restated, 0), rec->metadata, &e);
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss) << st;
+  EXPECT_NE(st.message().find("entry 'w' of step 42: it holds 2 pieces of 101 stored bytes; the step's record "
+                              "says 2 of 100"),
+            std::string::npos)
+      << st;
+  EXPECT_TRUE(e.pieces_omitted);
+  ASSERT_TRUE(DecodeEntryPiecesValue(EncodeEntryPiecesValue(m, 0), rec->metadata, &e).ok());
+  EXPECT_EQ(e.totals()->stored_bytes, 100u);
+}
+
 TEST(MetadataCodec, PiecesKeysSortAfterEveryMetadataKey) {
   // Data first, then metadata, pending, pieces, references, summaries, tags:
   // a scan of M keys stops at the first pieces key, and the last key before

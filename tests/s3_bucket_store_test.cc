@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "bucket/bucket_store.h"
+#include "bucket/checksum_probe.h"
 #include "bucket/conditional_probe.h"
 #include "ckptdb/ckptdb.h"
 #include "s3/s3_client.h"
@@ -331,9 +332,11 @@ TEST_F(BucketStoreTest, ACommitWhoseAnswerIsLostIsReadBackAndNeverAborted) {
   auto made = s3::S3Client::Create(settings, co);
   ASSERT_TRUE(made.ok()) << made.status();
   std::shared_ptr<s3::S3Client> coordinator = std::move(*made);
-  // The server's conditional writes were probed once (a writer's first
-  // write does it, and the verdict is kept): not among the requests counted.
+  // The server's conditional writes and its checks of CRCs were probed once
+  // (a writer's first write does it, and the verdict is kept): not among the
+  // requests counted.
   ASSERT_TRUE(ConditionalWriteVerdict(coordinator.get(), bucket_, prefix_).ok());
+  ASSERT_TRUE(Crc32cVerdict(coordinator.get(), bucket_, prefix_));
   options_.deduplicate = false;
   const Tensor full = PatternTensor(DType::kF32, {32, 32}, 21);
   for (const Status& st : SaveRows(full, 1, 0)) ASSERT_TRUE(st.ok()) << st;  // the index exists

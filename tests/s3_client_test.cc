@@ -276,7 +276,7 @@ TEST_F(S3ClientTest, MultipartUploadWithPartsInParallelAndConditionalCompletion)
       auto etag = client_->UploadPart(bucket_, key, *upload, i + 1,
                                       std::string_view(data).substr(i * kPart, i < 3 ? kPart : std::string::npos));
       statuses[i] = etag.status();
-      if (etag.ok()) parts[i] = {i + 1, *etag};
+      if (etag.ok()) parts[i] = *etag;
     });
   }
   for (auto& u : uploaders) u.join();
@@ -297,7 +297,7 @@ TEST_F(S3ClientTest, MultipartUploadWithPartsInParallelAndConditionalCompletion)
   ASSERT_TRUE(again.ok()) << again.status();
   auto part = client_->UploadPart(bucket_, key, *again, 1, "other");
   ASSERT_TRUE(part.ok()) << part.status();
-  auto lost = client_->CompleteMultipartUpload(bucket_, key, *again, {{1, *part}}, true);
+  auto lost = client_->CompleteMultipartUpload(bucket_, key, *again, {*part}, true);
   EXPECT_EQ(lost.status().code(), StatusCode::kAlreadyExists) << lost.status();
   EXPECT_TRUE(client_->AbortMultipartUpload(bucket_, key, *again).ok());
   auto still = client_->GetObject(bucket_, key);

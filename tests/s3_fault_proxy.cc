@@ -153,10 +153,11 @@ void S3FaultProxy::Serve(int client) {
     return;
   }
   ++requests_;
-  std::string fail_containing;
+  std::string fail_containing, corrupt_containing;
   {
     std::lock_guard<std::mutex> lock(mu_);
     fail_containing = fail_containing_;
+    corrupt_containing = corrupt_containing_;
   }
   if (!fail_containing.empty() && request.substr(0, request.find("\r\n")).find(fail_containing) != std::string::npos) {
     if (ReadBody(client, &request, head_end)) WriteAll(client, CannedError(503, "Service Unavailable", "SlowDown"));
@@ -175,6 +176,10 @@ void S3FaultProxy::Serve(int client) {
     close(client);
     return;
   }
+  if (!corrupt_containing.empty() && request.size() > head_end + 4 &&
+      request.substr(0, request.find("\r\n")).find(corrupt_containing) != std::string::npos) {
+    request.back() = static_cast<char>(request.back() ^ 0x01);
+  }
   if (strip_conditional_.load()) {
     RemoveHeader(&request, "if-none-match:");
     RemoveHeader(&request, "if-match:");
@@ -190,6 +195,12 @@ void S3FaultProxy::Serve(int client) {
       return;
     case Action::kOkWithInternalError:
       WriteAll(client, CannedError(200, "OK", "InternalError"));
+      close(client);
+      return;
+    case Action::kAcceptUnseen:
+      WriteAll(client,
+               "HTTP/1.1 200 OK\r\nETag: \"00000000000000000000000000000000\"\r\nConnection: close\r\n"
+               "Content-Length: 0\r\n\r\n");
       close(client);
       return;
     case Action::kResetBeforeSending:

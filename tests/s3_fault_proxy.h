@@ -33,6 +33,8 @@ class S3FaultProxy {
     kStallMidBody,         // forward, relay the head and half the body, then nothing until the proxy goes
     kStopReadingUpload,    // read the request's head, then stop reading its body; answer nothing
     kAnswerLate,           // forward, then relay the answer only after late_answer_ms
+    kAcceptUnseen,         // answer 200 with an ETag without forwarding: a server that took
+                           // whatever came (a wrong checksum, say) without looking
   };
 
   // Forwards to `upstream_port` on 127.0.0.1.
@@ -53,6 +55,13 @@ class S3FaultProxy {
   void set_fail_requests_containing(const std::string& part) {
     std::lock_guard<std::mutex> lock(mu_);
     fail_containing_ = part;
+  }
+  // Forward every request whose request line contains `part` ("" ends it)
+  // with the last byte of its body flipped: damage on the way that only a
+  // checksum of the body can catch.
+  void set_corrupt_bodies_containing(const std::string& part) {
+    std::lock_guard<std::mutex> lock(mu_);
+    corrupt_containing_ = part;
   }
   int requests() const { return requests_.load(); }
   int forwarded() const { return forwarded_.load(); }
@@ -78,6 +87,7 @@ class S3FaultProxy {
   std::mutex mu_;
   std::deque<Action> script_;         // guarded by mu_
   std::string fail_containing_;       // guarded by mu_
+  std::string corrupt_containing_;    // guarded by mu_
   std::vector<std::thread> workers_;  // guarded by mu_
   std::thread acceptor_;
 };

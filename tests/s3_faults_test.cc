@@ -136,7 +136,7 @@ TEST_F(S3FaultsTest, ConditionalCompletionWhoseAnswerWasLostIsItsOwnSuccess) {
   for (int i = 1; i <= 2; ++i) {
     auto etag = client_->UploadPart(bucket_, key, *upload, i, std::string(i == 1 ? 5 << 20 : 1000, 'a' + i));
     ASSERT_TRUE(etag.ok()) << etag.status();
-    parts.push_back({i, *etag});
+    parts.push_back(*etag);
   }
   proxy_->Script({Action::kLoseResponse});
   auto done = client_->CompleteMultipartUpload(bucket_, key, *upload, parts, /*if_none_match=*/true);
@@ -153,7 +153,7 @@ TEST_F(S3FaultsTest, CompletionAnsweredOkWithAnInternalErrorIsRetried) {
   auto etag = client_->UploadPart(bucket_, key, *upload, 1, "only part");
   ASSERT_TRUE(etag.ok()) << etag.status();
   proxy_->Script({Action::kOkWithInternalError});
-  auto done = client_->CompleteMultipartUpload(bucket_, key, *upload, {{1, *etag}}, /*if_none_match=*/true);
+  auto done = client_->CompleteMultipartUpload(bucket_, key, *upload, {*etag}, /*if_none_match=*/true);
   ASSERT_TRUE(done.ok()) << done.status();
   auto got = direct_->GetObject(bucket_, key);
   ASSERT_TRUE(got.ok()) << got.status();
@@ -165,7 +165,7 @@ TEST_F(S3FaultsTest, CompletionAnsweredOkWithAnInternalErrorIsRetried) {
   auto part = client_->UploadPart(bucket_, key + "2", *again, 1, "x");
   ASSERT_TRUE(part.ok()) << part.status();
   proxy_->Script(std::vector<Action>(4, Action::kOkWithInternalError));
-  auto failed = client_->CompleteMultipartUpload(bucket_, key + "2", *again, {{1, *part}});
+  auto failed = client_->CompleteMultipartUpload(bucket_, key + "2", *again, {*part});
   EXPECT_EQ(failed.status().code(), StatusCode::kUnavailable) << failed.status();
   EXPECT_TRUE(client_->AbortMultipartUpload(bucket_, key + "2", *again).ok());
 }

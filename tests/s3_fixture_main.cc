@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
   if (!upload.ok()) return Fail(upload.status());
   auto part = (*client)->UploadPart(bucket, "warm/multipart", *upload, 1, "warm");
   if (!part.ok()) return Fail(part.status());
-  auto done = (*client)->CompleteMultipartUpload(bucket, "warm/multipart", *upload, {{1, *part}});
+  auto done = (*client)->CompleteMultipartUpload(bucket, "warm/multipart", *upload, {*part});
   if (!done.ok()) return Fail(done.status());
   if (auto list = (*client)->ListAll(bucket, "warm/"); !list.ok()) return Fail(list.status());
   for (const char* key : {"warm/object", "warm/multipart"}) {

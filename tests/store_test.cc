@@ -595,6 +595,47 @@ TEST(PiecesRecords, ALoadReadsOnlyTheRecordsOfItsEntries) {
   EXPECT_NE(st.ToString().find("belongs to entry 'a'"), std::string::npos) << st;
 }
 
+// A listing reads a step's summary, then the entries it needs one at a
+// time (StorageReader::ReadStepSummary, ReadEntryPieces): only their pieces
+// records; a step gone or saved again since the summary was read is said
+// to be so, not taken for damage.
+TEST(PiecesRecords, ASummaryAndThenOneEntrysPieces) {
+  TempDir dir;
+  const std::string store = dir.Sub("s");
+  auto w = OpenStoreWriter(store);
+  ASSERT_TRUE(w.ok());
+  ASSERT_OK(testing::SaveNoDist(ThreeEntries(7), **w, 3));
+  auto r = Reader(store);
+  auto whole = r->ReadMetadata(3);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  auto md = r->ReadStepSummary(3);
+  ASSERT_TRUE(md.ok()) << md.status();
+  ASSERT_EQ(md->entries.size(), 3u);
+  for (const EntryMetadata& e : md->entries) {
+    EXPECT_TRUE(e.pieces_omitted) << e.fqn;
+    ASSERT_TRUE(e.recorded_totals.has_value()) << e.fqn;
+    EXPECT_EQ(e.recorded_totals->pieces, whole->Find(e.fqn)->pieces.size()) << e.fqn;
+    EXPECT_EQ(e.recorded_totals->stored_bytes, whole->Find(e.fqn)->stored_bytes()) << e.fqn;
+    EXPECT_EQ(e.logical_bytes(), whole->Find(e.fqn)->logical_bytes()) << e.fqn;
+  }
+  ASSERT_OK(r->ReadEntryPieces(&*md, {"b", "not-there"}));
+  EXPECT_FALSE(md->Find("b")->pieces_omitted);
+  EXPECT_EQ(md->Find("b")->pieces.size(), 4u);
+  EXPECT_TRUE(md->Find("a")->pieces_omitted);
+  auto read = LoadWhole(*r, 3, {"b"});
+  ASSERT_TRUE(read.ok()) << read.status();
+  // The step deleted and saved again: its summary read before is stale.
+  ASSERT_OK((*w)->DeleteStep(3));
+  ASSERT_OK(r->Refresh());
+  EXPECT_EQ(r->ReadEntryPieces(&*md, {"a"}).code(), StatusCode::kNotFound);
+  ASSERT_OK(testing::SaveNoDist(ThreeEntries(8), **w, 3));
+  ASSERT_OK(r->Refresh());
+  Status st = r->ReadEntryPieces(&*md, {"a"});
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition) << st;
+  EXPECT_NE(st.ToString().find("step 3 was saved again"), std::string::npos) << st;
+  EXPECT_TRUE(md->Find("a")->pieces_omitted);
+}
+
 // A store written before format 6 (every piece in the M record; marker
 // format 5) loads, whole or entry by entry; its writer marks it format 6,
 // writes new steps with pieces records, and deletes the old steps.
@@ -637,6 +678,21 @@ TEST(PiecesRecords, AFormatFiveStoreLoadsAndItsWriterUpgradesIt) {
     ASSERT_TRUE(some.ok()) << some.status();
     EXPECT_EQ(some->Find("b")->pieces.size(), 4u);
     EXPECT_TRUE(some->Find("a")->pieces_omitted);
+    // An entry's pieces are taken from the M record (there are no pieces
+    // records); a summary is the whole step (it costs the same).
+    ASSERT_OK(r->ReadEntryPieces(&*some, {"a"}));
+    EXPECT_FALSE(some->Find("a")->pieces_omitted);
+    EXPECT_EQ(some->Find("a")->pieces.size(), 1u);
+    EXPECT_TRUE(some->Find("c")->pieces_omitted);
+    auto summary = r->ReadStepSummary(1);
+    ASSERT_TRUE(summary.ok()) << summary.status();
+    ASSERT_OK(ValidateStepMetadata(*summary));
+    testing::CommandResult v = testing::RunCommand(std::string(CKPTDB_CLI) + " verify " + store + " 2>&1");
+    EXPECT_EQ(v.code, 0) << v.out;
+    EXPECT_NE(v.out.find("step 1: ok (3 entries, "), std::string::npos) << v.out;
+    testing::CommandResult ls = testing::RunCommand(std::string(CKPTDB_CLI) + " ls " + store + " 1 2>&1");
+    EXPECT_EQ(ls.code, 0) << ls.out;
+    EXPECT_NE(ls.out.find("b    sharded_tensor  f32    [8, 3]  4       96 B\n"), std::string::npos) << ls.out;
   }
   auto w = OpenStoreWriter(store);
   ASSERT_TRUE(w.ok());

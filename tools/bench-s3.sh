@@ -19,20 +19,23 @@
 # bytes fetched over bytes needed (each tensor's left column half, counted
 # by a proxy).
 #   tools/bench-s3.sh [--size BYTES] [--tensors N] [--cols C] [--repeat R]
-#                     [--raw-objects N] [--s3tc-threads N]
+#                     [--raw-objects N] [--s3tc-threads N] [--systems LIST]
+#   --systems: a comma-separated subset of raw,ckptdb,ckptdb_dcp,s3tc (all)
 # Installs s3torchconnector and boto3 into the bench venv when missing.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
+systems=(raw ckptdb ckptdb_dcp s3tc)
 size=$((512 << 20)); tensors=8; cols=4096; repeat=5; raw_objects=16; s3tc_threads=8
 while [ $# -gt 0 ]; do
   case "$1" in
-    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     --size) size="$2"; shift 2 ;;
     --tensors) tensors="$2"; shift 2 ;;
     --cols) cols="$2"; shift 2 ;;
     --repeat) repeat="$2"; shift 2 ;;
     --raw-objects) raw_objects="$2"; shift 2 ;;
     --s3tc-threads) s3tc_threads="$2"; shift 2 ;;
+    --systems) IFS=, read -r -a systems <<< "$2"; shift 2 ;;
     *) echo "bench-s3.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -67,7 +70,9 @@ run() {  # run NAME ARGS...: one phase in a fresh process
     --bucket "$bucket" --size "$size" --tensors "$tensors" --cols "$cols" --raw-objects "$raw_objects" \
     --s3tc-threads "$s3tc_threads" "$@" > "$work/out/$name.json"
 }
-systems=(raw ckptdb ckptdb_dcp s3tc)
+for s in "${systems[@]}"; do
+  case "$s" in raw|ckptdb|ckptdb_dcp|s3tc) ;; *) echo "bench-s3.sh: unknown system $s (raw, ckptdb, ckptdb_dcp, s3tc)" >&2; exit 2 ;; esac
+done
 # Untimed: the server's first writes allocate its volumes.
 run warmup --phase raw --round 0 && rm "$work/out/warmup.json"
 echo "bench-s3: $((size >> 20)) MiB fp32 in $tensors tensors of $cols columns, $repeat interleaved rounds," \

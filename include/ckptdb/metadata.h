@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -127,6 +128,12 @@ struct StoredPiece {
 // Bytes of one chunk's content hash in StoredPiece::chunk_hashes.
 inline constexpr size_t kChunkHashBytes = 16;
 
+// An entry's piece count and the sum of its pieces' stored_bytes.
+struct PieceTotals {
+  uint64_t pieces = 0;
+  uint64_t stored_bytes = 0;
+};
+
 struct EntryMetadata {
   std::string fqn;
   EntryKind kind = EntryKind::kTensor;
@@ -143,9 +150,22 @@ struct EntryMetadata {
   // bytes are: it is never valid as a whole step's (ValidateStepMetadata
   // refuses it, and nothing stores it).
   bool pieces_omitted = false;
+  // The entry's PieceTotals as the step's record states them beside its
+  // entries, read with the record whether or not the pieces were: set in
+  // steps whose pieces are stored apart (store format 6) and that were saved
+  // since the record holds them; unset in others. A reader checks them
+  // against the pieces it reads (DataLoss when they differ).
+  std::optional<PieceTotals> recorded_totals{};
 
+  // The raw bytes of the entry (its pieces' nbytes summed; with
+  // pieces_omitted, from its shape and dtype, which its pieces cover
+  // exactly).
   uint64_t logical_bytes() const;
+  // The sum of its pieces' stored_bytes; 0 with pieces_omitted.
   uint64_t stored_bytes() const;
+  // Its PieceTotals: from its pieces, or with pieces_omitted,
+  // recorded_totals (unset when not recorded).
+  std::optional<PieceTotals> totals() const;
 };
 
 // A metric's name (SaveOptions::metrics): 1 to 128 characters, none of them

@@ -243,6 +243,53 @@ class StorageReader {
     return ReadMetadata(step);
   }
 
+  // What a listing of step `step` needs, as cheaply as the store gives it:
+  // every entry's name, kind, dtype, shape and bytes encoding, with its
+  // pieces where they come at no extra cost and with `pieces_omitted` set
+  // (and, where recorded, EntryMetadata::recorded_totals) where they do not.
+  // The RocksDB directory store reads only the step's M record: a format-6
+  // step's entries all come without pieces, an older step's all with them.
+  // Errors as ReadMetadata's; a damaged pieces record is not seen. The
+  // default reads the whole metadata.
+  virtual StatusOr<StepMetadata> ReadStepSummary(int64_t step) { return ReadMetadata(step); }
+
+  // Reads the pieces of the entries `fqns` names into `metadata` (what
+  // ReadStepSummary or ReadMetadataOf returned for its step, with the same
+  // save id): each gets its pieces and `pieces_omitted` cleared, so that
+  // Read of its pieces takes `metadata`. Entries that have their pieces, and
+  // names `metadata` lacks, are left alone. Memory stays bounded when a
+  // caller reads one entry at a time and clears its pieces (setting
+  // `pieces_omitted`) when done. DataLoss naming the entry when its pieces
+  // are unreadable (that entry keeps them omitted; no other is touched);
+  // NotFound when the step is gone; FailedPrecondition when it was saved
+  // again since `metadata` was read. The default reads them with
+  // ReadMetadataOf; the RocksDB directory store reads only their pieces
+  // records.
+  virtual Status ReadEntryPieces(StepMetadata* metadata, const std::vector<std::string>& fqns) {
+    std::vector<std::string> missing;
+    for (const std::string& fqn : fqns) {
+      const EntryMetadata* e = metadata->Find(fqn);
+      if (e != nullptr && e->pieces_omitted) missing.push_back(fqn);
+    }
+    if (missing.empty()) return Status::OK();
+    StatusOr<StepMetadata> read = ReadMetadataOf(metadata->step, missing);
+    if (!read.ok()) return read.status();
+    if (read->save_id != metadata->save_id) {
+      return Status::FailedPrecondition("step " + std::to_string(metadata->step) +
+                                        " was saved again since its metadata was read");
+    }
+    // (Same save: the same entries in the same order.)
+    for (size_t i = 0; i < metadata->entries.size() && i < read->entries.size(); ++i) {
+      EntryMetadata& e = metadata->entries[i];
+      EntryMetadata& r = read->entries[i];
+      if (e.pieces_omitted && !r.pieces_omitted && r.fqn == e.fqn) {
+        e.pieces = std::move(r.pieces);
+        e.pieces_omitted = false;
+      }
+    }
+    return Status::OK();
+  }
+
   // Fetches only the chunks that cover each item's range, verifies each
   // chunk's checksum (DataLoss naming the FQN on mismatch: wrong bytes are
   // never delivered), and copies the range to item.dest. `metadata` is what

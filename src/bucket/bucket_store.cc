@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "bucket/bucket_index.h"
+#include "bucket/checksum_probe.h"
 #include "bucket/conditional_probe.h"
 #include "bucket/object_upload_env.h"
 #include "bucket/save_marker.h"
@@ -273,6 +274,9 @@ class BucketStoreWriter : public StoreWriter {
     const std::string save_prefix = SaveDataPrefix(prefix_, ctx.step, ctx.save_id);
     char root[96];
     std::snprintf(root, sizeof(root), "/ckptdb-upload-%016" PRIx64 "-rank-%d/", ctx.save_id, ctx.rank);
+    // Integrity on the way: the bodies' CRC-32C where the server checks it,
+    // else their signed SHA-256 (bucket/checksum_probe.h).
+    client_->set_crc32c_payloads(Crc32cVerdict(client_.get(), bucket_, prefix_));
     UploadLedger ledger;
     ObjectUploadOptions uo;
     uo.part_bytes = write_options_.part_bytes;

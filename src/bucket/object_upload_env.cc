@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -58,11 +61,45 @@ rocksdb::IOStatus ToIO(const Status& s) {
     if (!_s.ok()) return ToIO(_s); \
   } while (0)
 
+// Part buffers handed back after their upload, for the next part of any
+// file of the env: a fresh buffer costs a page fault and a zeroed page per
+// 4 KiB the first time it is written (~0.1 CPU-s per 256 MiB saved, more
+// than the copy into it), a recycled one nothing. Keeps at most `keep`.
+class PartBuffers {
+ public:
+  explicit PartBuffers(size_t keep) : keep_(keep) {}
+
+  // An empty buffer, with the capacity of an earlier one where there is one.
+  std::string Take() {
+    std::lock_guard<std::mutex> l(mu_);
+    if (free_.empty()) return std::string();
+    std::string b = std::move(free_.back());
+    free_.pop_back();
+    return b;
+  }
+
+  void Give(std::string b) {
+    b.clear();
+    std::lock_guard<std::mutex> l(mu_);
+    if (free_.size() < keep_) free_.push_back(std::move(b));
+  }
+
+ private:
+  const size_t keep_;
+  std::mutex mu_;
+  std::vector<std::string> free_;  // guarded by mu_
+};
+
 class ObjectUploadFile final : public rocksdb::FSWritableFile {
  public:
   ObjectUploadFile(s3::S3Client* client, std::string bucket, std::string key, ObjectUploadOptions options,
-                   UploadLedger* ledger)
-      : client_(client), bucket_(std::move(bucket)), key_(std::move(key)), options_(options), ledger_(ledger) {
+                   UploadLedger* ledger, std::shared_ptr<PartBuffers> buffers)
+      : client_(client),
+        bucket_(std::move(bucket)),
+        key_(std::move(key)),
+        options_(options),
+        ledger_(ledger),
+        buffers_(std::move(buffers)) {
     options_.part_bytes = std::max<uint64_t>(options_.part_bytes, 1);
     options_.parts_in_flight = std::max(options_.parts_in_flight, 1);
   }
@@ -150,7 +187,7 @@ class ObjectUploadFile final : public rocksdb::FSWritableFile {
     if (!error_.ok()) return error_;
     ++in_flight_;
     queue_.emplace_back(++parts_sent_, std::move(buffer_));
-    buffer_ = std::string();
+    buffer_ = buffers_->Take();
     cv_.notify_all();
     return Status::OK();
   }
@@ -164,15 +201,15 @@ class ObjectUploadFile final : public rocksdb::FSWritableFile {
       queue_.pop_front();
       Status failed = error_;
       l.unlock();
-      StatusOr<std::string> etag =
-          failed.ok() ? client_->UploadPart(bucket_, key_, upload_id_, number, data) : StatusOr<std::string>(failed);
+      StatusOr<s3::CompletedPart> part = failed.ok() ? client_->UploadPart(bucket_, key_, upload_id_, number, data)
+                                                     : StatusOr<s3::CompletedPart>(failed);
       ledger_->Buffered(-static_cast<int64_t>(data.size()));
-      data = std::string();
+      buffers_->Give(std::move(data));
       l.lock();
-      if (etag.ok()) {
-        parts_.push_back({number, *etag});
+      if (part.ok()) {
+        parts_.push_back(*std::move(part));
       } else if (error_.ok()) {
-        error_ = etag.status();
+        error_ = part.status();
       }
       --in_flight_;
       cv_.notify_all();
@@ -195,6 +232,7 @@ class ObjectUploadFile final : public rocksdb::FSWritableFile {
     if (upload_id_.empty()) {
       StatusOr<std::string> etag = client_->PutObject(bucket_, key_, buffer_);
       ledger_->Buffered(-static_cast<int64_t>(buffer_.size()));
+      buffers_->Give(std::move(buffer_));
       buffer_ = std::string();
       RETURN_IF_ERROR(etag.status());
     } else {
@@ -234,6 +272,7 @@ class ObjectUploadFile final : public rocksdb::FSWritableFile {
   std::string bucket_, key_;
   ObjectUploadOptions options_;
   UploadLedger* ledger_;
+  std::shared_ptr<PartBuffers> buffers_;
   std::string buffer_;  // the part being filled (writer thread only)
   uint64_t size_ = 0;
   int parts_sent_ = 0;
@@ -262,7 +301,9 @@ class ObjectUploadFileSystem final : public rocksdb::FileSystemWrapper {
         key_prefix_(std::move(key_prefix)),
         root_(std::move(root)),
         options_(options),
-        ledger_(ledger) {}
+        ledger_(ledger),
+        // Enough for one file's parts in flight and the one being filled.
+        buffers_(std::make_shared<PartBuffers>(static_cast<size_t>(std::max(options.parts_in_flight, 1)) + 1)) {}
   const char* Name() const override { return "CkptdbObjectUploadFileSystem"; }
 
   rocksdb::IOStatus NewWritableFile(const std::string& f, const rocksdb::FileOptions& o,
@@ -270,7 +311,7 @@ class ObjectUploadFileSystem final : public rocksdb::FileSystemWrapper {
                                     rocksdb::IODebugContext* dbg) override {
     std::string key;
     if (!KeyOf(f, &key)) return target()->NewWritableFile(f, o, r, dbg);
-    *r = std::make_unique<ObjectUploadFile>(client_, bucket_, key, options_, ledger_);
+    *r = std::make_unique<ObjectUploadFile>(client_, bucket_, key, options_, ledger_, buffers_);
     return rocksdb::IOStatus::OK();
   }
 
@@ -303,6 +344,7 @@ class ObjectUploadFileSystem final : public rocksdb::FileSystemWrapper {
   std::string bucket_, key_prefix_, root_;
   ObjectUploadOptions options_;
   UploadLedger* ledger_;
+  std::shared_ptr<PartBuffers> buffers_;
 };
 
 #undef CKPTDB_RETURN_IO

@@ -7,6 +7,9 @@
 // upload threads (the multipart upload is created with the first full part).
 // At most parts_in_flight parts are queued or uploading; Append blocks while
 // that many are, so a file holds at most (parts_in_flight + 1) x part_bytes.
+// A part's buffer goes back to the env after its upload and is filled again
+// by the next part of any of its files (no fresh pages per part); the env
+// keeps at most parts_in_flight + 1 of them, freed with it.
 // Sync and Fsync do nothing: the object exists once Close returns OK, and
 // not before. Close uploads the rest and completes the upload (a file that
 // never filled one part: one PutObject), then checks the object's size (and,

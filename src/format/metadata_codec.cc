@@ -116,6 +116,10 @@ void EntryToProto(const EntryMetadata& e, bool with_pieces, proto::Entry* out) {
   for (int64_t d : e.shape) out->add_shape(d);
   if (with_pieces) {
     for (const StoredPiece& p : e.pieces) ToProto(p, out->add_pieces());
+  } else if (const std::optional<PieceTotals> totals = e.totals()) {
+    // What a listing shows of the pieces, so that it reads none of them.
+    out->set_piece_count(totals->pieces);
+    out->set_stored_bytes(totals->stored_bytes);
   }
   out->set_bytes_encoding(static_cast<proto::BytesEncoding>(static_cast<int>(e.bytes_encoding)));
 }
@@ -160,6 +164,9 @@ StatusOr<EntryMetadata> FromProto(const proto::Entry& e) {
   out.dtype = *dt;
   out.shape.assign(e.shape().begin(), e.shape().end());
   for (const proto::Piece& q : e.pieces()) out.pieces.push_back(FromProto(q));
+  if (e.has_piece_count() && e.has_stored_bytes()) {
+    out.recorded_totals = PieceTotals{e.piece_count(), e.stored_bytes()};
+  }
   // A number this build does not know (a newer writer's) is kept: the bytes
   // still load, and the caller that decodes them says what it lacks.
   out.bytes_encoding = static_cast<BytesEncoding>(static_cast<int>(e.bytes_encoding()));
@@ -404,6 +411,14 @@ Status DecodeEntryPiecesValue(std::string_view value, const StepMetadata& m, Ent
   e->pieces = std::move(pieces);
   e->pieces_omitted = false;
   Status st = ValidateEntryPieces(m, *e);
+  if (st.ok() && e->recorded_totals.has_value()) {
+    const PieceTotals read = *e->totals(), recorded = *e->recorded_totals;
+    if (read.pieces != recorded.pieces || read.stored_bytes != recorded.stored_bytes) {
+      st = Status::DataLoss("it holds " + std::to_string(read.pieces) + " pieces of " +
+                            std::to_string(read.stored_bytes) + " stored bytes; the step's record says " +
+                            std::to_string(recorded.pieces) + " of " + std::to_string(recorded.stored_bytes));
+    }
+  }
   if (!st.ok()) {
     e->pieces.clear();
     e->pieces_omitted = true;

@@ -79,9 +79,18 @@ const char* BytesEncodingName(BytesEncoding encoding) {
 }
 
 uint64_t EntryMetadata::logical_bytes() const {
+  if (pieces_omitted) {
+    const StatusOr<int64_t> numel = NumElements(shape);  // (validated with the record)
+    return numel.ok() ? static_cast<uint64_t>(*numel) * DTypeSize(dtype) : 0;
+  }
   uint64_t n = 0;
   for (const StoredPiece& p : pieces) n += p.nbytes;
   return n;
+}
+
+std::optional<PieceTotals> EntryMetadata::totals() const {
+  if (pieces_omitted) return recorded_totals;
+  return PieceTotals{pieces.size(), stored_bytes()};
 }
 
 uint64_t EntryMetadata::stored_bytes() const {

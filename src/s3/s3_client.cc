@@ -13,6 +13,7 @@
 
 #include "s3/s3_xml.h"
 #include "s3/sigv4.h"
+#include "util/crc32c.h"
 #include "util/status_macros.h"
 
 namespace ckptdb {
@@ -48,6 +49,8 @@ struct S3Client::Outcome {
 };
 
 namespace {
+
+constexpr const char* kCrc32cHeader = "x-amz-checksum-crc32c";
 
 std::string Md5Hex(std::string_view data) {
   unsigned char md[EVP_MAX_MD_SIZE];
@@ -136,6 +139,15 @@ StatusOr<S3ClientOptions> S3ClientOptionsFromEnvironment() {
     }
     o.max_attempts = static_cast<int>(n);
   }
+  if (const char* v = std::getenv("CKPTDB_S3_PAYLOAD_CHECKSUM"); v != nullptr && *v != '\0') {
+    const std::string mode = v;
+    if (mode != "auto" && mode != "sha256") {
+      return Status::InvalidArgument("CKPTDB_S3_PAYLOAD_CHECKSUM is '" + mode +
+                                     "'; it must be 'auto' (CRC-32C where the server checks it, else SHA-256) "
+                                     "or 'sha256' (every upload's SHA-256 signed)");
+    }
+    o.allow_crc32c_payloads = mode == "auto";
+  }
   return o;
 }
 
@@ -198,8 +210,12 @@ StatusOr<HttpResponse> S3Client::Execute(const Call& call, Outcome* outcome) {
   std::string url = scheme_ + "://" + host + UriEncode(path, false);
   const std::string query = CanonicalQueryString(call.query);
   if (!query.empty()) url += "?" + query;
-  const std::string payload_sha =
-      options_.sign_payload || call.body.empty() ? Sha256Hex(call.body) : std::string(kUnsignedPayload);
+  // A body with its CRC-32C in a signed header is not hashed again.
+  const bool crc_carried = std::any_of(call.headers.begin(), call.headers.end(),
+                                       [](const auto& h) { return h.first == kCrc32cHeader; });
+  const std::string payload_sha = (options_.sign_payload && !crc_carried) || call.body.empty()
+                                      ? Sha256Hex(call.body)
+                                      : std::string(kUnsignedPayload);
 
   // Why the last try failed, without the call's description (added once).
   Status last_error;
@@ -326,7 +342,22 @@ Status S3Client::HeadBucket(const std::string& bucket) {
 
 StatusOr<std::string> S3Client::PutObject(const std::string& bucket, const std::string& key, std::string_view data,
                                           bool if_none_match) {
+  return Put(bucket, key, data, if_none_match, nullptr);
+}
+
+StatusOr<std::string> S3Client::PutObjectWithCrc32c(const std::string& bucket, const std::string& key,
+                                                    std::string_view data, const std::string& crc32c_base64) {
+  return Put(bucket, key, data, false, &crc32c_base64);
+}
+
+StatusOr<std::string> S3Client::Put(const std::string& bucket, const std::string& key, std::string_view data,
+                                    bool if_none_match, const std::string* crc32c) {
   Call call{"PutObject", "PUT", bucket, key, {}, {}, data, {}, if_none_match};
+  if (crc32c != nullptr) {
+    call.headers.emplace_back(kCrc32cHeader, *crc32c);
+  } else if (crc32c_payloads()) {
+    call.headers.emplace_back(kCrc32cHeader, Crc32cBase64(data));
+  }
   if (if_none_match) call.unsigned_headers.emplace_back("If-None-Match", "*");
   Outcome outcome;
   ASSIGN_OR_RETURN(HttpResponse r, Execute(call, &outcome));
@@ -572,6 +603,7 @@ StatusOr<std::vector<MultipartUploadInfo>> S3Client::ListMultipartUploads(const 
 
 StatusOr<std::string> S3Client::CreateMultipartUpload(const std::string& bucket, const std::string& key) {
   Call call{"CreateMultipartUpload", "POST", bucket, key, {{"uploads", ""}}, {}, {}};
+  if (crc32c_payloads()) call.headers.emplace_back("x-amz-checksum-algorithm", "CRC32C");
   Outcome outcome;
   ASSIGN_OR_RETURN(HttpResponse r, Execute(call, &outcome));
   if (r.status != 200) return ErrorFor(call, r);
@@ -583,20 +615,37 @@ StatusOr<std::string> S3Client::CreateMultipartUpload(const std::string& bucket,
   return id;
 }
 
-StatusOr<std::string> S3Client::UploadPart(const std::string& bucket, const std::string& key,
-                                           const std::string& upload_id, int part_number, std::string_view data) {
+StatusOr<CompletedPart> S3Client::UploadPart(const std::string& bucket, const std::string& key,
+                                             const std::string& upload_id, int part_number, std::string_view data) {
+  return Part(bucket, key, upload_id, part_number, data, nullptr);
+}
+
+StatusOr<CompletedPart> S3Client::UploadPartWithCrc32c(const std::string& bucket, const std::string& key,
+                                                       const std::string& upload_id, int part_number,
+                                                       std::string_view data, const std::string& crc32c_base64) {
+  return Part(bucket, key, upload_id, part_number, data, &crc32c_base64);
+}
+
+StatusOr<CompletedPart> S3Client::Part(const std::string& bucket, const std::string& key,
+                                       const std::string& upload_id, int part_number, std::string_view data,
+                                       const std::string* crc32c) {
   if (part_number < 1 || part_number > 10000) {
     return Status::InvalidArgument("S3 UploadPart of s3://" + bucket + "/" + key + ": part number " +
                                    std::to_string(part_number) + " is outside 1..10000");
   }
   Call call{"UploadPart", "PUT", bucket, key, {{"partNumber", std::to_string(part_number)}, {"uploadId", upload_id}},
             {},           data};
+  CompletedPart part{part_number, "",
+                     crc32c != nullptr ? *crc32c : crc32c_payloads() ? Crc32cBase64(data) : std::string()};
+  if (!part.checksum_crc32c.empty()) call.headers.emplace_back(kCrc32cHeader, part.checksum_crc32c);
   Outcome outcome;
   ASSIGN_OR_RETURN(HttpResponse r, Execute(call, &outcome));
   if (r.status != 200) return ErrorFor(call, r);
-  std::string etag = r.headers["etag"];
-  if (etag.empty()) return Status::DataLoss(Describe(call) + ": part " + std::to_string(part_number) + " has no ETag");
-  return etag;
+  part.etag = r.headers["etag"];
+  if (part.etag.empty()) {
+    return Status::DataLoss(Describe(call) + ": part " + std::to_string(part_number) + " has no ETag");
+  }
+  return part;
 }
 
 std::string S3Client::MultipartEtag(const std::vector<CompletedPart>& parts) {
@@ -616,7 +665,9 @@ StatusOr<std::string> S3Client::CompleteMultipartUpload(const std::string& bucke
   std::string body = "<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">";
   for (const CompletedPart& p : parts) {
     body += "<Part><PartNumber>" + std::to_string(p.part_number) + "</PartNumber><ETag>" + XmlEscape(p.etag) +
-            "</ETag></Part>";
+            "</ETag>";
+    if (!p.checksum_crc32c.empty()) body += "<ChecksumCRC32C>" + p.checksum_crc32c + "</ChecksumCRC32C>";
+    body += "</Part>";
   }
   body += "</CompleteMultipartUpload>";
   Call call{"CompleteMultipartUpload", "POST", bucket, key, {{"uploadId", upload_id}}, {}, body, {}, if_none_match, true};

@@ -30,6 +30,7 @@
 #ifndef CKPTDB_SRC_S3_S3_CLIENT_H_
 #define CKPTDB_SRC_S3_S3_CLIENT_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -57,8 +58,14 @@ struct S3ClientOptions {
   int initial_backoff_ms = 50;
   int max_backoff_ms = 2000;
   // Hash every body into the signature (x-amz-content-sha256). Turning it
-  // off sends UNSIGNED-PAYLOAD: only sensible over https.
+  // off sends UNSIGNED-PAYLOAD: only sensible over https, or with
+  // crc32c_payloads.
   bool sign_payload = true;
+  // May a store send CRC-32C instead of signing the SHA-256 of its uploads
+  // (S3Client::set_crc32c_payloads) where the server is found to check it?
+  // CKPTDB_S3_PAYLOAD_CHECKSUM=sha256 says no: every body's SHA-256 is then
+  // signed, whatever the server (the default, "auto", says yes).
+  bool allow_crc32c_payloads = true;
   // Idle connections kept for reuse.
   size_t max_idle_connections = 64;
 };
@@ -98,6 +105,9 @@ struct MultipartUploadInfo {
 struct CompletedPart {
   int part_number = 0;  // 1..10000
   std::string etag;     // UploadPart's result
+  // The part's x-amz-checksum-crc32c when it was sent with one (the client's
+  // crc32c_payloads), else empty; CompleteMultipartUpload lists it.
+  std::string checksum_crc32c;
 };
 
 // The limits a client runs with, from the environment where set there:
@@ -106,6 +116,8 @@ struct CompletedPart {
 //   CKPTDB_S3_CONNECT_TIMEOUT  seconds to connect (connect_timeout_ms; 10)
 //   AWS_MAX_ATTEMPTS           tries per request, the first included (AWS's
 //                              own variable; 5)
+//   CKPTDB_S3_PAYLOAD_CHECKSUM auto (default) or sha256
+//                              (allow_crc32c_payloads)
 // InvalidArgument naming the variable when one is not a positive number.
 StatusOr<S3ClientOptions> S3ClientOptionsFromEnvironment();
 
@@ -127,6 +139,15 @@ class S3Client {
   // no object has that key (AlreadyExists otherwise): a create-once write.
   StatusOr<std::string> PutObject(const std::string& bucket, const std::string& key, std::string_view data,
                                   bool if_none_match = false);
+
+  // PutObject and UploadPart that send `crc32c_base64` as the body's
+  // x-amz-checksum-crc32c whatever the body is (with UNSIGNED-PAYLOAD): how
+  // a probe learns whether the server checks it (bucket/checksum_probe.h).
+  StatusOr<std::string> PutObjectWithCrc32c(const std::string& bucket, const std::string& key, std::string_view data,
+                                            const std::string& crc32c_base64);
+  StatusOr<CompletedPart> UploadPartWithCrc32c(const std::string& bucket, const std::string& key,
+                                               const std::string& upload_id, int part_number, std::string_view data,
+                                               const std::string& crc32c_base64);
 
   // Writes the whole object only if its current ETag is `etag` (If-Match):
   // a compare-and-swap. Aborted when the object changed (or is gone) since
@@ -169,12 +190,14 @@ class S3Client {
   // The same with the server's clock (its Date header) at the last page.
   StatusOr<Listing> ListAllTimed(const std::string& bucket, const std::string& prefix);
 
-  // Returns the upload id.
+  // Returns the upload id. With crc32c_payloads, the upload declares
+  // x-amz-checksum-algorithm: CRC32C, and every part must carry its CRC.
   StatusOr<std::string> CreateMultipartUpload(const std::string& bucket, const std::string& key);
-  // Returns the part's ETag. Parts may be uploaded concurrently; every part
-  // but the last must be at least 5 MiB on AWS.
-  StatusOr<std::string> UploadPart(const std::string& bucket, const std::string& key, const std::string& upload_id,
-                                   int part_number, std::string_view data);
+  // Returns the part (its ETag, and its CRC-32C when crc32c_payloads).
+  // Parts may be uploaded concurrently; every part but the last must be at
+  // least 5 MiB on AWS.
+  StatusOr<CompletedPart> UploadPart(const std::string& bucket, const std::string& key, const std::string& upload_id,
+                                     int part_number, std::string_view data);
   // Makes the object from `parts` (ascending part numbers); returns its ETag.
   // With if_none_match: AlreadyExists when the key exists, and the upload is
   // then still open (abort it).
@@ -191,10 +214,28 @@ class S3Client {
 
   const S3ClientOptions& options() const { return options_; }
 
+  // How a body's integrity travels. Off (the default): the body's SHA-256
+  // is signed (x-amz-content-sha256), which every S3 server checks. On:
+  // UNSIGNED-PAYLOAD with the body's CRC-32C in x-amz-checksum-crc32c (a
+  // signed header), for PutObject, UploadPart and multipart uploads created
+  // while on: about 1/10 of the CPU per byte (the SHA-256 alone was ~25% of
+  // a save's client CPU), and as strict where the server checks the CRC,
+  // which older servers do not (they ignore the header): turn it on only
+  // for a server that rejected a wrong CRC (bucket/checksum_probe.h).
+  // Set before the uploads it is meant for; may be read concurrently.
+  void set_crc32c_payloads(bool on) { crc32c_payloads_.store(on, std::memory_order_relaxed); }
+  bool crc32c_payloads() const { return crc32c_payloads_.load(std::memory_order_relaxed); }
+
  private:
   struct Call;
   struct Outcome;
   S3Client(S3Settings settings, S3ClientOptions options, std::string scheme, std::string host_port);
+  // crc32c: the x-amz-checksum-crc32c to send; null: the body's own when
+  // crc32c_payloads, none otherwise.
+  StatusOr<std::string> Put(const std::string& bucket, const std::string& key, std::string_view data,
+                            bool if_none_match, const std::string* crc32c);
+  StatusOr<CompletedPart> Part(const std::string& bucket, const std::string& key, const std::string& upload_id,
+                               int part_number, std::string_view data, const std::string* crc32c);
   // Sends the call with retries; returns the final HTTP response (any
   // status but the retried ones) or the transport/5xx failure as Status.
   StatusOr<HttpResponse> Execute(const Call& call, Outcome* outcome);
@@ -209,6 +250,7 @@ class S3Client {
   S3ClientOptions options_;
   std::string scheme_;     // "http" or "https"
   std::string host_port_;  // "127.0.0.1:8333"
+  std::atomic<bool> crc32c_payloads_{false};
   std::mutex mu_;
   std::vector<std::unique_ptr<HttpConnection>> idle_;  // guarded by mu_
 };

@@ -21,9 +21,9 @@ StatusOr<MetadataRecord> DecodeRecordOf(int64_t step, std::string_view value) {
   return rec;
 }
 
-// Reads the pieces records of `md`'s entries at `indices` (increasing) into
-// them.
-Status ReadPieces(rocksdb::DB* db, StepMetadata* md, const std::vector<uint32_t>& indices) {
+}  // namespace
+
+Status ReadEntryPiecesRecords(rocksdb::DB* db, StepMetadata* md, const std::vector<uint32_t>& indices) {
   if (indices.empty()) return Status::OK();
   std::vector<std::string> keys;
   keys.reserve(indices.size());
@@ -44,8 +44,6 @@ Status ReadPieces(rocksdb::DB* db, StepMetadata* md, const std::vector<uint32_t>
   return Status::OK();
 }
 
-}  // namespace
-
 StatusOr<StepMetadata> ReadStepMetadata(rocksdb::DB* db, int64_t step) {
   std::string value;
   rocksdb::Status s = db->Get(rocksdb::ReadOptions(), MetadataKey(step), &value);
@@ -59,7 +57,7 @@ StatusOr<StepMetadata> CompleteStepMetadata(rocksdb::DB* db, int64_t step, std::
   if (!rec.pieces_apart) return std::move(rec.metadata);
   std::vector<uint32_t> all(rec.metadata.entries.size());
   for (uint32_t i = 0; i < all.size(); ++i) all[i] = i;
-  RETURN_IF_ERROR(ReadPieces(db, &rec.metadata, all));
+  RETURN_IF_ERROR(ReadEntryPiecesRecords(db, &rec.metadata, all));
   return std::move(rec.metadata);
 }
 
@@ -82,7 +80,7 @@ StatusOr<StepMetadata> CompleteStepMetadataOf(rocksdb::DB* db, int64_t step, std
   for (uint32_t i = 0; i < rec.metadata.entries.size(); ++i) {
     if (wanted.count(rec.metadata.entries[i].fqn) > 0) indices.push_back(i);
   }
-  RETURN_IF_ERROR(ReadPieces(db, &rec.metadata, indices));
+  RETURN_IF_ERROR(ReadEntryPiecesRecords(db, &rec.metadata, indices));
   return std::move(rec.metadata);
 }
 

@@ -33,6 +33,11 @@ StatusOr<StepMetadata> CompleteStepMetadata(rocksdb::DB* db, int64_t step, std::
 // pieces records are read (one MultiGet).
 StatusOr<StepMetadata> CompleteStepMetadataOf(rocksdb::DB* db, int64_t step, std::string_view metadata_value,
                                               const std::vector<std::string>& fqns);
+// Reads the pieces records of the entries of `md` (a format-6 step's, as
+// read from its M value) at `indices` (increasing) into them, with one
+// MultiGet. DataLoss naming the first entry whose record is missing or
+// unreadable (it keeps its pieces omitted).
+Status ReadEntryPiecesRecords(rocksdb::DB* db, StepMetadata* md, const std::vector<uint32_t>& indices);
 // Only what the M value says without the pieces (save id, metrics, entries'
 // names and shapes): DataLoss when unreadable.
 StatusOr<StepMetadata> DecodeStepHeader(int64_t step, std::string_view metadata_value);

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <thread>
+#include <unordered_set>
 
 #include "format/chunk_codec.h"
 #include "ckptdb/checkpoint.h"
@@ -146,9 +147,22 @@ class RocksDBStoreReader final : public StoreReader, public ChunkValueSource {
     return Retrying([&] { return ReadMetadataOnce(step, &fqns); });
   }
 
-  // The whole metadata, or with `fqns`, the pieces of those entries only
-  // (metadata_records.h).
-  StatusOr<StepMetadata> ReadMetadataOnce(int64_t step, const std::vector<std::string>* fqns = nullptr) {
+  StatusOr<StepMetadata> ReadStepSummary(int64_t step) override {
+    return Retrying([&]() -> StatusOr<StepMetadata> {
+      ASSIGN_OR_RETURN(std::string value, ReadMetadataValueOnce(step));
+      return DecodeStepHeader(step, value);  // a format-6 step's without pieces, an older one's whole
+    });
+  }
+
+  Status ReadEntryPieces(StepMetadata* md, const std::vector<std::string>& fqns) override {
+    return Retrying([&]() -> StatusOr<bool> {
+      RETURN_IF_ERROR(ReadEntryPiecesOnce(md, fqns));
+      return true;
+    }).status();
+  }
+
+  // The M value of `step`; NotFound naming the store and its latest step.
+  StatusOr<std::string> ReadMetadataValueOnce(int64_t step) {
     RETURN_IF_ERROR(ValidateStep(step));
     std::string value;
     rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), MetadataKey(step), &value);
@@ -159,8 +173,44 @@ class RocksDBStoreReader final : public StoreReader, public ChunkValueSource {
       return Status::NotFound("step " + std::to_string(step) + " not found in store '" + path_ + "'" + hint);
     }
     RETURN_IF_ERROR(FromRocks(s, "reading the metadata of step " + std::to_string(step)));
+    return value;
+  }
+
+  // The whole metadata, or with `fqns`, the pieces of those entries only
+  // (metadata_records.h).
+  StatusOr<StepMetadata> ReadMetadataOnce(int64_t step, const std::vector<std::string>* fqns = nullptr) {
+    ASSIGN_OR_RETURN(std::string value, ReadMetadataValueOnce(step));
     return fqns == nullptr ? CompleteStepMetadata(db_.get(), step, value)
                            : CompleteStepMetadataOf(db_.get(), step, value, *fqns);
+  }
+
+  // The named entries' pieces records only. When one cannot be read, the M
+  // value says whether that is damage or something else: the step gone,
+  // saved again, or keeping its pieces inline (before format 6: they are
+  // taken from there).
+  Status ReadEntryPiecesOnce(StepMetadata* md, const std::vector<std::string>& fqns) {
+    const std::unordered_set<std::string> wanted(fqns.begin(), fqns.end());
+    std::vector<uint32_t> indices;
+    for (uint32_t i = 0; i < md->entries.size(); ++i) {
+      if (md->entries[i].pieces_omitted && wanted.count(md->entries[i].fqn) > 0) indices.push_back(i);
+    }
+    if (indices.empty()) return Status::OK();
+    const Status read = ReadEntryPiecesRecords(db_.get(), md, indices);
+    if (read.ok()) return read;
+    ASSIGN_OR_RETURN(std::string value, ReadMetadataValueOnce(md->step));
+    ASSIGN_OR_RETURN(StepMetadata stored, DecodeStepHeader(md->step, value));
+    if (stored.save_id != md->save_id || stored.entries.size() != md->entries.size()) {
+      return Status::FailedPrecondition("step " + std::to_string(md->step) +
+                                        " was saved again since its metadata was read");
+    }
+    if (stored.entries.empty() || stored.entries.front().pieces_omitted) return read;  // format 6: damage
+    for (uint32_t i : indices) {
+      if (md->entries[i].pieces_omitted) {
+        md->entries[i].pieces = std::move(stored.entries[i].pieces);
+        md->entries[i].pieces_omitted = false;
+      }
+    }
+    return Status::OK();
   }
 
  public:

@@ -331,7 +331,15 @@ def report(d: str) -> None:
                 line += f"  vs raw {raw[0] / m[0]:.2f}x"
             if kind == "load" and raw_fresh:
                 line += f" (into fresh memory {raw_fresh[0] / m[0]:.2f}x)"
-            print(line + cpu(f"{kind}-{system}"))
+            line += cpu(f"{kind}-{system}")
+            # Cost per byte: CPU seconds against the raw transfer's (a save
+            # against the raw PUT, a load against the raw GET into fresh memory).
+            base = "put_" if kind == "save" else "get_fresh_"
+            c, v = med(f"{kind}-{system}", "client_cpu"), med(f"{kind}-{system}", "server_cpu")
+            rc, rv = med("raw", base + "client_cpu"), med("raw", base + "server_cpu")
+            if c and v and rc and rv:
+                line += f" = {c[0] / rc[0]:.2f}x / {v[0] / rv[0]:.2f}x raw"
+            print(line)
     for r in rows.get("reshard", []):
         print(f"reshard (column halves, Store.read): fetched/needed "
               f"{r['column_half_fetched'] / r['column_half_needed']:.3f} in {r['column_half_seconds']:.3f} s; "

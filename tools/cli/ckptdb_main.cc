@@ -54,6 +54,7 @@ const char kMainHelp[] =
     "  cat STORE STEP FQN           the values of one entry (--slice, --raw)\n"
     "  info STORE                   steps, sizes, compression, RocksDB figures\n"
     "  info STORE STEP              one step: its metrics, note, tags, sizes\n"
+    "  info STORE STEP FQN          one entry: its shards, chunks and sizes\n"
     "  verify STORE [STEP...|--all] read and check every chunk\n"
     "  diff STORE A B               entries added, removed, changed from A to B\n"
     "  export STORE STEP --format safetensors OUT\n"
@@ -97,6 +98,11 @@ const char kLsHelp[] =
     "the store, after ckptdb's compression (chunk headers included): chunks it\n"
     "shares with an earlier step (unchanged since, see StoreOptions.deduplicate)\n"
     "are stored once and not counted again. SHARED counts those chunks.\n"
+    "\n"
+    "What is read: the steps' summary records; with STEP, the step's record\n"
+    "of its entries, which holds each entry's shard count and ADDED bytes\n"
+    "(steps saved before it did: each entry's pieces record is read too, one\n"
+    "at a time); with --shards, every entry's pieces record, one at a time.\n"
     "\n" STEP_TEXT
     "\n"
     "options:\n"
@@ -145,6 +151,7 @@ const char kCatHelp[] =
 const char kInfoHelp[] =
     "usage: ckptdb info STORE [--json]\n"
     "       ckptdb info STORE STEP [--json]\n"
+    "       ckptdb info STORE STEP FQN [--json]\n"
     "\n"
     "Summarises a store: the steps and tags, the logical bytes of all steps,\n"
     "the raw bytes of the distinct chunks they use (a chunk that several steps\n"
@@ -155,7 +162,12 @@ const char kInfoHelp[] =
     "log, and staging directories of saves in flight or left by failed ones.\n"
     "With STEP: what that step records about itself: when it was saved, by\n"
     "how many ranks, its entries and sizes, its tags, every metric (all\n"
-    "digits) and its note.\n"
+    "digits) and its note (from the step's summary record alone).\n"
+    "With STEP FQN: one entry of that step: its kind, dtype and shape (a\n"
+    "bytes entry: its encoding), its shards and how many ranks wrote them,\n"
+    "its chunks and how many of them it shares with earlier steps, its bytes\n"
+    "and the bytes it added to the store (as 'ls STORE STEP' counts them).\n"
+    "Only that entry's records are read.\n"
     "\n"
     "options:\n"
     "  --json   one JSON object: \"store\", \"steps\", \"first_step\",\n"
@@ -166,7 +178,10 @@ const char kInfoHelp[] =
     "           \"estimated_keys\", \"wal_files\", \"wal_bytes\", \"staging_dirs\";\n"
     "           with STEP: \"step\", \"created\", \"created_unix_ms\",\n"
     "           \"world_size\", \"entries\", \"bytes\", \"stored_bytes\", \"tags\",\n"
-    "           \"metrics\", \"note\"\n"
+    "           \"metrics\", \"note\"; with STEP FQN: \"step\", \"fqn\", \"kind\",\n"
+    "           \"dtype\", \"shape\", (bytes entries) \"bytes_encoding\",\n"
+    "           \"shards\", \"ranks\", \"chunks\", \"shared_chunks\", \"bytes\",\n"
+    "           \"stored_bytes\"\n"
     "  --help   this text\n" EXIT_CODES;
 
 const char kVerifyHelp[] =
@@ -459,12 +474,15 @@ int RunInfo(int argc, char** argv) {
   Args a = ckptdb::cli::ParseArgs(argc, argv, 2, ArgSpec{{"--json"}, {}});
   if (a.help) return std::cout << kInfoHelp, kExitOk;
   if (!a.error.empty()) return Usage("info: " + a.error, kInfoHelp);
-  if (a.positional.empty() || a.positional.size() > 2) return Usage("info: expected STORE [STEP]", kInfoHelp);
+  if (a.positional.empty() || a.positional.size() > 3) return Usage("info: expected STORE [STEP [FQN]]", kInfoHelp);
   ReadContext c = OpenRead(a.positional[0]);
   if (!c.status.ok()) return Finish(c.status);
-  if (a.positional.size() == 2) {
+  if (a.positional.size() >= 2) {
     auto step = ckptdb::cli::ResolveStep(*c.reader, a.positional[1]);
     if (!step.ok()) return Finish(step.status());
+    if (a.positional.size() == 3) {
+      return Finish(ckptdb::cli::InfoEntry(*c.reader, *step, a.positional[2], a.Has("--json"), std::cout));
+    }
     return Finish(ckptdb::cli::InfoStep(*c.reader, *step, a.Has("--json"), std::cout));
   }
   return Finish(ckptdb::cli::Info(*c.reader, a.Has("--json"), std::cout));

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "ckptdb/checkpoint.h"
+#include "cli_entries.h"
 #include "cli_output.h"
 #include "cli_slice.h"
 #include "value_format.h"
@@ -191,53 +192,114 @@ Status InfoStep(StoreReader& reader, int64_t step, bool json, std::ostream& out)
 }
 
 Status ListEntries(StoreReader& reader, int64_t step, bool shards, bool json, std::ostream& out) {
-  auto md = reader.ReadMetadata(step);
+  // The step's summary, and an entry's pieces only where a figure shown
+  // needs them: every piece with --shards; without, none when the step
+  // records each entry's piece count and stored bytes (else they are read
+  // entry by entry).
+  auto md = reader.ReadStepSummary(step);
   if (!md.ok()) return md.status();
+  std::vector<std::vector<std::string>> rows;
   if (json) {
     out << "[";
-    for (size_t i = 0; i < md->entries.size(); ++i) {
-      const EntryMetadata& e = md->entries[i];
-      out << (i ? ",\n " : "\n ") << "{\"fqn\": " << JsonString(e.fqn) << ", \"kind\": "
-          << JsonString(EntryKindName(e.kind)) << ", \"dtype\": " << JsonString(DTypeName(e.dtype))
-          << ", \"shape\": " << JsonShape(e.shape) << ", \"shards\": " << e.pieces.size()
-          << ", \"bytes\": " << e.logical_bytes() << ", \"stored_bytes\": " << e.stored_bytes();
-      if (shards) {
-        out << ", \"pieces\": [";
+  } else if (shards) {
+    rows.push_back({"FQN", "SHARD", "OFFSETS", "SIZES", "RANK", "ITEM", "CHUNKS", "SHARED", "BYTES", "ADDED"});
+  } else {
+    rows.push_back({"FQN", "KIND", "DTYPE", "SHAPE", "SHARDS", "BYTES"});
+  }
+  for (size_t i = 0; i < md->entries.size(); ++i) {
+    if (shards) {
+      Status st = WithPieces(reader, &*md, i, [&](const EntryMetadata& e) {
+        if (!json) {
+          for (size_t k = 0; k < e.pieces.size(); ++k) {
+            const StoredPiece& p = e.pieces[k];
+            rows.push_back({e.fqn, std::to_string(k), ShapeToString(p.offsets), ShapeToString(p.sizes),
+                            std::to_string(p.key.rank), std::to_string(p.key.item), std::to_string(p.num_chunks),
+                            std::to_string(p.referenced_chunks()), HumanBytes(p.nbytes), HumanBytes(p.stored_bytes)});
+          }
+          return Status::OK();
+        }
+        out << (i ? ",\n " : "\n ") << "{\"fqn\": " << JsonString(e.fqn) << ", \"kind\": "
+            << JsonString(EntryKindName(e.kind)) << ", \"dtype\": " << JsonString(DTypeName(e.dtype))
+            << ", \"shape\": " << JsonShape(e.shape) << ", \"shards\": " << e.pieces.size()
+            << ", \"bytes\": " << e.logical_bytes() << ", \"stored_bytes\": " << e.stored_bytes() << ", \"pieces\": [";
         for (size_t k = 0; k < e.pieces.size(); ++k) {
           const StoredPiece& p = e.pieces[k];
           out << (k ? ", " : "") << "{\"offsets\": " << JsonShape(p.offsets) << ", \"sizes\": " << JsonShape(p.sizes)
               << ", \"rank\": " << p.key.rank << ", \"item\": " << p.key.item << ", \"chunks\": " << p.num_chunks
               << ", \"chunk_bytes\": " << p.chunk_bytes << ", \"chunk_shape\": " << JsonShape(p.chunk_shape)
-              << ", \"bytes\": " << p.nbytes
-              << ", \"stored_bytes\": " << p.stored_bytes << ", \"shared_chunks\": " << p.referenced_chunks()
-              << "}";
+              << ", \"bytes\": " << p.nbytes << ", \"stored_bytes\": " << p.stored_bytes
+              << ", \"shared_chunks\": " << p.referenced_chunks() << "}";
         }
-        out << "]";
-      }
-      out << "}";
+        out << "]}";
+        return Status::OK();
+      });
+      if (!st.ok()) return st;
+      continue;
     }
-    out << (md->entries.empty() ? "]\n" : "\n]\n");
-    return Status::OK();
-  }
-  std::vector<std::vector<std::string>> rows;
-  if (shards) {
-    rows.push_back({"FQN", "SHARD", "OFFSETS", "SIZES", "RANK", "ITEM", "CHUNKS", "SHARED", "BYTES", "ADDED"});
-    for (const EntryMetadata& e : md->entries) {
-      for (size_t k = 0; k < e.pieces.size(); ++k) {
-        const StoredPiece& p = e.pieces[k];
-        rows.push_back({e.fqn, std::to_string(k), ShapeToString(p.offsets), ShapeToString(p.sizes),
-                        std::to_string(p.key.rank), std::to_string(p.key.item), std::to_string(p.num_chunks),
-                        std::to_string(p.referenced_chunks()), HumanBytes(p.nbytes), HumanBytes(p.stored_bytes)});
-      }
-    }
-  } else {
-    rows.push_back({"FQN", "KIND", "DTYPE", "SHAPE", "SHARDS", "BYTES"});
-    for (const EntryMetadata& e : md->entries) {
+    auto totals = EntryTotals(reader, &*md, i);
+    if (!totals.ok()) return totals.status();
+    const EntryMetadata& e = md->entries[i];
+    if (json) {
+      out << (i ? ",\n " : "\n ") << "{\"fqn\": " << JsonString(e.fqn) << ", \"kind\": "
+          << JsonString(EntryKindName(e.kind)) << ", \"dtype\": " << JsonString(DTypeName(e.dtype))
+          << ", \"shape\": " << JsonShape(e.shape) << ", \"shards\": " << totals->pieces
+          << ", \"bytes\": " << e.logical_bytes() << ", \"stored_bytes\": " << totals->stored_bytes << "}";
+    } else {
       rows.push_back({e.fqn, EntryKindName(e.kind), e.kind == EntryKind::kBytes ? "-" : DTypeName(e.dtype),
-                      e.kind == EntryKind::kBytes ? "-" : ShapeToString(e.shape), std::to_string(e.pieces.size()),
+                      e.kind == EntryKind::kBytes ? "-" : ShapeToString(e.shape), std::to_string(totals->pieces),
                       HumanBytes(e.logical_bytes())});
     }
   }
+  if (json) {
+    out << (md->entries.empty() ? "]\n" : "\n]\n");
+  } else {
+    PrintTable(rows, out);
+  }
+  return Status::OK();
+}
+
+Status InfoEntry(StoreReader& reader, int64_t step, const std::string& fqn, bool json, std::ostream& out) {
+  // Only this entry's pieces are read.
+  auto md = reader.ReadMetadataOf(step, {fqn});
+  if (!md.ok()) return md.status();
+  const EntryMetadata* e = md->Find(fqn);
+  if (e == nullptr) return Status::NotFound("entry '" + fqn + "' is not in step " + std::to_string(step));
+  uint64_t chunks = 0, shared = 0;
+  std::set<uint32_t> ranks;
+  for (const StoredPiece& p : e->pieces) {
+    chunks += p.num_chunks;
+    shared += p.referenced_chunks();
+    ranks.insert(p.key.rank);
+  }
+  const bool bytes = e->kind == EntryKind::kBytes;
+  if (json) {
+    out << "{\"step\": " << step << ", \"fqn\": " << JsonString(e->fqn) << ", \"kind\": "
+        << JsonString(EntryKindName(e->kind)) << ", \"dtype\": " << JsonString(DTypeName(e->dtype))
+        << ", \"shape\": " << JsonShape(e->shape);
+    if (bytes) out << ", \"bytes_encoding\": " << JsonString(BytesEncodingName(e->bytes_encoding));
+    out << ", \"shards\": " << e->pieces.size() << ", \"ranks\": " << ranks.size() << ", \"chunks\": " << chunks
+        << ", \"shared_chunks\": " << shared << ", \"bytes\": " << e->logical_bytes()
+        << ", \"stored_bytes\": " << e->stored_bytes() << "}\n";
+    return Status::OK();
+  }
+  std::vector<std::vector<std::string>> rows = {
+      {"step", std::to_string(step)},
+      {"entry", e->fqn},
+      {"kind", EntryKindName(e->kind)},
+  };
+  if (bytes) {
+    rows.push_back({"encoding", BytesEncodingName(e->bytes_encoding)});
+  } else {
+    rows.push_back({"dtype", DTypeName(e->dtype)});
+    rows.push_back({"shape", ShapeToString(e->shape)});
+  }
+  rows.push_back({"shards", std::to_string(e->pieces.size()) + " (written by " + std::to_string(ranks.size()) +
+                                (ranks.size() == 1 ? " rank)" : " ranks)")});
+  rows.push_back({"chunks", std::to_string(chunks) + (shared > 0 ? " (" + std::to_string(shared) +
+                                                                       " shared with earlier steps)"
+                                                                 : "")});
+  rows.push_back({"bytes", HumanBytes(e->logical_bytes())});
+  rows.push_back({"added", HumanBytes(e->stored_bytes())});
   PrintTable(rows, out);
   return Status::OK();
 }
@@ -323,20 +385,24 @@ Status Info(StoreReader& reader, bool json, std::ostream& out) {
   std::set<std::pair<int64_t, uint64_t>> owners;  // (step, save id) of the listed steps
   for (const StepInfo& s : *steps) {
     if (s.damaged) continue;
-    auto md = reader.ReadMetadata(s.step);
+    auto md = reader.ReadStepSummary(s.step);
     if (!md.ok()) continue;
     owners.emplace(md->step, md->save_id);
-    for (const EntryMetadata& e : md->entries) {
-      for (const StoredPiece& p : e.pieces) {
-        uint64_t shared_raw = 0;
-        for (const ChunkReference& r : p.references) {
-          for (uint32_t i = 0; i < r.count; ++i) {
-            shared_raw += p.chunk_raw_bytes(r.first + i);
-            shared.emplace(ChunkLocation{r.step, r.save_id, r.key, r.chunk + i}, p.chunk_raw_bytes(r.first + i));
+    for (size_t k = 0; k < md->entries.size(); ++k) {  // one entry's pieces at a time
+      Status st = WithPieces(reader, &*md, k, [&](const EntryMetadata& e) {
+        for (const StoredPiece& p : e.pieces) {
+          uint64_t shared_raw = 0;
+          for (const ChunkReference& r : p.references) {
+            for (uint32_t i = 0; i < r.count; ++i) {
+              shared_raw += p.chunk_raw_bytes(r.first + i);
+              shared.emplace(ChunkLocation{r.step, r.save_id, r.key, r.chunk + i}, p.chunk_raw_bytes(r.first + i));
+            }
           }
+          own_raw += p.nbytes - shared_raw;
         }
-        own_raw += p.nbytes - shared_raw;
-      }
+        return Status::OK();
+      });
+      (void)st;  // an unreadable entry counts nothing (verify names it)
     }
   }
   uint64_t distinct = own_raw;

@@ -41,8 +41,15 @@ Status ListSteps(StoreReader& reader, const LsOptions& options, std::ostream& ou
 // every metric and the note.
 Status InfoStep(StoreReader& reader, int64_t step, bool json, std::ostream& out);
 // ls STEP: one row per entry of a step; with `shards`, one row per stored
-// piece (shard) of each entry.
+// piece (shard) of each entry. Reads the step's summary, and without
+// `shards` no entry's pieces when the step records each entry's piece count
+// and stored bytes (EntryMetadata::recorded_totals); else one entry's pieces
+// at a time.
 Status ListEntries(StoreReader& reader, int64_t step, bool shards, bool json, std::ostream& out);
+// info STEP FQN: one entry of a step: its kind, dtype, shape, shards, the
+// ranks that wrote them, chunks (and how many are shared with earlier
+// steps), bytes and bytes added. Reads only that entry's pieces.
+Status InfoEntry(StoreReader& reader, int64_t step, const std::string& fqn, bool json, std::ostream& out);
 
 struct CatOptions {
   const Slice* slice = nullptr;  // the whole entry when null

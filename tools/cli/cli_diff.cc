@@ -6,6 +6,7 @@
 
 #include "ckptdb/checkpoint.h"
 #include "cli_commands.h"
+#include "cli_entries.h"
 #include "cli_output.h"
 #include "cli_slice.h"
 #include "value_format.h"
@@ -98,28 +99,33 @@ bool SameByHash(const EntryMetadata& a, const EntryMetadata& b) {
 }  // namespace
 
 Status Diff(StoreReader& reader, int64_t a, int64_t b, bool json, std::ostream& out) {
-  auto ma = reader.ReadMetadata(a);
+  // The steps' summaries say what was added, removed or changed in kind,
+  // dtype or shape; the pieces of an entry in both are read (and dropped
+  // again) only to compare it, one entry at a time.
+  auto ma = reader.ReadStepSummary(a);
   if (!ma.ok()) return ma.status();
-  auto mb = reader.ReadMetadata(b);
+  auto mb = reader.ReadStepSummary(b);
   if (!mb.ok()) return mb.status();
   std::vector<const EntryMetadata*> added, removed;
   std::vector<Change> changed;
   uint64_t unchanged = 0;
   uint64_t unchanged_by_hash = 0;  // of them, found equal by their chunks' hashes, not read
   // One index per step: a lookup per entry, not a scan.
-  std::unordered_map<std::string, const EntryMetadata*> in_a, in_b;
-  for (const EntryMetadata& e : ma->entries) in_a.emplace(e.fqn, &e);
-  for (const EntryMetadata& e : mb->entries) in_b.emplace(e.fqn, &e);
+  std::unordered_map<std::string, size_t> in_a, in_b;
+  for (size_t i = 0; i < ma->entries.size(); ++i) in_a.emplace(ma->entries[i].fqn, i);
+  for (size_t i = 0; i < mb->entries.size(); ++i) in_b.emplace(mb->entries[i].fqn, i);
   for (const EntryMetadata& e : ma->entries) {
     if (in_b.count(e.fqn) == 0) removed.push_back(&e);
   }
-  for (const EntryMetadata& eb : mb->entries) {
+  for (size_t ib = 0; ib < mb->entries.size(); ++ib) {
+    const EntryMetadata& eb = mb->entries[ib];
     auto found = in_a.find(eb.fqn);
-    const EntryMetadata* ea = found == in_a.end() ? nullptr : found->second;
-    if (ea == nullptr) {
+    if (found == in_a.end()) {
       added.push_back(&eb);
       continue;
     }
+    const size_t ia = found->second;
+    const EntryMetadata* ea = &ma->entries[ia];
     Change c;
     c.fqn = eb.fqn;
     c.a = ea;
@@ -132,15 +138,18 @@ Status Diff(StoreReader& reader, int64_t a, int64_t b, bool json, std::ostream& 
                : ea->dtype != eb.dtype                         ? "dtype"
                                                                : "shape";
       if (a_bytes) c.what = "bytes";  // a bytes entry's shape is its length
-    } else if (SameByHash(*ea, eb)) {
-      unchanged++;
-      unchanged_by_hash++;
-      continue;
     } else {
-      Status st = CompareValues(reader, *ma, *mb, &c);
+      bool same_by_hash = false;
+      Status st = WithPieces(reader, &*ma, ia, [&](const EntryMetadata& pa) {
+        return WithPieces(reader, &*mb, ib, [&](const EntryMetadata& pb) {
+          same_by_hash = SameByHash(pa, pb);
+          return same_by_hash ? Status::OK() : CompareValues(reader, *ma, *mb, &c);
+        });
+      });
       if (!st.ok()) return st;
-      if (c.differing == 0) {
+      if (same_by_hash || c.differing == 0) {
         unchanged++;
+        unchanged_by_hash += same_by_hash ? 1 : 0;
         continue;
       }
     }

@@ -18,6 +18,7 @@
 
 #include "ckptdb/checkpoint.h"
 #include "cli_commands.h"
+#include "cli_entries.h"
 #include "cli_output.h"
 #include "cli_output_file.h"
 #include "cli_slice.h"
@@ -57,16 +58,18 @@ Status ExportSafetensors(StoreReader& reader, int64_t step, const std::string& o
   // anything is read.
   auto file = OutputFile::Create(out_path);
   if (!file.ok()) return file.status();
-  auto md = reader.ReadMetadata(step);
+  auto md = reader.ReadStepSummary(step);
   if (!md.ok()) return md.status();
-  // The header needs only the metadata; the bytes entries are small and are
-  // read now, the tensors one at a time while writing.
+  // The header needs only the step's summary (names, dtypes, shapes); the
+  // bytes entries are small and are read now, the tensors one at a time
+  // while writing, each with its own pieces only (one entry's at a time).
   std::string tensors_json, metadata_json = std::string("\"") + kStepKey + "\": \"" + std::to_string(step) + "\"";
   std::vector<std::string> base64_fqns;
-  std::vector<const EntryMetadata*> tensors;
+  std::vector<size_t> tensors;  // indices into md->entries
   uint64_t offset = 0;
   size_t bytes_entries = 0;
-  for (const EntryMetadata& e : md->entries) {
+  for (size_t index = 0; index < md->entries.size(); ++index) {
+    const EntryMetadata& e = md->entries[index];
     if (e.fqn == "__metadata__") {
       return Status::InvalidArgument("entry '__metadata__' cannot be exported: safetensors reserves that name");
     }
@@ -75,9 +78,14 @@ Status ExportSafetensors(StoreReader& reader, int64_t step, const std::string& o
         return Status::InvalidArgument("bytes entry '" + e.fqn + "' cannot be exported: the name is used by the "
                                        "export's own metadata");
       }
-      auto bytes = ReadBytesEntry(reader, *md, e);
-      if (!bytes.ok()) return bytes.status();
-      const std::string& data = bytes->data;
+      std::string data;
+      Status read = WithPieces(reader, &*md, index, [&](const EntryMetadata& with_pieces) {
+        auto bytes = ReadBytesEntry(reader, *md, with_pieces);
+        if (!bytes.ok()) return bytes.status();
+        data = std::move(bytes->data);
+        return Status::OK();
+      });
+      if (!read.ok()) return read;
       const bool text = IsValidUtf8(data);
       if (!text) base64_fqns.push_back(e.fqn);
       metadata_json += ", " + JsonString(e.fqn) + ": " + JsonString(text ? data : Base64Encode(data));
@@ -89,7 +97,7 @@ Status ExportSafetensors(StoreReader& reader, int64_t step, const std::string& o
                     "\", \"shape\": " + JsonShape(e.shape) + ", \"data_offsets\": [" + std::to_string(offset) + ", " +
                     std::to_string(offset + n) + "]}";
     offset += n;
-    tensors.push_back(&e);
+    tensors.push_back(index);
   }
   if (!base64_fqns.empty()) {
     std::string list = "[";
@@ -107,8 +115,10 @@ Status ExportSafetensors(StoreReader& reader, int64_t step, const std::string& o
   // Each tensor streams through in blocks of rows, so memory stays bounded
   // by the block size, not by the largest tensor.
   for (size_t i = 0; st.ok() && i < tensors.size(); ++i) {
-    st = ForEachRowBlock(reader, *md, *tensors[i], kExportBlockBytes,
-                         [&](const Tensor& block) { return (*file)->Write(block.data(), block.nbytes()); });
+    st = WithPieces(reader, &*md, tensors[i], [&](const EntryMetadata& e) {
+      return ForEachRowBlock(reader, *md, e, kExportBlockBytes,
+                             [&](const Tensor& block) { return (*file)->Write(block.data(), block.nbytes()); });
+    });
   }
   if (st.ok()) st = (*file)->Commit();
   if (!st.ok()) return st;  // the file is discarded with it

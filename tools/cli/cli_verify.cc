@@ -6,6 +6,7 @@
 #include <set>
 
 #include "cli_commands.h"
+#include "cli_entries.h"
 #include "cli_output.h"
 #include "value_format.h"
 
@@ -65,99 +66,116 @@ struct Verdicts {
   std::map<ChunkLocation, Status> found;
 };
 
-// Adds to `shared` every chunk the steps' references name.
+// Adds to `shared` every chunk the steps' references name, reading one
+// entry's pieces at a time.
 void FindSharedChunks(StoreReader& reader, const std::vector<int64_t>& steps, std::set<ChunkLocation>* shared) {
   for (int64_t step : steps) {
-    auto md = reader.ReadMetadata(step);
+    auto md = reader.ReadStepSummary(step);
     if (!md.ok()) continue;  // reported by VerifyStep
-    for (const EntryMetadata& e : md->entries) {
-      for (const StoredPiece& p : e.pieces) {
-        for (const ChunkReference& r : p.references) {
-          for (uint32_t i = 0; i < r.count; ++i) shared->insert(ChunkLocation{r.step, r.save_id, r.key, r.chunk + i});
+    for (size_t i = 0; i < md->entries.size(); ++i) {
+      Status st = WithPieces(reader, &*md, i, [&](const EntryMetadata& e) {
+        for (const StoredPiece& p : e.pieces) {
+          for (const ChunkReference& r : p.references) {
+            for (uint32_t k = 0; k < r.count; ++k) shared->insert(ChunkLocation{r.step, r.save_id, r.key, r.chunk + k});
+          }
         }
-      }
+        return Status::OK();
+      });
+      (void)st;  // reported by VerifyStep
     }
   }
 }
 
+// Verifies the step entry by entry: its summary first, then each entry's
+// pieces and chunks, holding one entry's pieces at a time. An entry whose
+// pieces record is unreadable is reported by name, and the others are
+// still verified.
 void VerifyStep(StoreReader& reader, int64_t step, Progress& progress, Verdicts& verdicts, StepReport* r) {
   r->step = step;
-  auto md = reader.ReadMetadata(step);
-  if (!md.ok()) {
-    r->errors.push_back("metadata: " + md.status().ToString());
+  auto summary = reader.ReadStepSummary(step);
+  if (!summary.ok()) {
+    r->errors.push_back("metadata: " + summary.status().ToString());
     return;
   }
+  StepMetadata* md = &*summary;
   std::unique_ptr<char[]> buf;
   uint64_t buf_size = 0;
-  for (const EntryMetadata& e : md->entries) {
+  for (size_t index = 0; index < md->entries.size(); ++index) {
     r->entries++;
-    r->bytes += e.logical_bytes();
-    r->stored_bytes += e.stored_bytes();
+    r->bytes += md->entries[index].logical_bytes();
     Status bad;
-    for (const StoredPiece& p : e.pieces) {
-      if (p.nbytes == 0 || !bad.ok()) continue;
-      // Whole chunks per window, so that every chunk is read once.
-      const uint64_t per_window = std::max<uint64_t>(1, kReadWindow / p.chunk_bytes);
-      const uint64_t want = std::min<uint64_t>(per_window * p.chunk_bytes, p.nbytes);
-      if (buf_size < want) {
-        buf.reset(new char[want]);
-        buf_size = want;
+    Status pieces = WithPieces(reader, md, index, [&](const EntryMetadata& e) {
+      r->stored_bytes += e.stored_bytes();
+      for (const StoredPiece& p : e.pieces) {
+        if (p.nbytes == 0 || !bad.ok()) continue;
+        // Whole chunks per window, so that every chunk is read once.
+        const uint64_t per_window = std::max<uint64_t>(1, kReadWindow / p.chunk_bytes);
+        const uint64_t want = std::min<uint64_t>(per_window * p.chunk_bytes, p.nbytes);
+        if (buf_size < want) {
+          buf.reset(new char[want]);
+          buf_size = want;
+        }
+        // Reads chunks [first, last) in one call; OK when all verify.
+        auto read = [&](uint32_t first, uint32_t last) -> Status {
+          std::vector<ReadItem> items;
+          if (p.chunk_shape.empty()) {
+            const uint64_t off = uint64_t{first} * p.chunk_bytes;
+            const uint64_t end = std::min<uint64_t>(uint64_t{last} * p.chunk_bytes, p.nbytes);
+            items.push_back(ReadItem{e.fqn, p, off, end - off, buf.get(), {}});
+          } else {
+            // Chunks cut as boxes: each one's region, verified and dropped.
+            for (uint32_t c = first; c < last; ++c) {
+              ReadItem item{e.fqn, p, 0, 0, nullptr, {}};
+              p.chunk_region(c, &item.region_offsets, &item.region_sizes);
+              item.box_sink = [](const std::vector<int64_t>&, const std::vector<int64_t>&, uint64_t, const char*,
+                                 uint64_t) { return Status::OK(); };
+              items.push_back(std::move(item));
+            }
+          }
+          auto rs = reader.Read(*md, items);
+          if (!rs.ok()) return rs.status();
+          r->chunks += rs->chunks_read;
+          progress.Advance(rs->stored_bytes_read, step);
+          return Status::OK();
+        };
+        auto at = [&](uint32_t c) { return p.LocateChunk(md->step, md->save_id, c); };
+        auto seen_before = [&](uint32_t c) { return verdicts.found.count(at(c)) > 0; };
+        auto record = [&](uint32_t c, const Status& st) {
+          if (verdicts.shared.count(at(c)) > 0) verdicts.found.emplace(at(c), st);
+        };
+        for (uint32_t c = 0; c < p.num_chunks && bad.ok();) {
+          auto seen = verdicts.found.find(at(c));
+          if (seen != verdicts.found.end()) {  // shared with a step verified before
+            r->chunks++;
+            r->shared_chunks++;
+            if (!seen->second.ok()) {
+              bad = Status::DataLoss("entry '" + e.fqn + "' chunk " + std::to_string(c) +
+                                     " (shared with another step): " + seen->second.message());
+            }
+            ++c;
+            continue;
+          }
+          uint32_t last = c + 1;  // the window: chunks not seen yet
+          while (last < p.num_chunks && last - c < per_window && !seen_before(last)) ++last;
+          Status st = read(c, last);
+          if (st.ok()) {
+            for (uint32_t k = c; k < last; ++k) record(k, Status::OK());
+          } else {
+            // Chunk by chunk, so that each shared chunk's verdict is its own.
+            for (uint32_t k = c; k < last; ++k) {
+              Status one = read(k, k + 1);
+              record(k, one);
+              if (!one.ok() && bad.ok()) bad = one;
+            }
+          }
+          c = last;
+        }
       }
-      // Reads chunks [first, last) in one call; OK when all verify.
-      auto read = [&](uint32_t first, uint32_t last) -> Status {
-        std::vector<ReadItem> items;
-        if (p.chunk_shape.empty()) {
-          const uint64_t off = uint64_t{first} * p.chunk_bytes;
-          const uint64_t end = std::min<uint64_t>(uint64_t{last} * p.chunk_bytes, p.nbytes);
-          items.push_back(ReadItem{e.fqn, p, off, end - off, buf.get(), {}});
-        } else {
-          // Chunks cut as boxes: each one's region, verified and dropped.
-          for (uint32_t c = first; c < last; ++c) {
-            ReadItem item{e.fqn, p, 0, 0, nullptr, {}};
-            p.chunk_region(c, &item.region_offsets, &item.region_sizes);
-            item.box_sink = [](const std::vector<int64_t>&, const std::vector<int64_t>&, uint64_t, const char*,
-                               uint64_t) { return Status::OK(); };
-            items.push_back(std::move(item));
-          }
-        }
-        auto rs = reader.Read(*md, items);
-        if (!rs.ok()) return rs.status();
-        r->chunks += rs->chunks_read;
-        progress.Advance(rs->stored_bytes_read, step);
-        return Status::OK();
-      };
-      auto at = [&](uint32_t c) { return p.LocateChunk(md->step, md->save_id, c); };
-      auto seen_before = [&](uint32_t c) { return verdicts.found.count(at(c)) > 0; };
-      auto record = [&](uint32_t c, const Status& st) {
-        if (verdicts.shared.count(at(c)) > 0) verdicts.found.emplace(at(c), st);
-      };
-      for (uint32_t c = 0; c < p.num_chunks && bad.ok();) {
-        auto seen = verdicts.found.find(at(c));
-        if (seen != verdicts.found.end()) {  // shared with a step verified before
-          r->chunks++;
-          r->shared_chunks++;
-          if (!seen->second.ok()) {
-            bad = Status::DataLoss("entry '" + e.fqn + "' chunk " + std::to_string(c) +
-                                   " (shared with another step): " + seen->second.message());
-          }
-          ++c;
-          continue;
-        }
-        uint32_t last = c + 1;  // the window: chunks not seen yet
-        while (last < p.num_chunks && last - c < per_window && !seen_before(last)) ++last;
-        Status st = read(c, last);
-        if (st.ok()) {
-          for (uint32_t k = c; k < last; ++k) record(k, Status::OK());
-        } else {
-          // Chunk by chunk, so that each shared chunk's verdict is its own.
-          for (uint32_t k = c; k < last; ++k) {
-            Status one = read(k, k + 1);
-            record(k, one);
-            if (!one.ok() && bad.ok()) bad = one;
-          }
-        }
-        c = last;
-      }
+      return Status::OK();
+    });
+    if (!pieces.ok()) {
+      if (std::optional<PieceTotals> totals = md->entries[index].totals()) r->stored_bytes += totals->stored_bytes;
+      bad = pieces;
     }
     if (!bad.ok()) r->errors.push_back(bad.ToString());
   }
@@ -185,7 +203,9 @@ Status Verify(StoreReader& reader, const VerifyOptions& options, std::ostream& o
   {
     Progress progress(options.progress, progress_out, total);
     Verdicts verdicts;
-    FindSharedChunks(reader, steps, &verdicts.shared);
+    // (Chunks are shared between steps only: with one step, there is
+    // nothing to find.)
+    if (steps.size() > 1) FindSharedChunks(reader, steps, &verdicts.shared);
     for (size_t i = 0; i < steps.size(); ++i) VerifyStep(reader, steps[i], progress, verdicts, &reports[i]);
   }
   std::vector<RecordDamage> records;
