@@ -10,7 +10,7 @@
 // not its body's (must fail: HTTP 400), a multipart upload declaring
 // CRC32C with a part whose CRC is wrong (must fail) and then right, and
 // its completion (must succeed); the object is deleted, the upload aborted
-// where it was left open. Nine requests, once per process, endpoint and
+// where it was left open. Seven requests, once per process, endpoint and
 // bucket.
 //
 // Thread safety: Crc32cVerdict caches per endpoint and bucket, behind a lock.
