@@ -15,7 +15,8 @@
 
 namespace ckptdb {
 
-// Worker threads to use by default: the machine's hardware threads.
+// Worker threads to use by default: the machine's hardware threads (at
+// most 64), as the process first asked for them.
 int DefaultParallelism();
 
 // produce(i, buffer) fills `buffer` (reused across jobs; its previous
