@@ -318,6 +318,34 @@ TEST_F(BucketStoreTest, TwoJobsRacingForOneStepExactlyOneCommits) {
   EXPECT_EQ(saves.size(), 1u);
 }
 
+// A rank that loads its own rows of a step 8 ranks saved opens the object
+// that holds them, not one per rank: its requests do not grow with the
+// world that saved (before: a tail GET of every rank's object).
+TEST_F(BucketStoreTest, ALoadOfOneRanksRowsReadsOnlyTheObjectThatHoldsThem) {
+  const Tensor full = PatternTensor(DType::kF32, {64, 32}, 23);
+  for (const Status& st : SaveRows(full, 8, 1)) ASSERT_TRUE(st.ok()) << st;
+  ::ckptdb::testing::S3FaultProxy proxy(Server().port);
+  s3::S3Settings settings = Server().settings;
+  settings.endpoint = proxy.endpoint();
+  auto made = s3::S3Client::Create(settings);
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::shared_ptr<s3::S3Client> counted = std::move(*made);
+  auto reader = OpenBucketStoreReader(counted, bucket_, prefix_);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  const int opened = proxy.requests();
+  StateDict target;
+  (void)target.Add("t", Shard2d(full, 3, 8, /*by_rows=*/true, /*zeros=*/true));
+  LoadOptions o;
+  o.step = 1;
+  o.no_dist = true;
+  ASSERT_TRUE(Load(target, **reader, o).ok());
+  const Shard& got = std::get<ShardedTensor>(*target.Find("t")).local_shards()[0];
+  EXPECT_TRUE(got.tensor.BitwiseEquals(Slice(full, got.offsets, got.tensor.shape())));
+  // The step's record, the tail of rank 3's object and its chunk (which the
+  // tail's GET may hold already): at most 3, where it was 1 + 8 + 1.
+  EXPECT_LE(proxy.requests() - opened, 3);
+}
+
 // The commit's answer lost (the server wrote the index, the connection
 // broke, no retry left): Finish reads the index back and finds its own
 // save. When that read fails too, the save fails, but Abort keeps the

@@ -928,8 +928,10 @@ class BucketReader : public StoreReader {
       ASSIGN_OR_RETURN(StepRecord record, ReadRecord(save.step, key));
       objects = std::move(record.objects);
     }
-    ASSIGN_OR_RETURN(std::unique_ptr<SstObjectSource> source,
-                     SstObjectSource::Open(client_.get(), bucket_, std::move(objects), ObjectReadOptions(), threads_));
+    // Objects open as their keys are first looked up: a rank's load GETs
+    // the tails of the objects holding its pieces, not of every rank's.
+    std::unique_ptr<SstObjectSource> source =
+        SstObjectSource::OpenLazily(client_.get(), bucket_, std::move(objects), ObjectReadOptions());
     const SstObjectSource* raw = source.get();
     sources_[save] = std::move(source);
     return raw;

@@ -4,6 +4,7 @@
 #include <rocksdb/options.h>
 
 #include <algorithm>
+#include <mutex>
 #include <utility>
 
 #include "bucket/sst_object_options.h"
@@ -19,6 +20,9 @@ struct SstObjectSource::Table {
   SstObject object;
   std::string path;  // s3://BUCKET/KEY
   std::unique_ptr<rocksdb::SstFileReader> reader;
+  std::mutex open_mu;
+  bool open_tried = false;  // guarded by open_mu; reader usable once tried and open_status is OK
+  Status open_status;       // guarded by open_mu
 
   bool MayHold(const std::string& key) const {
     if (object.smallest_key.empty() && object.largest_key.empty()) return true;
@@ -47,9 +51,9 @@ rocksdb::ReadOptions ChunkReadOptions() {
 
 SstObjectSource::~SstObjectSource() = default;
 
-StatusOr<std::unique_ptr<SstObjectSource>> SstObjectSource::Open(s3::S3Client* client, const std::string& bucket,
-                                                                 std::vector<SstObject> objects,
-                                                                 const ObjectReadOptions& options, int open_threads) {
+std::unique_ptr<SstObjectSource> SstObjectSource::Make(s3::S3Client* client, const std::string& bucket,
+                                                       std::vector<SstObject> objects,
+                                                       const ObjectReadOptions& options) {
   std::unique_ptr<SstObjectSource> source(new SstObjectSource());
   source->bucket_ = bucket;
   source->fs_ = std::make_shared<ObjectFileSystem>(client, options);
@@ -63,15 +67,35 @@ StatusOr<std::unique_ptr<SstObjectSource>> SstObjectSource::Open(s3::S3Client* c
     table->reader = std::make_unique<rocksdb::SstFileReader>(ro);
     source->tables_.push_back(std::move(table));
   }
+  return source;
+}
+
+Status SstObjectSource::EnsureOpen(Table& table) {
+  std::lock_guard<std::mutex> lock(table.open_mu);
+  if (!table.open_tried) {
+    table.open_status = FromRocks(table.reader->Open(table.path), "opening the SST object " + table.path);
+    table.open_tried = true;
+  }
+  return table.open_status;
+}
+
+StatusOr<std::unique_ptr<SstObjectSource>> SstObjectSource::Open(s3::S3Client* client, const std::string& bucket,
+                                                                 std::vector<SstObject> objects,
+                                                                 const ObjectReadOptions& options, int open_threads) {
+  std::unique_ptr<SstObjectSource> source = Make(client, bucket, std::move(objects), options);
   // Each open waits on its own GETs: many at once.
   auto& tables = source->tables_;
   RETURN_IF_ERROR(RunOrdered(
       tables.size(), std::max(1, open_threads), 2 * static_cast<size_t>(std::max(1, open_threads)),
-      [&tables](size_t i, std::string*) {
-        return FromRocks(tables[i]->reader->Open(tables[i]->path), "opening the SST object " + tables[i]->path);
-      },
+      [&tables](size_t i, std::string*) { return EnsureOpen(*tables[i]); },
       [](size_t, std::string&) { return Status::OK(); }));
   return source;
+}
+
+std::unique_ptr<SstObjectSource> SstObjectSource::OpenLazily(s3::S3Client* client, const std::string& bucket,
+                                                             std::vector<SstObject> objects,
+                                                             const ObjectReadOptions& options) {
+  return Make(client, bucket, std::move(objects), options);
 }
 
 Status SstObjectSource::Get(const DataKey& key, rocksdb::PinnableSlice* value) const {
@@ -82,6 +106,11 @@ Status SstObjectSource::Lookup(const DataKey& key, rocksdb::PinnableSlice* value
   const std::string k = EncodeDataKey(key);
   for (const auto& table : tables_) {
     if (!table->MayHold(k)) continue;
+    // An object of the step that cannot be opened is damage, named; never
+    // NotFound, which would read as a chunk missing from every object.
+    if (Status open = EnsureOpen(*table); !open.ok()) {
+      return open.code() == StatusCode::kNotFound ? Status::DataLoss(open.message()) : open;
+    }
     std::unique_ptr<rocksdb::Iterator> it(table->reader->NewIterator(ChunkReadOptions()));
     it->Seek(k);
     RETURN_IF_ERROR(FromRocks(it->status(), "reading " + DescribeChunk(key) + " from the SST object " + table->path));

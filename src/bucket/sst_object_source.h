@@ -53,6 +53,15 @@ class SstObjectSource {
   static StatusOr<std::unique_ptr<SstObjectSource>> Open(s3::S3Client* client, const std::string& bucket,
                                                          std::vector<SstObject> objects,
                                                          const ObjectReadOptions& options = {}, int open_threads = 8);
+  // Like Open, but an object is opened at the first lookup of a key in its
+  // key range, and its errors come from that lookup (DataLoss naming an
+  // object that is missing or not a whole SST): a
+  // load of the pieces some ranks wrote GETs the objects of those ranks
+  // only, not one tail per object of the save (W GETs per rank at W ranks).
+  // Nothing is read here.
+  static std::unique_ptr<SstObjectSource> OpenLazily(s3::S3Client* client, const std::string& bucket,
+                                                     std::vector<SstObject> objects,
+                                                     const ObjectReadOptions& options = {});
   ~SstObjectSource();
 
   // The stored value of chunk `key`, as GetChunkValue gives it from a local
@@ -75,6 +84,11 @@ class SstObjectSource {
   SstObjectSource() = default;
   // Get, also naming the object that held the chunk in *path.
   Status Lookup(const DataKey& key, rocksdb::PinnableSlice* value, std::string* path) const;
+  // Makes the source with every table, none opened.
+  static std::unique_ptr<SstObjectSource> Make(s3::S3Client* client, const std::string& bucket,
+                                               std::vector<SstObject> objects, const ObjectReadOptions& options);
+  // Opens `table` unless it is (the first open's outcome, kept).
+  static Status EnsureOpen(Table& table);
 
   std::string bucket_;
   std::shared_ptr<ObjectFileSystem> fs_;
