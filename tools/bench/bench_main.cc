@@ -14,7 +14,8 @@
 // barrier to a barrier (the job's time), repeated and reported as medians:
 //   raw write   each rank writes its bytes to one file and fsyncs it
 //   raw read    each rank reads its file back
-//   save        Save of a new step
+//   save        Save of a new step; also its CPU seconds, all ranks' processes
+//               summed ("save CPU": steadier than time on a shared machine)
 //   load        Load of that step into the same sharding
 //   reshard     Load of that step into column shards (every rank reads a
 //               slice of every saved piece)
@@ -293,6 +294,7 @@ StoreOptions BaseStoreOptions(const Args& a) {
 
 struct PhaseResult {
   std::vector<double> seconds;
+  std::vector<double> cpu_seconds;  // save: CPU time of every rank, summed
   uint64_t stored = 0;
   double amplification = 0;  // reshard: bytes of the chunks read / bytes loaded
 };
@@ -342,7 +344,9 @@ int Worker(const Args& a) {
       SaveOptions o;
       o.step = step;
       o.communicator = comm.get();
-      r["save"].seconds.push_back(Timed(*comm, [&] { Check(Save(state, *writer, o), "save"); }));
+      double save_cpu = 0;
+      r["save"].seconds.push_back(TimedWithCpu(*comm, &save_cpu, [&] { Check(Save(state, *writer, o), "save"); }));
+      r["save"].cpu_seconds.push_back(save_cpu);
       LoadOptions lo;
       lo.step = step;
       lo.communicator = comm.get();
@@ -421,6 +425,7 @@ int Worker(const Args& a) {
         double med = Median(r.seconds);
         std::string extra = r.stored ? ", \"stored_bytes\": " + std::to_string(r.stored) : "";
         if (r.amplification > 0) extra += ", \"amplification\": " + std::to_string(r.amplification);
+        if (!r.cpu_seconds.empty()) extra += ", \"cpu_seconds\": " + std::to_string(Median(r.cpu_seconds));
         std::fprintf(out, "%s\n {\"data\": \"%s\", \"phase\": \"%s\", \"seconds\": %.4f, \"gb_per_s\": %.3f%s}",
                     first ? "" : ",", kind.c_str(), phase.c_str(), med, logical / med / 1e9, extra.c_str());
         first = false;
@@ -476,6 +481,10 @@ int Worker(const Args& a) {
       std::fprintf(out, "%-6s (no cold phases: %s)\n", "",
                    a.cold ? "dropping the page cache needs root" : "--warm-only");
     }
+    const std::vector<double>& save_cpu = phases.at("save").cpu_seconds;
+    std::fprintf(out, "%-6s %-14s %9.3f %7.3f-%-7.3f %9s %12.2f  (CPU s of all ranks; ns per logical byte)\n", "",
+                 "save CPU", Median(save_cpu), *std::min_element(save_cpu.begin(), save_cpu.end()),
+                 *std::max_element(save_cpu.begin(), save_cpu.end()), "", Median(save_cpu) / logical * 1e9);
     std::fprintf(out, "%-6s %-14s %9s %15s %9s %12.2f\n", "", "reshard/load", "", "", "",
                 Median(phases.at("load").seconds) / Median(phases.at("reshard").seconds));
     std::fprintf(out, "%-6s %-14s %9s %15s %9s %12.2f  (chunk bytes read / bytes loaded, rank 0)\n", "",
@@ -946,7 +955,8 @@ int main(int argc, char** argv) {
                    "read, raw read cold, save, load (same sharding, into tensors loaded before),\n"
                    "load fresh (into freshly allocated tensors), load cold (fresh tensors, page\n"
                    "cache dropped), reshard (load into column shards), async blocked (how long\n"
-                   "SaveAsync blocks the caller) and async total. The cold phases drop the page\n"
+                   "SaveAsync blocks the caller) and async total; \"save CPU\" is the CPU time of all\n"
+                   "ranks' processes during the save (median, min-max, ns per logical byte). The cold phases drop the page\n"
                    "cache first (as root; skipped, and said so, otherwise; --warm-only skips them),\n"
                    "as a job restarting on a fresh machine meets it. --dir (default: a temporary directory, removed at the end) holds the\n"
                    "store and the raw files; --store STORE puts the store elsewhere, e.g. in a\n"
