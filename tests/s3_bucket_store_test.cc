@@ -21,6 +21,7 @@
 #include "bucket/checksum_probe.h"
 #include "bucket/conditional_probe.h"
 #include "ckptdb/ckptdb.h"
+#include "format/metadata_codec.h"
 #include "s3/s3_client.h"
 #include "s3_fault_proxy.h"
 #include "s3_test_server.h"
@@ -420,6 +421,124 @@ TEST_F(BucketStoreTest, ADamagedRecordIsDataLossAndAMissingObjectIsNamed) {
   auto whole = LoadWhole(**reader, 5);
   ASSERT_FALSE(whole.ok());
   EXPECT_NE(whole.status().message().find(data[1]), std::string::npos) << whole.status();
+}
+
+// A step of several entries: a load of one reads the record's head and that
+// entry's pieces only (two requests), so damage in another entry's pieces
+// does not stop it; reading the damaged entry, or the whole step, names it.
+// A record of the earlier layout (version 1, stores written before) loads
+// as before.
+TEST_F(BucketStoreTest, ALoadOfOneEntryReadsItsPiecesAloneAndOldRecordsStillLoad) {
+  StoreOptions so = options_;
+  so.deduplicate = false;
+  auto w = OpenBucketStoreWriter(client_, bucket_, prefix_, so);
+  ASSERT_TRUE(w.ok()) << w.status();
+  StateDict sd;
+  for (int i = 0; i < 6; ++i) (void)sd.Add("e" + std::to_string(i), PatternTensor(DType::kF32, {16, 8}, 30 + i));
+  SaveOptions o;
+  o.step = 1;
+  o.no_dist = true;
+  ASSERT_TRUE(Save(sd, **w, o).ok());
+  const std::vector<std::string> records = Keys(prefix_ + "steps/");
+  ASSERT_EQ(records.size(), 1u);
+  auto value = client_->GetObject(bucket_, records[0]);
+  ASSERT_TRUE(value.ok()) << value.status();
+  auto head_end = StepRecordHeadEnd(*value);
+  ASSERT_TRUE(head_end.ok()) << head_end.status();
+  ASSERT_GT(*head_end, 0u) << "a new step's record is of version 2";
+  auto head = DecodeStepRecordHead(*value);
+  ASSERT_TRUE(head.ok()) << head.status();
+  ASSERT_EQ(head->pieces.size(), 6u);
+
+  // Entry e4's pieces value damaged in place.
+  std::string damaged = *value;
+  damaged[head->pieces[4].offset + head->pieces[4].size / 2] ^= 0x10;
+  ASSERT_TRUE(client_->PutObject(bucket_, records[0], damaged).ok());
+
+  ::ckptdb::testing::S3FaultProxy proxy(Server().port);
+  s3::S3Settings settings = Server().settings;
+  settings.endpoint = proxy.endpoint();
+  auto made = s3::S3Client::Create(settings);
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::shared_ptr<s3::S3Client> counted = std::move(*made);
+  auto reader = OpenBucketStoreReader(counted, bucket_, prefix_);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  const int opened = proxy.requests();
+  auto one = (*reader)->ReadMetadataOf(1, {"e2"});
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(proxy.requests() - opened, 2) << "the head, then e2's pieces";
+  for (const EntryMetadata& e : one->entries) EXPECT_EQ(e.pieces_omitted, e.fqn != "e2") << e.fqn;
+  StateDict target;
+  (void)target.Add("e2", Tensor::Zeros(DType::kF32, {16, 8}).value());
+  LoadOptions lo;
+  lo.step = 1;
+  lo.no_dist = true;
+  ASSERT_TRUE(Load(target, **reader, lo).ok());
+  EXPECT_TRUE(std::get<Tensor>(*target.Find("e2")).BitwiseEquals(PatternTensor(DType::kF32, {16, 8}, 32)));
+
+  auto bad = (*reader)->ReadMetadataOf(1, {"e4"});
+  EXPECT_EQ(bad.status().code(), StatusCode::kDataLoss) << bad.status();
+  EXPECT_NE(bad.status().message().find("'e4'"), std::string::npos) << bad.status();
+  auto whole = (*reader)->ReadMetadata(1);
+  EXPECT_EQ(whole.status().code(), StatusCode::kDataLoss) << whole.status();
+  EXPECT_NE(whole.status().message().find("'e4'"), std::string::npos) << whole.status();
+
+  // The same step in a version-1 record, as an earlier release wrote it.
+  auto undamaged = DecodeWholeStepRecord(*value);
+  ASSERT_TRUE(undamaged.ok()) << undamaged.status();
+  StepRecord v1;
+  v1.metadata_value = EncodeMetadataValue(undamaged->metadata);
+  v1.objects = undamaged->objects;
+  ASSERT_TRUE(client_->PutObject(bucket_, records[0], EncodeStepRecord(v1)).ok());
+  auto old_reader = OpenBucketStoreReader(client_, bucket_, prefix_);
+  ASSERT_TRUE(old_reader.ok()) << old_reader.status();
+  auto all = LoadWhole(**old_reader, 1);
+  ASSERT_TRUE(all.ok()) << all.status();
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_TRUE(std::get<Tensor>(*all->Find("e" + std::to_string(i)))
+                    .BitwiseEquals(PatternTensor(DType::kF32, {16, 8}, 30 + i)))
+        << i;
+  }
+  auto of = (*old_reader)->ReadMetadataOf(1, {"e4"});
+  ASSERT_TRUE(of.ok()) << of.status();
+  EXPECT_FALSE(of->Find("e4")->pieces_omitted);
+}
+
+TEST(BucketStepRecordTest, Version2RoundTripsAndRefusesDamage) {
+  StateDict sd;
+  (void)sd.Add("a", PatternTensor(DType::kF32, {4, 4}, 1));
+  (void)sd.Add("b", PatternTensor(DType::kF32, {2}, 2));
+  // A real step's metadata, as the save of these two makes it.
+  ::ckptdb::testing::TempDir dir;
+  auto w = OpenStoreWriter(dir.Sub("s"));
+  ASSERT_TRUE(w.ok()) << w.status();
+  SaveOptions o;
+  o.step = 3;
+  o.no_dist = true;
+  ASSERT_TRUE(Save(sd, **w, o).ok());
+  auto r = OpenStoreReader(dir.Sub("s"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto md = (*r)->ReadMetadata(3);
+  ASSERT_TRUE(md.ok()) << md.status();
+  const std::vector<SstObject> objects{SstObject{"p/data/x/rank-0-0.sst", 123, "k0", "k9"}};
+  const std::string v = EncodeStepRecordV2(*md, objects);
+  auto whole = DecodeWholeStepRecord(v);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(EncodeMetadataValue(whole->metadata), EncodeMetadataValue(*md));
+  ASSERT_EQ(whole->objects.size(), 1u);
+  EXPECT_EQ(whole->objects[0].key, objects[0].key);
+  auto head = DecodeStepRecordHead(std::string_view(v).substr(0, *StepRecordHeadEnd(v)));
+  ASSERT_TRUE(head.ok()) << head.status();
+  EXPECT_TRUE(head->summary.Find("a")->pieces_omitted);
+  EXPECT_EQ(head->pieces.size(), 2u);
+  // Cut anywhere, or a byte of the head flipped: DataLoss, never a step.
+  for (size_t cut : {size_t{5}, size_t{30}, v.size() / 2, v.size() - 1}) {
+    EXPECT_EQ(DecodeWholeStepRecord(v.substr(0, cut)).status().code(), StatusCode::kDataLoss) << cut;
+  }
+  std::string flipped = v;
+  flipped[40] ^= 0x01;
+  EXPECT_EQ(DecodeWholeStepRecord(flipped).status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ(StepRecordHeadEnd("not a record").status().code(), StatusCode::kDataLoss);
 }
 
 TEST(BucketStepRecordTest, RoundTripsAndRefusesTruncation) {

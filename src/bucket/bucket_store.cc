@@ -42,8 +42,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr char kRecordMagic[] = "ckptdb-bucket-step";  // 18 bytes, then the version byte
-constexpr uint8_t kRecordVersion = 1;
 
 std::string NormalPrefix(const std::string& prefix) {
   if (prefix.empty() || prefix.back() == '/') return prefix;
@@ -251,11 +249,11 @@ class BucketStoreWriter : public StoreWriter {
     StatusOr<std::string> value =
         client_->GetObject(bucket_, StepRecordKey(prefix_, latest.step, latest.summary.save_id));
     if (!value.ok()) return out;  // an unreadable base offers nothing: every chunk is written
-    StatusOr<StepRecord> record = DecodeStepRecord(*value);
+    StatusOr<WholeStepRecord> record = DecodeWholeStepRecord(*value);
     if (!record.ok()) return out;
-    StatusOr<StepMetadata> base = DecodeMetadataValue(record->metadata_value);
-    if (!base.ok() || base->step != latest.step || base->save_id != latest.summary.save_id) return out;
-    out = ReuseCandidatesFrom(*base, planned);
+    const StepMetadata& base = record->metadata;
+    if (base.step != latest.step || base.save_id != latest.summary.save_id) return out;
+    out = ReuseCandidatesFrom(base, planned);
     if (!out.empty()) {
       std::lock_guard<std::mutex> lock(mu_);
       base_objects_[ctx.save_id] = std::move(record->objects);
@@ -343,8 +341,7 @@ class BucketStoreWriter : public StoreWriter {
                 const std::vector<WriteResult>& results) override {
     Status v = ValidateStepMetadata(metadata);
     if (!v.ok()) return Status::Internal("refusing to commit inconsistent metadata: " + v.message());
-    StepRecord record;
-    record.metadata_value = EncodeMetadataValue(metadata);
+    WholeStepRecord record;
     const std::string own = SaveDataPrefix(prefix_, ctx.step, ctx.save_id);
     for (const WriteResult& r : results) {
       for (const std::string& entry : r.files) {
@@ -381,7 +378,10 @@ class BucketStoreWriter : public StoreWriter {
       }
     }
     RETURN_IF_ERROR(
-        client_->PutObject(bucket_, StepRecordKey(prefix_, ctx.step, ctx.save_id), EncodeStepRecord(record)).status());
+        client_
+            ->PutObject(bucket_, StepRecordKey(prefix_, ctx.step, ctx.save_id),
+                        EncodeStepRecordV2(metadata, record.objects))
+            .status());
     // The last moment to refuse: after this the index names the step.
     RETURN_IF_ERROR(CheckMarkerFresh(ctx));
     IndexStep entry;
@@ -870,27 +870,77 @@ class BucketReader : public StoreReader {
   const std::string& path() const override { return path_; }
 
   StatusOr<StepMetadata> ReadMetadata(int64_t step) override {
-    uint64_t save_id = 0;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = index_.steps.find(step);
-      if (it == index_.steps.end()) return Status::NotFound(StepNotFound(step, path_));
-      save_id = it->second.summary.save_id;
-    }
-    const std::string key = StepRecordKey(prefix_, step, save_id);
-    ASSIGN_OR_RETURN(StepRecord record, ReadRecord(step, key));
-    StatusOr<StepMetadata> md = DecodeMetadataValue(record.metadata_value);
-    if (!md.ok()) {
-      return Status::DataLoss("the metadata in step record s3://" + bucket_ + "/" + key + " is damaged: " +
-                              md.status().message());
-    }
-    if (md->step != step || md->save_id != save_id) {
-      return Status::DataLoss("step record s3://" + bucket_ + "/" + key + " holds the metadata of step " +
-                              std::to_string(md->step) + " (save " + Hex16(md->save_id) + ")");
-    }
+    ASSIGN_OR_RETURN(const SaveRef save, CommittedSave(step));
+    const std::string key = StepRecordKey(prefix_, step, save.save_id);
+    ASSIGN_OR_RETURN(std::string value, GetRecord(step, key, 0, 0));
+    StatusOr<WholeStepRecord> record = DecodeWholeStepRecord(value);
+    if (!record.ok()) return Damaged(step, key, record.status());
+    RETURN_IF_ERROR(CheckHolds(record->metadata, save, key));
     std::lock_guard<std::mutex> lock(mu_);
-    objects_[SaveRef{step, save_id}] = std::move(record.objects);
+    objects_[save] = std::move(record->objects);
+    return std::move(record->metadata);
+  }
+
+  // A version-2 record: its head (one GET, two when it is over 64 KiB) and
+  // the named entries' pieces values (a GET per run of adjacent ones). A
+  // version-1 record is read whole.
+  StatusOr<StepMetadata> ReadMetadataOf(int64_t step, const std::vector<std::string>& fqns) override {
+    ASSIGN_OR_RETURN(StepMetadata md, ReadStepSummary(step));
+    RETURN_IF_ERROR(ReadEntryPieces(&md, fqns));
     return md;
+  }
+
+  StatusOr<StepMetadata> ReadStepSummary(int64_t step) override {
+    ASSIGN_OR_RETURN(const SaveRef save, CommittedSave(step));
+    ASSIGN_OR_RETURN(std::shared_ptr<const RecordHead> head, HeadOf(save));
+    if (head->whole.has_value()) return *head->whole;  // version 1
+    return head->head.summary;
+  }
+
+  Status ReadEntryPieces(StepMetadata* metadata, const std::vector<std::string>& fqns) override {
+    const SaveRef save{metadata->step, metadata->save_id};
+    ASSIGN_OR_RETURN(const SaveRef now, CommittedSave(metadata->step));
+    if (now.save_id != save.save_id) {
+      return Status::FailedPrecondition("step " + std::to_string(save.step) +
+                                        " was saved again since its metadata was read");
+    }
+    ASSIGN_OR_RETURN(std::shared_ptr<const RecordHead> head, HeadOf(save));
+    std::vector<size_t> wanted;  // entries to read, in record order
+    for (size_t i = 0; i < metadata->entries.size(); ++i) {
+      const EntryMetadata& e = metadata->entries[i];
+      if (e.pieces_omitted && std::find(fqns.begin(), fqns.end(), e.fqn) != fqns.end()) wanted.push_back(i);
+    }
+    if (wanted.empty()) return Status::OK();
+    if (head->whole.has_value()) {  // version 1: the pieces came with the record
+      for (size_t i : wanted) {
+        if (i >= head->whole->entries.size() || head->whole->entries[i].fqn != metadata->entries[i].fqn) continue;
+        metadata->entries[i].pieces = head->whole->entries[i].pieces;
+        metadata->entries[i].pieces_omitted = false;
+      }
+      return Status::OK();
+    }
+    const std::vector<ByteRange>& at = head->head.pieces;
+    const std::string key = StepRecordKey(prefix_, save.step, save.save_id);
+    // Runs of entries whose pieces values are adjacent in the record: one
+    // ranged GET each.
+    for (size_t a = 0; a < wanted.size();) {
+      size_t b = a + 1;
+      while (b < wanted.size() && at[wanted[b]].offset == at[wanted[b - 1]].offset + at[wanted[b - 1]].size) ++b;
+      const uint64_t begin = at[wanted[a]].offset;
+      const uint64_t end = at[wanted[b - 1]].offset + at[wanted[b - 1]].size;
+      ASSIGN_OR_RETURN(std::string run, GetRecord(save.step, key, begin, end - begin));
+      if (run.size() != end - begin) {
+        return Status::DataLoss("step record s3://" + bucket_ + "/" + key + " of step " + std::to_string(save.step) +
+                                " ends before the pieces of entry '" + metadata->entries[wanted[b - 1]].fqn + "'");
+      }
+      for (size_t k = a; k < b; ++k) {
+        const ByteRange& r = at[wanted[k]];
+        RETURN_IF_ERROR(DecodeEntryPiecesValue(std::string_view(run).substr(r.offset - begin, r.size), *metadata,
+                                               &metadata->entries[wanted[k]]));
+      }
+      a = b;
+    }
+    return Status::OK();
   }
 
   StatusOr<ReadStats> Read(const StepMetadata& metadata, const std::vector<ReadItem>& items) override {
@@ -899,39 +949,106 @@ class BucketReader : public StoreReader {
   }
 
  private:
-  StatusOr<StepRecord> ReadRecord(int64_t step, const std::string& key) {
-    StatusOr<std::string> value = client_->GetObject(bucket_, key);
+  // What a reader keeps of a step's record after its first read: the head
+  // of a version-2 record, or a version-1 record whole.
+  struct RecordHead {
+    StepRecordHead head;
+    std::optional<StepMetadata> whole;
+  };
+
+  StatusOr<SaveRef> CommittedSave(int64_t step) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = index_.steps.find(step);
+    if (it == index_.steps.end()) return Status::NotFound(StepNotFound(step, path_));
+    return SaveRef{step, it->second.summary.save_id};
+  }
+
+  // Bytes [offset, offset + length) of a step's record (length 0: all).
+  StatusOr<std::string> GetRecord(int64_t step, const std::string& key, uint64_t offset, uint64_t length) {
+    StatusOr<std::string> value = length == 0 && offset == 0 ? client_->GetObject(bucket_, key)
+                                                             : client_->GetObjectRange(bucket_, key, offset, length);
     if (value.status().code() == StatusCode::kNotFound) {
       return Status::DataLoss("the record of step " + std::to_string(step) + " of store '" + path_ +
                               "' is missing (s3://" + bucket_ + "/" + key + ")");
     }
-    if (!value.ok()) return value.status();
-    StatusOr<StepRecord> record = DecodeStepRecord(*value);
-    if (!record.ok()) {
+    if (value.status().code() == StatusCode::kInvalidArgument) {  // a range past its end
       return Status::DataLoss("step record s3://" + bucket_ + "/" + key + " of step " + std::to_string(step) +
-                              " is damaged: " + record.status().message());
+                              " is shorter than its head says: " + value.status().message());
     }
-    return record;
+    return value;
+  }
+
+  Status Damaged(int64_t step, const std::string& key, const Status& why) const {
+    return Status::DataLoss("step record s3://" + bucket_ + "/" + key + " of step " + std::to_string(step) +
+                            " is damaged: " + why.message());
+  }
+
+  Status CheckHolds(const StepMetadata& md, const SaveRef& save, const std::string& key) const {
+    if (md.step != save.step || md.save_id != save.save_id) {
+      return Status::DataLoss("step record s3://" + bucket_ + "/" + key + " holds the metadata of step " +
+                              std::to_string(md.step) + " (save " + Hex16(md.save_id) + ")");
+    }
+    return Status::OK();
+  }
+
+  // The record's head, read once per save (and its objects noted).
+  StatusOr<std::shared_ptr<const RecordHead>> HeadOf(const SaveRef& save) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = heads_.find(save);
+      if (it != heads_.end()) return it->second;
+    }
+    const std::string key = StepRecordKey(prefix_, save.step, save.save_id);
+    ASSIGN_OR_RETURN(std::string bytes, GetRecord(save.step, key, 0, kStepRecordFirstRead));
+    StatusOr<uint64_t> end = StepRecordHeadEnd(bytes);
+    if (!end.ok()) return Damaged(save.step, key, end.status());
+    auto head = std::make_shared<RecordHead>();
+    std::vector<SstObject> objects;
+    if (*end == 0) {  // version 1: the whole record
+      if (bytes.size() == kStepRecordFirstRead) {
+        ASSIGN_OR_RETURN(bytes, GetRecord(save.step, key, 0, 0));
+      }
+      StatusOr<WholeStepRecord> whole = DecodeWholeStepRecord(bytes);
+      if (!whole.ok()) return Damaged(save.step, key, whole.status());
+      RETURN_IF_ERROR(CheckHolds(whole->metadata, save, key));
+      head->whole = std::move(whole->metadata);
+      objects = std::move(whole->objects);
+    } else {
+      if (bytes.size() < *end) {
+        ASSIGN_OR_RETURN(std::string rest, GetRecord(save.step, key, bytes.size(), *end - bytes.size()));
+        bytes += rest;
+      }
+      StatusOr<StepRecordHead> decoded = DecodeStepRecordHead(bytes);
+      if (!decoded.ok()) return Damaged(save.step, key, decoded.status());
+      RETURN_IF_ERROR(CheckHolds(decoded->summary, save, key));
+      objects = decoded->objects;
+      head->head = std::move(*decoded);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    objects_.emplace(save, std::move(objects));
+    return heads_.emplace(save, std::move(head)).first->second;
   }
 
   // The objects of a step's record, opened once per save this reader reads.
   StatusOr<const SstObjectSource*> SourceOf(const SaveRef& save) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto open = sources_.find(save);
+      if (open != sources_.end()) return open->second.get();
+    }
+    bool known = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      known = objects_.count(save) != 0;
+    }
+    if (!known) RETURN_IF_ERROR(HeadOf(save).status());
     std::lock_guard<std::mutex> lock(mu_);
     auto open = sources_.find(save);
     if (open != sources_.end()) return open->second.get();
-    auto known = objects_.find(save);
-    std::vector<SstObject> objects;
-    if (known != objects_.end()) {
-      objects = known->second;
-    } else {
-      const std::string key = StepRecordKey(prefix_, save.step, save.save_id);
-      ASSIGN_OR_RETURN(StepRecord record, ReadRecord(save.step, key));
-      objects = std::move(record.objects);
-    }
     // Objects open as their keys are first looked up: a rank's load GETs
     // the tails of the objects holding its pieces, not of every rank's.
     std::unique_ptr<SstObjectSource> source =
-        SstObjectSource::OpenLazily(client_.get(), bucket_, std::move(objects), ObjectReadOptions());
+        SstObjectSource::OpenLazily(client_.get(), bucket_, objects_[save], ObjectReadOptions());
     const SstObjectSource* raw = source.get();
     sources_[save] = std::move(source);
     return raw;
@@ -945,6 +1062,7 @@ class BucketReader : public StoreReader {
   std::mutex mu_;
   BucketIndex index_;                                             // guarded by mu_
   std::map<SaveRef, std::vector<SstObject>> objects_;             // guarded by mu_
+  std::map<SaveRef, std::shared_ptr<const RecordHead>> heads_;    // guarded by mu_
   std::map<SaveRef, std::unique_ptr<SstObjectSource>> sources_;  // guarded by mu_
 };
 
@@ -956,43 +1074,6 @@ std::string StepRecordKey(const std::string& prefix, int64_t step, uint64_t save
 
 std::string SaveDataPrefix(const std::string& prefix, int64_t step, uint64_t save_id) {
   return prefix + "data/" + Step20(step) + "/" + Hex16(save_id) + "/";
-}
-
-std::string EncodeStepRecord(const StepRecord& record) {
-  std::string raw(kRecordMagic, sizeof(kRecordMagic) - 1);
-  raw.push_back(static_cast<char>(kRecordVersion));
-  AppendLEString(&raw, record.metadata_value);
-  AppendLE32(&raw, static_cast<uint32_t>(record.objects.size()));
-  for (const SstObject& o : record.objects) {
-    AppendLEString(&raw, o.key);
-    AppendLE64(&raw, o.size);
-    AppendLEString(&raw, o.smallest_key);
-    AppendLEString(&raw, o.largest_key);
-  }
-  std::string value;
-  EncodeChunk(raw.data(), raw.size(), Compression::kNone, 1, &value);
-  return value;
-}
-
-StatusOr<StepRecord> DecodeStepRecord(std::string_view value) {
-  ASSIGN_OR_RETURN(std::string raw, DecodeChunkToString(value));
-  LECursor c(raw);
-  std::string expected(kRecordMagic, sizeof(kRecordMagic) - 1);
-  expected.push_back(static_cast<char>(kRecordVersion));
-  std::string_view magic;
-  if (!c.Bytes(expected.size(), &magic) || magic != expected) {
-    return Status::DataLoss("not a step record of version " + std::to_string(kRecordVersion));
-  }
-  StepRecord r;
-  uint32_t n = 0;
-  bool ok = c.String(&r.metadata_value) && c.U32(&n);
-  for (uint32_t i = 0; ok && i < n; ++i) {
-    SstObject o;
-    ok = c.String(&o.key) && c.U64(&o.size) && c.String(&o.smallest_key) && c.String(&o.largest_key);
-    r.objects.push_back(std::move(o));
-  }
-  if (!ok || !c.empty()) return Status::DataLoss("the step record's layout is wrong (truncated or trailing bytes)");
-  return r;
 }
 
 StatusOr<std::unique_ptr<StoreWriter>> OpenBucketStoreWriter(std::shared_ptr<s3::S3Client> client,

@@ -52,6 +52,7 @@
 #include <vector>
 
 #include "bucket/sst_object_source.h"
+#include "bucket/step_record.h"
 #include "ckptdb/rocksdb_store.h"
 #include "ckptdb/status.h"
 #include "ckptdb/storage.h"
@@ -82,14 +83,6 @@ struct BucketWriteOptions {
 std::string StepRecordKey(const std::string& prefix, int64_t step, uint64_t save_id);
 std::string SaveDataPrefix(const std::string& prefix, int64_t step, uint64_t save_id);
 
-// What a step record holds.
-struct StepRecord {
-  std::string metadata_value;  // EncodeMetadataValue of the step's metadata
-  std::vector<SstObject> objects;
-};
-std::string EncodeStepRecord(const StepRecord& record);
-// DataLoss describing what is wrong (the caller names the object).
-StatusOr<StepRecord> DecodeStepRecord(std::string_view value);
 
 // A writer into s3://bucket/prefix. `prefix` may be empty; a '/' is added
 // when it lacks one. Every rank of a save opens its own. delivery() is
@@ -104,10 +97,13 @@ StatusOr<std::unique_ptr<StoreWriter>> OpenBucketStoreWriter(std::shared_ptr<s3:
 // A reader of s3://bucket/prefix as of its index now (Refresh re-reads it).
 // NotFound naming the bucket when it does not exist, and naming the store
 // when it has no index (no step was ever committed there); DataLoss naming
-// the index when it is damaged. ReadMetadata GETs the step's record
-// (DataLoss naming it when its checksum or layout is wrong); Read opens the
-// objects the record lists (sizes known: no HEAD; NotFound naming a missing
-// one) and fetches only the chunks the items need, verifying each.
+// the index when it is damaged. ReadMetadata GETs the step's record whole;
+// ReadMetadataOf, ReadStepSummary and ReadEntryPieces GET its head and the
+// named entries' pieces only (bucket/step_record.h); DataLoss naming the
+// record, and the entry, when a checksum or the layout is wrong. Read opens
+// an object the record lists when it first needs a chunk of it (sizes known:
+// no HEAD; DataLoss naming a missing one) and fetches only the chunks the
+// items need, verifying each.
 StatusOr<std::unique_ptr<StoreReader>> OpenBucketStoreReader(std::shared_ptr<s3::S3Client> client,
                                                              const std::string& bucket, const std::string& prefix,
                                                              int read_threads = 8);
