@@ -114,6 +114,16 @@ class BucketStoreTest : public ::testing::Test {
     options_.chunk_bytes = 4096;
   }
 
+  // A reader of this test's store whose requests go through `proxy` (which
+  // counts them).
+  StatusOr<std::unique_ptr<StoreReader>> ReaderThrough(const ::ckptdb::testing::S3FaultProxy& proxy) {
+    s3::S3Settings settings = Server().settings;
+    settings.endpoint = proxy.endpoint();
+    auto made = s3::S3Client::Create(settings);
+    if (!made.ok()) return made.status();
+    return OpenBucketStoreReader(std::move(*made), bucket_, prefix_);
+  }
+
   // Saves `full` as step `step` on `world` ranks (threads), cut into rows;
   // returns each rank's status.
   std::vector<Status> SaveRows(const Tensor& full, int world, int64_t step, int fail_rank = -1,
@@ -326,12 +336,7 @@ TEST_F(BucketStoreTest, ALoadOfOneRanksRowsReadsOnlyTheObjectThatHoldsThem) {
   const Tensor full = PatternTensor(DType::kF32, {64, 32}, 23);
   for (const Status& st : SaveRows(full, 8, 1)) ASSERT_TRUE(st.ok()) << st;
   ::ckptdb::testing::S3FaultProxy proxy(Server().port);
-  s3::S3Settings settings = Server().settings;
-  settings.endpoint = proxy.endpoint();
-  auto made = s3::S3Client::Create(settings);
-  ASSERT_TRUE(made.ok()) << made.status();
-  std::shared_ptr<s3::S3Client> counted = std::move(*made);
-  auto reader = OpenBucketStoreReader(counted, bucket_, prefix_);
+  auto reader = ReaderThrough(proxy);
   ASSERT_TRUE(reader.ok()) << reader.status();
   const int opened = proxy.requests();
   StateDict target;
@@ -456,12 +461,7 @@ TEST_F(BucketStoreTest, ALoadOfOneEntryReadsItsPiecesAloneAndOldRecordsStillLoad
   ASSERT_TRUE(client_->PutObject(bucket_, records[0], damaged).ok());
 
   ::ckptdb::testing::S3FaultProxy proxy(Server().port);
-  s3::S3Settings settings = Server().settings;
-  settings.endpoint = proxy.endpoint();
-  auto made = s3::S3Client::Create(settings);
-  ASSERT_TRUE(made.ok()) << made.status();
-  std::shared_ptr<s3::S3Client> counted = std::move(*made);
-  auto reader = OpenBucketStoreReader(counted, bucket_, prefix_);
+  auto reader = ReaderThrough(proxy);
   ASSERT_TRUE(reader.ok()) << reader.status();
   const int opened = proxy.requests();
   auto one = (*reader)->ReadMetadataOf(1, {"e2"});

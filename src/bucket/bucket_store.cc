@@ -341,7 +341,7 @@ class BucketStoreWriter : public StoreWriter {
                 const std::vector<WriteResult>& results) override {
     Status v = ValidateStepMetadata(metadata);
     if (!v.ok()) return Status::Internal("refusing to commit inconsistent metadata: " + v.message());
-    WholeStepRecord record;
+    std::vector<SstObject> objects;  // the step's, as the record lists them
     const std::string own = SaveDataPrefix(prefix_, ctx.step, ctx.save_id);
     for (const WriteResult& r : results) {
       for (const std::string& entry : r.files) {
@@ -350,12 +350,12 @@ class BucketStoreWriter : public StoreWriter {
           return Status::Internal("rank " + std::to_string(r.rank) + " reported object '" + o.key +
                                   "' outside this save's prefix " + own);
         }
-        record.objects.push_back(std::move(o));
+        objects.push_back(std::move(o));
       }
     }
     // Every object is where the ranks said, whole, before the step refers
     // to it: one HEAD each, 16 at once.
-    RETURN_IF_ERROR(CheckSizes(ctx, record.objects));
+    RETURN_IF_ERROR(CheckSizes(ctx, objects));
     const SaveRef self{ctx.step, ctx.save_id};
     std::vector<SaveRef> uses = ReferencedSaves(metadata);
     uses.push_back(self);
@@ -373,14 +373,14 @@ class BucketStoreWriter : public StoreWriter {
         SaveRef ref;
         if (ParseSaveRef(std::string_view(o.key).substr(std::min(o.key.size(), prefix_.size() + 5)), '/', &ref) &&
             std::binary_search(uses.begin(), uses.end(), ref)) {
-          record.objects.push_back(o);
+          objects.push_back(o);
         }
       }
     }
     RETURN_IF_ERROR(
         client_
             ->PutObject(bucket_, StepRecordKey(prefix_, ctx.step, ctx.save_id),
-                        EncodeStepRecordV2(metadata, record.objects))
+                        EncodeStepRecordV2(metadata, objects))
             .status());
     // The last moment to refuse: after this the index names the step.
     RETURN_IF_ERROR(CheckMarkerFresh(ctx));
@@ -1021,7 +1021,7 @@ class BucketReader : public StoreReader {
       StatusOr<StepRecordHead> decoded = DecodeStepRecordHead(bytes);
       if (!decoded.ok()) return Damaged(save.step, key, decoded.status());
       RETURN_IF_ERROR(CheckHolds(decoded->summary, save, key));
-      objects = decoded->objects;
+      objects = std::move(decoded->objects);  // kept in objects_ alone
       head->head = std::move(*decoded);
     }
     std::lock_guard<std::mutex> lock(mu_);
@@ -1031,14 +1031,11 @@ class BucketReader : public StoreReader {
 
   // The objects of a step's record, opened once per save this reader reads.
   StatusOr<const SstObjectSource*> SourceOf(const SaveRef& save) {
+    bool known = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto open = sources_.find(save);
       if (open != sources_.end()) return open->second.get();
-    }
-    bool known = false;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
       known = objects_.count(save) != 0;
     }
     if (!known) RETURN_IF_ERROR(HeadOf(save).status());
