@@ -413,13 +413,7 @@ void ExpectThree(uint32_t seed, const StateDict& got) {
   }
 }
 
-template <typename F>
-void WithRawDb(const std::string& store, F f) {
-  rocksdb::DB* raw = nullptr;
-  ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), store + "/db", &raw).ok());
-  std::unique_ptr<rocksdb::DB> db(raw);
-  f(db.get());
-}
+using testing::WithRawDb;
 
 std::vector<std::string> PiecesKeysOf(const std::string& store, int64_t step) {
   std::vector<std::string> out;
@@ -637,7 +631,7 @@ TEST(PiecesRecords, ASummaryAndThenOneEntrysPieces) {
 }
 
 // A store written before format 6 (every piece in the M record; marker
-// format 5) loads, whole or entry by entry; its writer marks it format 6,
+// format 5) loads, whole or entry by entry; its writer marks it format 7,
 // writes new steps with pieces records, and deletes the old steps.
 TEST(PiecesRecords, AFormatFiveStoreLoadsAndItsWriterUpgradesIt) {
   TempDir dir;
@@ -700,7 +694,7 @@ TEST(PiecesRecords, AFormatFiveStoreLoadsAndItsWriterUpgradesIt) {
   {
     std::ifstream marker(store + "/CKPTDB");
     EXPECT_EQ(std::string(std::istreambuf_iterator<char>(marker), std::istreambuf_iterator<char>()),
-              "ckptdb store\nformat 6\n");
+              "ckptdb store\nformat 7\n");
   }
   EXPECT_EQ(PiecesKeysOf(store, 2).size(), 3u);
   ASSERT_OK((*w)->DeleteStep(1));

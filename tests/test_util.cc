@@ -127,6 +127,13 @@ bool SameContents(const StateDict& a, const StateDict& b) {
 
 uint64_t CountDataKeys(const std::string& store) { return KeysWithPrefix(store, 'D').size(); }
 
+void WithRawDb(const std::string& store, const std::function<void(rocksdb::DB*)>& f) {
+  rocksdb::DB* raw = nullptr;
+  ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), store + "/db", &raw).ok());
+  std::unique_ptr<rocksdb::DB> db(raw);
+  f(db.get());
+}
+
 std::vector<std::string> KeysWithPrefix(const std::string& store, char prefix) {
   rocksdb::DB* db = nullptr;
   rocksdb::Options o;

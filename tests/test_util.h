@@ -13,6 +13,10 @@
 
 #include "ckptdb/ckptdb.h"
 
+namespace rocksdb {
+class DB;
+}
+
 namespace ckptdb::testing {
 
 #define ASSERT_OK(expr)                          \
@@ -78,6 +82,9 @@ uint64_t CountDataKeys(const std::string& store);
 // Every key of the store's database that starts with `prefix` (the pieces
 // records: 'Q'), in key order, read directly with RocksDB.
 std::vector<std::string> KeysWithPrefix(const std::string& store, char prefix);
+// Calls f with the store's database opened with RocksDB directly (to damage
+// or rewrite records); fails the test when it cannot open.
+void WithRawDb(const std::string& store, const std::function<void(rocksdb::DB*)>& f);
 
 // Runs a shell command line; returns its exit code (-1 when killed) and what
 // it wrote to stdout (add "2>&1" to the line for stderr too).

@@ -150,6 +150,12 @@ struct EntryMetadata {
   // bytes are: it is never valid as a whole step's (ValidateStepMetadata
   // refuses it, and nothing stores it).
   bool pieces_omitted = false;
+  // True when `pieces` holds only some of the entry's pieces: at least every
+  // piece that meets the regions a load named (StorageReader::
+  // ReadMetadataFor), possibly others. Read of those regions takes it; like
+  // pieces_omitted, it is never valid as a whole step's metadata, and the
+  // entry's totals are the recorded ones.
+  bool pieces_partial = false;
   // The entry's PieceTotals as the step's record states them beside its
   // entries, read with the record whether or not the pieces were: set in
   // steps whose pieces are stored apart (store format 6) and that were saved
@@ -158,13 +164,13 @@ struct EntryMetadata {
   std::optional<PieceTotals> recorded_totals{};
 
   // The raw bytes of the entry (its pieces' nbytes summed; with
-  // pieces_omitted, from its shape and dtype, which its pieces cover
+  // pieces_omitted or pieces_partial, from its shape and dtype, which its pieces cover
   // exactly).
   uint64_t logical_bytes() const;
   // The sum of its pieces' stored_bytes; 0 with pieces_omitted.
   uint64_t stored_bytes() const;
-  // Its PieceTotals: from its pieces, or with pieces_omitted,
-  // recorded_totals (unset when not recorded).
+  // Its PieceTotals: from its pieces, or with pieces_omitted or
+  // pieces_partial, recorded_totals (unset when not recorded).
   std::optional<PieceTotals> totals() const;
 };
 

@@ -61,6 +61,13 @@ struct ReuseCandidate {
   StoredPiece piece;  // with its chunk hashes and its own references
 };
 
+// A region of entry `fqn` a load reads: the box of the global tensor at
+// `offsets` of `sizes` (StorageReader::ReadMetadataFor).
+struct EntryRegion {
+  std::string fqn;
+  std::vector<int64_t> offsets, sizes;
+};
+
 // One piece this rank writes: its bytes are read from `data` during Write,
 // or, when `source` is set, through it.
 struct WriteItem {
@@ -241,6 +248,22 @@ class StorageReader {
   virtual StatusOr<StepMetadata> ReadMetadataOf(int64_t step, const std::vector<std::string>& fqns) {
     (void)fqns;
     return ReadMetadata(step);
+  }
+
+  // As ReadMetadataOf(step, fqns), reading of each entry that `regions`
+  // names at least the pieces that meet one of its regions (a box of the
+  // global tensor: offsets and sizes), which is all a load of those regions
+  // needs. Such an entry may come with only some of its pieces:
+  // `pieces_partial` is then set. An entry of `fqns` that `regions` does
+  // not name comes with all its pieces. The default is ReadMetadataOf. The
+  // RocksDB directory store reads, of an entry kept in pages (store format
+  // 7: an entry of many pieces, as W ranks save), only the pages whose
+  // boxes meet a region, so that a rank's load of its own shards reads a
+  // few pages per entry whatever the world size; Load calls this.
+  virtual StatusOr<StepMetadata> ReadMetadataFor(int64_t step, const std::vector<std::string>& fqns,
+                                                 const std::vector<EntryRegion>& regions) {
+    (void)regions;
+    return ReadMetadataOf(step, fqns);
   }
 
   // What a listing of step `step` needs, as cheaply as the store gives it:

@@ -83,6 +83,10 @@ class InterruptibleReader final : public StorageReader {
   StatusOr<StepMetadata> ReadMetadataOf(int64_t step, const std::vector<std::string>& fqns) override {
     return inner_.ReadMetadataOf(step, fqns);
   }
+  StatusOr<StepMetadata> ReadMetadataFor(int64_t step, const std::vector<std::string>& fqns,
+                                         const std::vector<EntryRegion>& regions) override {
+    return inner_.ReadMetadataFor(step, fqns, regions);
+  }
   StatusOr<ReadStats> Read(const StepMetadata& metadata, const std::vector<ReadItem>& items) override {
     if (cancel_) return Interrupted();
     std::vector<ReadItem> checked = items;

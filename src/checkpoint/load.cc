@@ -224,6 +224,23 @@ Status CheckDistinctKeys(const std::vector<std::string>& keys, const char* what)
   return Status::OK();
 }
 
+// The regions of the tensors of `fqns` that `target` loads: what a reader
+// needs the pieces of (StorageReader::ReadMetadataFor). Bytes entries and
+// names the target lacks are left out (read whole, or not at all).
+std::vector<EntryRegion> TargetBoxes(const StateDict& target, const std::vector<std::string>& fqns) {
+  std::vector<EntryRegion> out;
+  for (const std::string& fqn : fqns) {
+    const Entry* entry = target.Find(fqn);
+    if (entry == nullptr) continue;
+    if (const Tensor* t = std::get_if<Tensor>(entry)) {
+      out.push_back(EntryRegion{fqn, std::vector<int64_t>(t->shape().size(), 0), t->shape()});
+    } else if (const ShardedTensor* st = std::get_if<ShardedTensor>(entry)) {
+      for (const Shard& s : st->local_shards()) out.push_back(EntryRegion{fqn, s.offsets, s.tensor.shape()});
+    }
+  }
+  return out;
+}
+
 // Validates the whole target against the step and plans the reads; changes
 // nothing in the target.
 Status PlanLoad(StateDict& target, const StepMetadata& md, const LoadOptions& options, LoadPlan* plan) {
@@ -349,7 +366,8 @@ Status Load(StateDict& target, StorageReader& reader, const LoadOptions& options
       fqns.reserve(target.entries().size());
       for (const auto& [fqn, entry] : target.entries()) fqns.push_back(fqn);
     }
-    md = GuardedCall("read_metadata", [&] { return reader.ReadMetadataOf(options.step, fqns); });
+    md = GuardedCall("read_metadata",
+                     [&] { return reader.ReadMetadataFor(options.step, fqns, TargetBoxes(target, fqns)); });
     planned = md.status();
   }
   if (planned.ok()) planned = CheckDistinctKeys(options.keys, "LoadOptions::keys");

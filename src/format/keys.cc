@@ -86,10 +86,19 @@ std::string PiecesKey(int64_t step, uint32_t entry) {
   return k;
 }
 
-bool ParsePiecesKey(std::string_view key, int64_t* step, uint32_t* entry) {
-  if (key.size() != kPiecesKeySize || key[0] != kPiecesPrefix) return false;
+std::string PiecesPageKey(int64_t step, uint32_t entry, uint32_t page) {
+  std::string k = PiecesKey(step, entry);
+  PutBigEndian32(&k, page);
+  return k;
+}
+
+bool ParsePiecesKey(std::string_view key, int64_t* step, uint32_t* entry, std::optional<uint32_t>* page) {
+  if ((key.size() != kPiecesKeySize && key.size() != kPiecesKeySize + 4) || key[0] != kPiecesPrefix) return false;
   *step = static_cast<int64_t>(GetBigEndian64(key.data() + 1));
   *entry = GetBigEndian32(key.data() + 9);
+  if (page != nullptr) {
+    *page = key.size() == kPiecesKeySize ? std::nullopt : std::optional<uint32_t>(GetBigEndian32(key.data() + 13));
+  }
   return true;
 }
 

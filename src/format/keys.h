@@ -14,6 +14,7 @@
 #define CKPTDB_SRC_KEYS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -56,7 +57,14 @@ bool ParseReferencesKey(std::string_view key, int64_t* step);
 std::string PiecesKey(int64_t step, uint32_t entry);
 std::string PiecesStepBegin(int64_t step);
 std::string PiecesStepEnd(int64_t step);  // exclusive
-bool ParsePiecesKey(std::string_view key, int64_t* step, uint32_t* entry);
+// Store format 7: page `page` of the pieces of an entry kept in pages
+// (proto Entry.pages), under the entry's key followed by the page's number:
+// the pages of an entry sort after its key and before the next entry's.
+std::string PiecesPageKey(int64_t step, uint32_t entry, uint32_t page);
+// Either kind of pieces key; `page` (when given) is set to the page's
+// number for a page's key, and to nullopt for an entry's.
+bool ParsePiecesKey(std::string_view key, int64_t* step, uint32_t* entry,
+                    std::optional<uint32_t>* page = nullptr);
 
 // A tag: 'T' followed by the tag's name (ValidateTagName).
 std::string TagKey(std::string_view name);

@@ -1,5 +1,7 @@
 #include "format/metadata_codec.h"
 
+#include <algorithm>
+#include <optional>
 #include <unordered_set>
 
 #include "ckptdb/checkpoint.h"
@@ -287,6 +289,9 @@ Status ValidateEntryPieces(const StepMetadata& m, const EntryMetadata& e, bool c
   if (e.pieces_omitted) {
     return Status::InvalidArgument("entry '" + e.fqn + "': its pieces were not read (metadata of some entries only)");
   }
+  if (e.pieces_partial) {
+    return Status::InvalidArgument("entry '" + e.fqn + "': only some of its pieces were read (those a load needs)");
+  }
   auto numel = NumElements(e.shape);
   if (!numel.ok()) return numel.status().WithContext("entry '" + e.fqn + "'");
   if (e.kind == EntryKind::kBytes && e.pieces.size() != 1) {
@@ -350,13 +355,82 @@ StatusOr<StepMetadata> DecodeMetadataValue(std::string_view value) {
   return std::move(rec.metadata);
 }
 
-std::string EncodeMetadataRecord(const StepMetadata& m) {
+std::vector<PiecesPage> PagesOf(const EntryMetadata& e) {
+  std::vector<PiecesPage> pages;
+  if (e.pieces.size() <= kPiecesPerPage) return pages;
+  for (size_t first = 0; first < e.pieces.size(); first += kPiecesPerPage) {
+    const size_t end = std::min(e.pieces.size(), first + kPiecesPerPage);
+    PiecesPage page;
+    page.pieces = static_cast<uint32_t>(end - first);
+    std::vector<int64_t> hi;
+    for (size_t i = first; i < end; ++i) {
+      const StoredPiece& p = e.pieces[i];
+      if (i == first) {
+        page.offsets = p.offsets;
+        hi.resize(p.offsets.size());
+        for (size_t d = 0; d < hi.size(); ++d) hi[d] = p.offsets[d] + p.sizes[d];
+        continue;
+      }
+      for (size_t d = 0; d < hi.size() && d < p.offsets.size(); ++d) {
+        page.offsets[d] = std::min(page.offsets[d], p.offsets[d]);
+        hi[d] = std::max(hi[d], p.offsets[d] + p.sizes[d]);
+      }
+    }
+    page.sizes.resize(hi.size());
+    for (size_t d = 0; d < hi.size(); ++d) page.sizes[d] = hi[d] - page.offsets[d];
+    pages.push_back(std::move(page));
+  }
+  return pages;
+}
+
+std::string EncodeMetadataRecord(const StepMetadata& m, bool paged) {
   // (The pieces go into the entries' own records: never converted here.)
   proto::Metadata pm;
   StepToProto(m, /*with_pieces=*/false, &pm);
   pm.set_format_version(kMetadataRecordPiecesApart);
+  if (paged) {
+    for (size_t i = 0; i < m.entries.size(); ++i) {
+      for (const PiecesPage& page : PagesOf(m.entries[i])) {
+        proto::PiecesPage* q = pm.mutable_entries(static_cast<int>(i))->add_pages();
+        for (int64_t o : page.offsets) q->add_offsets(o);
+        for (int64_t z : page.sizes) q->add_sizes(z);
+        q->set_pieces(page.pieces);
+      }
+    }
+  }
   return RecordValue(pm);
 }
+
+namespace {
+
+// An entry's pages (Entry.pages) as its record states them: within its
+// shape, none empty, and as many pieces in all as the record says it has
+// (store format 7 records always say).
+Status ValidatePages(const EntryMetadata& e, const std::vector<PiecesPage>& pages) {
+  if (pages.empty()) return Status::OK();
+  uint64_t pieces = 0;
+  for (size_t i = 0; i < pages.size(); ++i) {
+    const std::string where = "entry '" + e.fqn + "' page " + std::to_string(i);
+    const PiecesPage& page = pages[i];
+    if (page.pieces == 0 || page.pieces > kPiecesPerPage) {
+      return Status::InvalidArgument(where + " holds " + std::to_string(page.pieces) + " pieces");
+    }
+    if (i + 1 < pages.size() && page.pieces != kPiecesPerPage) {
+      return Status::InvalidArgument(where + " holds " + std::to_string(page.pieces) + " pieces, not " +
+                                     std::to_string(kPiecesPerPage));
+    }
+    if (Status st = CheckBoxWithin(Box{page.offsets, page.sizes}, e.shape); !st.ok()) return st.WithContext(where);
+    pieces += page.pieces;
+  }
+  if (!e.recorded_totals.has_value() || e.recorded_totals->pieces != pieces) {
+    return Status::InvalidArgument("entry '" + e.fqn + "': its pages hold " + std::to_string(pieces) +
+                                   " pieces; the record says " +
+                                   (e.recorded_totals ? std::to_string(e.recorded_totals->pieces) : "nothing"));
+  }
+  return Status::OK();
+}
+
+}  // namespace
 
 StatusOr<MetadataRecord> DecodeMetadataRecord(std::string_view value) {
   auto bytes = DecodeChunkToString(value);
@@ -365,9 +439,16 @@ StatusOr<MetadataRecord> DecodeMetadataRecord(std::string_view value) {
   if (!pm.ParseFromString(*bytes)) return Status::DataLoss("metadata does not parse as ckptdb.proto.Metadata");
   MetadataRecord rec;
   if (pm.format_version() == kMetadataRecordPiecesApart) {
-    for (const proto::Entry& e : pm.entries()) {
+    rec.pages.resize(pm.entries_size());
+    for (int i = 0; i < pm.entries_size(); ++i) {
+      const proto::Entry& e = pm.entries(i);
       if (e.pieces_size() != 0) {
         return Status::DataLoss("metadata: entry '" + e.fqn() + "' has pieces in a record whose pieces are apart");
+      }
+      for (const proto::PiecesPage& q : e.pages()) {
+        rec.pages[i].push_back(PiecesPage{{q.offsets().begin(), q.offsets().end()},
+                                          {q.sizes().begin(), q.sizes().end()},
+                                          q.pieces()});
       }
     }
     rec.pieces_apart = true;
@@ -380,6 +461,17 @@ StatusOr<MetadataRecord> DecodeMetadataRecord(std::string_view value) {
   rec.metadata = std::move(m).value();
   if (rec.pieces_apart) {
     for (EntryMetadata& e : rec.metadata.entries) e.pieces_omitted = true;
+    for (size_t i = 0; i < rec.pages.size(); ++i) {
+      if (Status bad = ValidatePages(rec.metadata.entries[i], rec.pages[i]); !bad.ok()) {
+        return Status::DataLoss("metadata: " + bad.message());
+      }
+    }
+  } else {
+    for (const proto::Entry& e : pm.entries()) {
+      if (e.pages_size() != 0) {
+        return Status::DataLoss("metadata: entry '" + e.fqn() + "' has pages of pieces in a record that holds its pieces");
+      }
+    }
   }
   return rec;
 }
@@ -395,21 +487,31 @@ std::string EncodeEntryPiecesValue(const StepMetadata& m, size_t index) {
   return RecordValue(pe);
 }
 
-Status DecodeEntryPiecesValue(std::string_view value, const StepMetadata& m, EntryMetadata* e) {
-  const std::string what = "the pieces record of entry '" + e->fqn + "' of step " + std::to_string(m.step);
+namespace {
+
+// The EntryPieces message of `value`, checked to be entry e's of this save
+// (and, with `page`, that page's record; without, the whole entry's).
+StatusOr<proto::EntryPieces> ParsePiecesRecord(std::string_view value, const StepMetadata& m, const EntryMetadata& e,
+                                               std::optional<uint32_t> page, const std::string& what) {
   auto bytes = DecodeChunkToString(value);
   if (!bytes.ok()) return Status::DataLoss(what + ": " + bytes.status().message());
   proto::EntryPieces pe;
   if (!pe.ParseFromString(*bytes)) return Status::DataLoss(what + " does not parse as ckptdb.proto.EntryPieces");
-  if (pe.fqn() != e->fqn || pe.step() != m.step || pe.save_id() != m.save_id) {
+  if (pe.fqn() != e.fqn || pe.step() != m.step || pe.save_id() != m.save_id) {
     return Status::DataLoss(what + " belongs to entry '" + pe.fqn() + "' of step " + std::to_string(pe.step()) +
                             " (save " + std::to_string(pe.save_id()) + ")");
   }
-  std::vector<StoredPiece> pieces;
-  pieces.reserve(pe.pieces_size());
-  for (const proto::Piece& q : pe.pieces()) pieces.push_back(FromProto(q));
+  if (pe.has_page() != page.has_value() || (page.has_value() && pe.page() != *page)) {
+    return Status::DataLoss(what + " is " + (pe.has_page() ? "page " + std::to_string(pe.page()) : "a whole entry's") +
+                            " record");
+  }
+  return pe;
+}
+
+Status AdoptPieces(std::vector<StoredPiece> pieces, const StepMetadata& m, EntryMetadata* e, const std::string& what) {
   e->pieces = std::move(pieces);
   e->pieces_omitted = false;
+  e->pieces_partial = false;
   Status st = ValidateEntryPieces(m, *e);
   if (st.ok() && e->recorded_totals.has_value()) {
     const PieceTotals read = *e->totals(), recorded = *e->recorded_totals;
@@ -425,6 +527,77 @@ Status DecodeEntryPiecesValue(std::string_view value, const StepMetadata& m, Ent
     return Status::DataLoss(what + ": " + st.message());
   }
   return Status::OK();
+}
+
+}  // namespace
+
+std::string EncodeEntryPiecesPage(const StepMetadata& m, size_t index, uint32_t page) {
+  const EntryMetadata& e = m.entries.at(index);
+  proto::EntryPieces pe;
+  pe.set_fqn(e.fqn);
+  pe.set_step(m.step);
+  pe.set_save_id(m.save_id);
+  pe.set_page(page);
+  const size_t first = static_cast<size_t>(page) * kPiecesPerPage;
+  const size_t end = std::min(e.pieces.size(), first + kPiecesPerPage);
+  for (size_t i = first; i < end; ++i) ToProto(e.pieces[i], pe.add_pieces());
+  return RecordValue(pe);
+}
+
+Status DecodeEntryPiecesPage(std::string_view value, const StepMetadata& m, const EntryMetadata& e, uint32_t page,
+                             const PiecesPage* expected, std::vector<StoredPiece>* out) {
+  const std::string what =
+      "page " + std::to_string(page) + " of the pieces of entry '" + e.fqn + "' of step " + std::to_string(m.step);
+  ASSIGN_OR_RETURN(proto::EntryPieces pe, ParsePiecesRecord(value, m, e, page, what));
+  if (expected != nullptr && static_cast<uint64_t>(pe.pieces_size()) != expected->pieces) {
+    return Status::DataLoss(what + " holds " + std::to_string(pe.pieces_size()) + " pieces; the step's record says " +
+                            std::to_string(expected->pieces));
+  }
+  Box bound{std::vector<int64_t>(e.shape.size(), 0), e.shape};
+  if (expected != nullptr) bound = Box{expected->offsets, expected->sizes};
+  const size_t first = static_cast<size_t>(page) * kPiecesPerPage;
+  for (int i = 0; i < pe.pieces_size(); ++i) {
+    StoredPiece p = FromProto(pe.pieces(i));
+    Status st = ValidatePiece(e, first + static_cast<size_t>(i), p, /*check_storage=*/true);
+    Box inside;
+    if (st.ok() && (!Intersect(Box{p.offsets, p.sizes}, bound, &inside) || inside.sizes != p.sizes)) {
+      st = Status::InvalidArgument("piece " + std::to_string(first + i) + " " + BoxToString(Box{p.offsets, p.sizes}) +
+                                   " lies outside the page's box " + BoxToString(bound));
+    }
+    if (!st.ok()) return Status::DataLoss(what + ": " + st.message());
+    out->push_back(std::move(p));
+  }
+  return Status::OK();
+}
+
+Status AdoptPartialEntryPieces(std::vector<StoredPiece> pieces, const StepMetadata& m, EntryMetadata* e) {
+  std::vector<Box> boxes;
+  boxes.reserve(pieces.size());
+  for (const StoredPiece& p : pieces) boxes.push_back(Box{p.offsets, p.sizes});
+  std::vector<const Box*> ptrs;
+  for (const Box& b : boxes) ptrs.push_back(&b);
+  size_t a = 0, b = 0;
+  if (FindOverlappingPair(ptrs, &a, &b)) {
+    return Status::DataLoss("the pieces of entry '" + e->fqn + "' of step " + std::to_string(m.step) + ": shards " +
+                            BoxToString(boxes[a]) + " and " + BoxToString(boxes[b]) + " overlap");
+  }
+  e->pieces = std::move(pieces);
+  e->pieces_omitted = false;
+  e->pieces_partial = true;
+  return Status::OK();
+}
+
+Status AdoptEntryPieces(std::vector<StoredPiece> pieces, const StepMetadata& m, EntryMetadata* e) {
+  return AdoptPieces(std::move(pieces), m, e, "the pieces of entry '" + e->fqn + "' of step " + std::to_string(m.step));
+}
+
+Status DecodeEntryPiecesValue(std::string_view value, const StepMetadata& m, EntryMetadata* e) {
+  const std::string what = "the pieces record of entry '" + e->fqn + "' of step " + std::to_string(m.step);
+  ASSIGN_OR_RETURN(proto::EntryPieces pe, ParsePiecesRecord(value, m, *e, std::nullopt, what));
+  std::vector<StoredPiece> pieces;
+  pieces.reserve(pe.pieces_size());
+  for (const proto::Piece& q : pe.pieces()) pieces.push_back(FromProto(q));
+  return AdoptPieces(std::move(pieces), m, e, what);
 }
 
 }  // namespace ckptdb

@@ -60,7 +60,25 @@ StatusOr<StepMetadata> DecodeMetadataValue(std::string_view value);
 // (Metadata.format_version kMetadataRecordPiecesApart), and each entry's
 // pieces are under PiecesKey(step, index) (EncodeEntryPiecesValue).
 inline constexpr uint32_t kMetadataRecordPiecesApart = 2;
-std::string EncodeMetadataRecord(const StepMetadata& m);
+
+// Store format 7: an entry of more than kPiecesPerPage pieces keeps them in
+// pages of kPiecesPerPage consecutive pieces (the last may hold fewer), each
+// under PiecesPageKey(step, index, page) (EncodeEntryPiecesPage), and the M
+// value records each page's box: the smallest box that holds its pieces.
+// A load reads only the pages whose boxes meet the regions it loads, so what
+// a rank reads of an entry saved by W ranks does not grow with W.
+inline constexpr size_t kPiecesPerPage = 64;
+struct PiecesPage {
+  std::vector<int64_t> offsets, sizes;
+  uint32_t pieces = 0;
+};
+// The pages of `e` (with its pieces): none when it has kPiecesPerPage
+// pieces or fewer.
+std::vector<PiecesPage> PagesOf(const EntryMetadata& e);
+
+// With `paged`, the entries that have pages (PagesOf) record them (the
+// directory store); without, none does (the bucket store's record).
+std::string EncodeMetadataRecord(const StepMetadata& m, bool paged = false);
 
 // A decoded M value of either kind. With pieces_apart, every entry has
 // pieces_omitted set and its pieces are to be read from its pieces record;
@@ -70,6 +88,10 @@ std::string EncodeMetadataRecord(const StepMetadata& m);
 struct MetadataRecord {
   StepMetadata metadata;
   bool pieces_apart = false;
+  // With pieces_apart: per entry, its pages (empty: one pieces record),
+  // validated against the entry (within its shape, their piece counts
+  // adding up to its recorded count).
+  std::vector<std::vector<PiecesPage>> pages;
 };
 StatusOr<MetadataRecord> DecodeMetadataRecord(std::string_view value);
 
@@ -81,6 +103,26 @@ std::string EncodeEntryPiecesValue(const StepMetadata& m, size_t index);
 // (ValidateEntryPieces). DataLoss naming the entry and step otherwise (`e`
 // is then left with its pieces omitted).
 Status DecodeEntryPiecesValue(std::string_view value, const StepMetadata& m, EntryMetadata* e);
+
+// The value under PiecesPageKey(step, index, page): entry `index`'s pieces
+// [page * kPiecesPerPage, +kPiecesPerPage) as a proto::EntryPieces with
+// `page` set.
+std::string EncodeEntryPiecesPage(const StepMetadata& m, size_t index, uint32_t page);
+// Appends the pieces of such a value to `out`, checking that it is page
+// `page` of entry `e` of this save, that it holds as many pieces as
+// `expected` says, and that each is a valid piece of `e` inside the page's
+// box. DataLoss naming the page, the entry and the step otherwise.
+// (With `expected` null, the count and box are not checked: a caller that
+// reads every page validates the entry whole, AdoptEntryPieces.)
+Status DecodeEntryPiecesPage(std::string_view value, const StepMetadata& m, const EntryMetadata& e, uint32_t page,
+                             const PiecesPage* expected, std::vector<StoredPiece>* out);
+// Gives `e` its pieces read from all its pages, in order, validated as
+// DecodeEntryPiecesValue validates one record's (DataLoss otherwise, `e`
+// then keeping its pieces omitted).
+Status AdoptEntryPieces(std::vector<StoredPiece> pieces, const StepMetadata& m, EntryMetadata* e);
+// Gives `e` some of its pages' pieces (each validated by
+// DecodeEntryPiecesPage): sets pieces_partial. DataLoss when two overlap.
+Status AdoptPartialEntryPieces(std::vector<StoredPiece> pieces, const StepMetadata& m, EntryMetadata* e);
 
 }  // namespace ckptdb
 

@@ -79,7 +79,7 @@ const char* BytesEncodingName(BytesEncoding encoding) {
 }
 
 uint64_t EntryMetadata::logical_bytes() const {
-  if (pieces_omitted) {
+  if (pieces_omitted || pieces_partial) {
     const StatusOr<int64_t> numel = NumElements(shape);  // (validated with the record)
     return numel.ok() ? static_cast<uint64_t>(*numel) * DTypeSize(dtype) : 0;
   }
@@ -89,7 +89,7 @@ uint64_t EntryMetadata::logical_bytes() const {
 }
 
 std::optional<PieceTotals> EntryMetadata::totals() const {
-  if (pieces_omitted) return recorded_totals;
+  if (pieces_omitted || pieces_partial) return recorded_totals;
   return PieceTotals{pieces.size(), stored_bytes()};
 }
 

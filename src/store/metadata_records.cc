@@ -1,9 +1,13 @@
 #include "store/metadata_records.h"
 
+#include <memory>
+#include <optional>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "format/keys.h"
 #include "format/metadata_codec.h"
+#include "model/region.h"
 #include "store/rocksdb_status.h"
 #include "util/status_macros.h"
 
@@ -23,21 +27,63 @@ StatusOr<MetadataRecord> DecodeRecordOf(int64_t step, std::string_view value) {
 
 }  // namespace
 
+namespace {
+
+// Each of `keys` (sorted) with one MultiGet: values[k] and statuses[k].
+void MultiGetSorted(rocksdb::DB* db, const std::vector<std::string>& keys, std::vector<rocksdb::PinnableSlice>* values,
+                    std::vector<rocksdb::Status>* statuses) {
+  std::vector<rocksdb::Slice> slices(keys.begin(), keys.end());
+  values->clear();
+  values->resize(keys.size());
+  statuses->assign(keys.size(), rocksdb::Status());
+  db->MultiGet(rocksdb::ReadOptions(), db->DefaultColumnFamily(), keys.size(), slices.data(), values->data(),
+               statuses->data(), /*sorted_input=*/true);
+}
+
+// Every page of entry `index` of `md` (store format 7), in order: read
+// through an iterator over the entry's page keys, so that no count need be
+// known first; a page missing among them, or after them, shows in the
+// entry's validation (its pieces must cover it exactly, as many as the step
+// records).
+Status ReadAllPages(rocksdb::DB* db, StepMetadata* md, uint32_t index) {
+  EntryMetadata& e = md->entries[index];
+  const std::string what = "the pieces of entry '" + e.fqn + "' of step " + std::to_string(md->step);
+  const std::string prefix = PiecesKey(md->step, index);
+  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions()));
+  std::vector<StoredPiece> pieces;
+  uint32_t next = 0;
+  for (it->Seek(PiecesPageKey(md->step, index, 0)); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    int64_t step;
+    uint32_t entry;
+    std::optional<uint32_t> page;
+    if (!ParsePiecesKey(it->key().ToStringView(), &step, &entry, &page) || !page.has_value()) break;
+    if (*page != next) return Status::DataLoss(what + ": page " + std::to_string(next) + " is missing");
+    RETURN_IF_ERROR(DecodeEntryPiecesPage(it->value().ToStringView(), *md, e, next, nullptr, &pieces));
+    ++next;
+  }
+  RETURN_IF_ERROR(FromRocks(it->status(), "reading " + what));
+  if (next == 0) return Status::DataLoss("the pieces record of entry '" + e.fqn + "' of step " +
+                                         std::to_string(md->step) + " is missing");
+  return AdoptEntryPieces(std::move(pieces), *md, &e);
+}
+
+}  // namespace
+
 Status ReadEntryPiecesRecords(rocksdb::DB* db, StepMetadata* md, const std::vector<uint32_t>& indices) {
   if (indices.empty()) return Status::OK();
   std::vector<std::string> keys;
   keys.reserve(indices.size());
   for (uint32_t i : indices) keys.push_back(PiecesKey(md->step, i));
-  std::vector<rocksdb::Slice> slices(keys.begin(), keys.end());
-  std::vector<rocksdb::PinnableSlice> values(keys.size());
-  std::vector<rocksdb::Status> statuses(keys.size());
-  rocksdb::ReadOptions ro;
-  db->MultiGet(ro, db->DefaultColumnFamily(), keys.size(), slices.data(), values.data(), statuses.data(),
-               /*sorted_input=*/true);
+  std::vector<rocksdb::PinnableSlice> values;
+  std::vector<rocksdb::Status> statuses;
+  MultiGetSorted(db, keys, &values, &statuses);
   for (size_t k = 0; k < indices.size(); ++k) {
     EntryMetadata& e = md->entries[indices[k]];
     const std::string what = "the pieces record of entry '" + e.fqn + "' of step " + std::to_string(md->step);
-    if (statuses[k].IsNotFound()) return Status::DataLoss(what + " is missing");
+    if (statuses[k].IsNotFound()) {
+      RETURN_IF_ERROR(ReadAllPages(db, md, indices[k]));  // (kept in pages, or missing)
+      continue;
+    }
     RETURN_IF_ERROR(FromRocks(statuses[k], "reading " + what));
     RETURN_IF_ERROR(DecodeEntryPiecesValue(values[k].ToStringView(), *md, &e));
   }
@@ -84,6 +130,71 @@ StatusOr<StepMetadata> CompleteStepMetadataOf(rocksdb::DB* db, int64_t step, std
   return std::move(rec.metadata);
 }
 
+StatusOr<StepMetadata> CompleteStepMetadataFor(rocksdb::DB* db, int64_t step, std::string_view metadata_value,
+                                               const std::vector<std::string>& fqns,
+                                               const std::vector<EntryRegion>& regions) {
+  ASSIGN_OR_RETURN(MetadataRecord rec, DecodeRecordOf(step, metadata_value));
+  if (!rec.pieces_apart) return CompleteStepMetadataOf(db, step, metadata_value, fqns);
+  std::unordered_map<std::string, std::vector<Box>> boxes;
+  for (const EntryRegion& r : regions) boxes[r.fqn].push_back(Box{r.offsets, r.sizes});
+  const std::unordered_set<std::string> wanted(fqns.begin(), fqns.end());
+  StepMetadata& md = rec.metadata;
+  // Entries read whole (one record, or no regions named), and the pages
+  // that meet a region of the others.
+  std::vector<uint32_t> whole;
+  std::vector<std::pair<uint32_t, uint32_t>> pages;  // (entry, page), sorted as their keys
+  for (uint32_t i = 0; i < md.entries.size(); ++i) {
+    if (wanted.count(md.entries[i].fqn) == 0) continue;
+    auto found = boxes.find(md.entries[i].fqn);
+    if (rec.pages[i].empty() || found == boxes.end()) {
+      whole.push_back(i);
+      continue;
+    }
+    bool any = false;
+    for (uint32_t p = 0; p < rec.pages[i].size(); ++p) {
+      const Box page{rec.pages[i][p].offsets, rec.pages[i][p].sizes};
+      Box meet;
+      for (const Box& b : found->second) {
+        if (b.offsets.size() == page.offsets.size() && b.sizes.size() == page.sizes.size() &&
+            Intersect(page, b, &meet) && BoxNumel(meet) > 0) {
+          pages.push_back({i, p});
+          any = true;
+          break;
+        }
+      }
+    }
+    // (Regions that meet no page, empty ones: none of its pieces is needed.)
+    if (!any) RETURN_IF_ERROR(AdoptPartialEntryPieces({}, md, &md.entries[i]));
+  }
+  RETURN_IF_ERROR(ReadEntryPiecesRecords(db, &md, whole));
+  std::vector<std::string> keys;
+  keys.reserve(pages.size());
+  for (const auto& [i, p] : pages) keys.push_back(PiecesPageKey(step, i, p));
+  std::vector<rocksdb::PinnableSlice> values;
+  std::vector<rocksdb::Status> statuses;
+  MultiGetSorted(db, keys, &values, &statuses);
+  for (size_t k = 0; k < pages.size();) {
+    const uint32_t i = pages[k].first;
+    EntryMetadata& e = md.entries[i];
+    std::vector<StoredPiece> pieces;
+    size_t read = 0;
+    for (; k < pages.size() && pages[k].first == i; ++k, ++read) {
+      const uint32_t p = pages[k].second;
+      const std::string what = "page " + std::to_string(p) + " of the pieces of entry '" + e.fqn + "' of step " +
+                               std::to_string(step);
+      if (statuses[k].IsNotFound()) return Status::DataLoss(what + " is missing");
+      RETURN_IF_ERROR(FromRocks(statuses[k], "reading " + what));
+      RETURN_IF_ERROR(DecodeEntryPiecesPage(values[k].ToStringView(), md, e, p, &rec.pages[i][p], &pieces));
+    }
+    if (read == rec.pages[i].size()) {
+      RETURN_IF_ERROR(AdoptEntryPieces(std::move(pieces), md, &e));
+    } else {
+      RETURN_IF_ERROR(AdoptPartialEntryPieces(std::move(pieces), md, &e));
+    }
+  }
+  return std::move(md);
+}
+
 StatusOr<StepMetadata> DecodeStepHeader(int64_t step, std::string_view metadata_value) {
   ASSIGN_OR_RETURN(MetadataRecord rec, DecodeRecordOf(step, metadata_value));
   return std::move(rec.metadata);
@@ -91,10 +202,17 @@ StatusOr<StepMetadata> DecodeStepHeader(int64_t step, std::string_view metadata_
 
 Status AddStepMetadataPuts(const StepMetadata& m, rocksdb::WriteBatch* batch) {
   if (m.entries.size() > UINT32_MAX) return Status::InvalidArgument("too many entries in one step");
-  RETURN_IF_ERROR(FromRocks(batch->Put(MetadataKey(m.step), EncodeMetadataRecord(m)), "metadata batch"));
+  RETURN_IF_ERROR(FromRocks(batch->Put(MetadataKey(m.step), EncodeMetadataRecord(m, /*paged=*/true)), "metadata batch"));
   for (size_t i = 0; i < m.entries.size(); ++i) {
-    RETURN_IF_ERROR(FromRocks(batch->Put(PiecesKey(m.step, static_cast<uint32_t>(i)), EncodeEntryPiecesValue(m, i)),
-                              "metadata batch"));
+    const uint32_t entry = static_cast<uint32_t>(i);
+    const size_t pages = PagesOf(m.entries[i]).size();
+    if (pages == 0) {
+      RETURN_IF_ERROR(FromRocks(batch->Put(PiecesKey(m.step, entry), EncodeEntryPiecesValue(m, i)), "metadata batch"));
+    }
+    for (uint32_t p = 0; p < pages; ++p) {
+      RETURN_IF_ERROR(FromRocks(batch->Put(PiecesPageKey(m.step, entry, p), EncodeEntryPiecesPage(m, i, p)),
+                                "metadata batch"));
+    }
   }
   return Status::OK();
 }

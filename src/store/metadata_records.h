@@ -1,6 +1,7 @@
 // A step's metadata records in the RocksDB store (proto/FORMAT.md, "Keys"):
 // the M value, and, for a step written in store format 6, one pieces record
-// per entry (Q | step | entry). The one place the writer and the reader read
+// per entry (Q | step | entry), or for an entry of many pieces (format 7),
+// one per page of them (Q | step | entry | page). The one place the writer and the reader read
 // a step's metadata, whole or for some entries only, and write or delete its
 // records.
 #ifndef CKPTDB_SRC_STORE_METADATA_RECORDS_H_
@@ -16,6 +17,7 @@
 
 #include "ckptdb/metadata.h"
 #include "ckptdb/status.h"
+#include "ckptdb/storage.h"
 
 namespace ckptdb {
 
@@ -33,10 +35,19 @@ StatusOr<StepMetadata> CompleteStepMetadata(rocksdb::DB* db, int64_t step, std::
 // pieces records are read (one MultiGet).
 StatusOr<StepMetadata> CompleteStepMetadataOf(rocksdb::DB* db, int64_t step, std::string_view metadata_value,
                                               const std::vector<std::string>& fqns);
+// As CompleteStepMetadataOf, reading of an entry kept in pages (store
+// format 7) that `regions` names only the pages whose boxes meet one of its
+// regions (one MultiGet for them all): such an entry gets those pages'
+// pieces, with pieces_partial set unless that is every page. Each page read
+// is validated (DataLoss naming it, the entry and the step).
+StatusOr<StepMetadata> CompleteStepMetadataFor(rocksdb::DB* db, int64_t step, std::string_view metadata_value,
+                                               const std::vector<std::string>& fqns,
+                                               const std::vector<EntryRegion>& regions);
 // Reads the pieces records of the entries of `md` (a format-6 step's, as
 // read from its M value) at `indices` (increasing) into them, with one
-// MultiGet. DataLoss naming the first entry whose record is missing or
-// unreadable (it keeps its pieces omitted).
+// MultiGet; an entry kept in pages (store format 7), all its pages. DataLoss
+// naming the first entry whose record (or page) is missing or unreadable (it
+// keeps its pieces omitted).
 Status ReadEntryPiecesRecords(rocksdb::DB* db, StepMetadata* md, const std::vector<uint32_t>& indices);
 // Only what the M value says without the pieces (save id, metrics, entries'
 // names and shapes): DataLoss when unreadable.

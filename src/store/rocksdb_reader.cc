@@ -147,6 +147,14 @@ class RocksDBStoreReader final : public StoreReader, public ChunkValueSource {
     return Retrying([&] { return ReadMetadataOnce(step, &fqns); });
   }
 
+  StatusOr<StepMetadata> ReadMetadataFor(int64_t step, const std::vector<std::string>& fqns,
+                                         const std::vector<EntryRegion>& regions) override {
+    return Retrying([&]() -> StatusOr<StepMetadata> {
+      ASSIGN_OR_RETURN(std::string value, ReadMetadataValueOnce(step));
+      return CompleteStepMetadataFor(db_.get(), step, value, fqns, regions);
+    });
+  }
+
   StatusOr<StepMetadata> ReadStepSummary(int64_t step) override {
     return Retrying([&]() -> StatusOr<StepMetadata> {
       ASSIGN_OR_RETURN(std::string value, ReadMetadataValueOnce(step));

@@ -25,7 +25,10 @@
 // busiest other rank's received bytes, baseline over rooted. And, for the
 // rooted protocol, the first save against the second (plan caching: the
 // second sends a fingerprint per unchanged plan): bytes the coordinator
-// received, bytes rank 1 sent, the coordinator thread's CPU seconds.
+// received, bytes rank 1 sent, the coordinator thread's CPU seconds. And
+// the most pieces one rank's load read of the step's pieces records (store
+// format 7 pages: flat in W; --load-whole 1 reads every piece of the
+// entries, as loads did before, for the comparison).
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -87,11 +90,49 @@ class AllToAll final : public Communicator {
   Communicator& inner_;
 };
 
+// Forwards to a reader, counting the pieces (and their encoded bytes) in the
+// metadata a load got: what its rank read and decoded of the step's pieces
+// records. With `whole`, a load's regions are ignored (ReadMetadataOf: every
+// piece of the entries it loads), as loads read before store format 7.
+class CountingReader final : public StorageReader {
+ public:
+  CountingReader(StorageReader& inner, bool whole) : inner_(inner), whole_(whole) {}
+  StatusOr<StepMetadata> ReadMetadata(int64_t step) override { return Count(inner_.ReadMetadata(step)); }
+  StatusOr<StepMetadata> ReadMetadataOf(int64_t step, const std::vector<std::string>& fqns) override {
+    return Count(inner_.ReadMetadataOf(step, fqns));
+  }
+  StatusOr<StepMetadata> ReadMetadataFor(int64_t step, const std::vector<std::string>& fqns,
+                                         const std::vector<EntryRegion>& regions) override {
+    return Count(whole_ ? inner_.ReadMetadataOf(step, fqns) : inner_.ReadMetadataFor(step, fqns, regions));
+  }
+  StatusOr<ReadStats> Read(const StepMetadata& md, const std::vector<ReadItem>& items) override {
+    return inner_.Read(md, items);
+  }
+  uint64_t pieces = 0, piece_bytes = 0;
+
+ private:
+  StatusOr<StepMetadata> Count(StatusOr<StepMetadata> md) {
+    if (!md.ok()) return md;
+    for (const EntryMetadata& e : md->entries) {
+      for (const StoredPiece& p : e.pieces) {
+        proto::Piece q;
+        ToProto(p, &q);
+        ++pieces;
+        piece_bytes += q.ByteSizeLong();
+      }
+    }
+    return md;
+  }
+  StorageReader& inner_;
+  const bool whole_;
+};
+
 struct Options {
   std::vector<int> worlds = {8, 64, 512};
   int entries = 20;
   int saves = 3;
   int baseline_up_to = 1024;  // the baseline's all-gathers copy W x W parts: slow past this
+  bool load_whole = false;    // loads read every piece of their entries (before store format 7)
   std::string dir;
 };
 
@@ -105,6 +146,8 @@ struct Result {
   CollectiveStats coordinator, busiest;  // busiest: the other rank that received the most
   std::vector<PerSave> saves;
   uint64_t metadata_bytes = 0;
+  // The most pieces (and their encoded bytes) one rank's load read.
+  uint64_t load_pieces = 0, load_piece_bytes = 0;
   double wall = 0, cpu = 0;
 };
 
@@ -116,7 +159,7 @@ Result Run(const Options& o, int world, bool baseline) {
   ThreadJob job(world, std::chrono::minutes(10));
   std::mutex mu;
   std::string failure;
-  uint64_t metadata_bytes = 0;
+  uint64_t metadata_bytes = 0, load_pieces = 0, load_piece_bytes = 0;
   std::vector<PerSave> per_save;
   const double c0 = CpuSeconds();
   const auto t0 = Clock::now();
@@ -168,7 +211,13 @@ Result Run(const Options& o, int world, bool baseline) {
     LoadOptions lo;
     lo.step = o.saves;
     lo.communicator = &comm;
-    if (Status st = Load(target, **r, lo); !st.ok()) return fail(st);
+    CountingReader counting(**r, o.load_whole);
+    if (Status st = Load(target, counting, lo); !st.ok()) return fail(st);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      load_pieces = std::max(load_pieces, counting.pieces);
+      load_piece_bytes = std::max(load_piece_bytes, counting.piece_bytes);
+    }
     if (rank == 0) {
       StatusOr<StepMetadata> md = (*r)->ReadMetadata(o.saves);
       if (md.ok()) {
@@ -187,6 +236,8 @@ Result Run(const Options& o, int world, bool baseline) {
     if (r == 1 || s.bytes_received > res.busiest.bytes_received) res.busiest = s;
   }
   res.metadata_bytes = metadata_bytes;
+  res.load_pieces = load_pieces;
+  res.load_piece_bytes = load_piece_bytes;
   res.saves = per_save;
   fs::remove_all(store);
   return res;
@@ -201,6 +252,7 @@ std::string Kb(uint64_t b) {
 void Usage() {
   std::printf(
       "usage: ckptdb-scale-bench [--world 8,64,512] [--entries 20] [--saves 3] [--dir DIR] [--baseline-up-to 1024]\n"
+      "                          [--load-whole 0|1]\n"
       "Runs W ranks as threads of this process (one job per world size), each saving one row of each of\n"
       "--entries [W, 64] f32 tensors --saves times and loading the last step, with the protocol as it is\n"
       "(rooted: ranks exchange with the coordinator only) and with the all-gather baseline (every rank\n"
@@ -208,7 +260,9 @@ void Usage() {
       "control bytes and messages the coordinator and the busiest other rank received and sent, their\n"
       "peers, the step's metadata bytes, wall and CPU seconds. --dir: where the stores go (default: a\n"
       "new directory under /tmp, removed after). The baseline runs only up to --baseline-up-to ranks (its\n"
-      "all-gathers copy W x W parts in this one process).\n");
+      "all-gathers copy W x W parts in this one process). ld pieces, ld KiB: the most pieces (and their\n"
+      "encoded KiB) one rank's load read of the step's pieces records; --load-whole 1: loads read every\n"
+      "piece of the entries they load (ignoring their regions: how loads read before store format 7).\n");
 }
 
 }  // namespace
@@ -240,6 +294,8 @@ int main(int argc, char** argv) {
       if (o.saves < 1) Die("--saves must be at least 1");
     } else if (a == "--baseline-up-to") {
       o.baseline_up_to = std::atoi(next().c_str());
+    } else if (a == "--load-whole") {
+      o.load_whole = next() == "1";
     } else if (a == "--dir") {
       o.dir = next();
     } else {
@@ -256,22 +312,23 @@ int main(int argc, char** argv) {
   std::printf("ckptdb-scale-bench: %d entries of [W, %lld] f32, one row per rank; %d save(s) + 1 load per run;\n"
               "control traffic per rank counted message by message (KiB, messages); cpu: the whole process\n",
               o.entries, static_cast<long long>(kCols), o.saves);
-  std::printf("%6s %-10s | %10s %8s %10s %6s | %10s %8s %10s %6s | %9s %7s %7s\n", "W", "mode", "coord in",
-              "msgs in", "coord out", "peers", "rank in", "msgs in", "rank out", "peers", "md KiB", "wall s",
-              "cpu s");
+  std::printf("%6s %-10s | %10s %8s %10s %6s | %10s %8s %10s %6s | %9s %9s %8s %7s %7s\n", "W", "mode",
+              "coord in", "msgs in", "coord out", "peers", "rank in", "msgs in", "rank out", "peers", "md KiB",
+              "ld pieces", "ld KiB", "wall s", "cpu s");
   for (int world : o.worlds) {
     Result res[2];
     const bool with_baseline = world <= o.baseline_up_to;
     for (int mode : {1, 0}) {  // the baseline first, then the protocol as it is
       if (mode == 1 && !with_baseline) continue;
       const Result& r = res[mode] = Run(o, world, mode == 1);
-      std::printf("%6d %-10s | %10s %8llu %10s %6llu | %10s %8llu %10s %6llu | %9s %7.2f %7.2f\n", world,
+      std::printf("%6d %-10s | %10s %8llu %10s %6llu | %10s %8llu %10s %6llu | %9s %9llu %8s %7.2f %7.2f\n", world,
                   mode ? "all-gather" : "rooted", Kb(r.coordinator.bytes_received).c_str(),
                   static_cast<unsigned long long>(r.coordinator.messages_received),
                   Kb(r.coordinator.bytes_sent).c_str(), static_cast<unsigned long long>(r.coordinator.peers),
                   Kb(r.busiest.bytes_received).c_str(), static_cast<unsigned long long>(r.busiest.messages_received),
                   Kb(r.busiest.bytes_sent).c_str(), static_cast<unsigned long long>(r.busiest.peers),
-                  Kb(r.metadata_bytes).c_str(), r.wall, r.cpu);
+                  Kb(r.metadata_bytes).c_str(), static_cast<unsigned long long>(r.load_pieces),
+                  Kb(r.load_piece_bytes).c_str(), r.wall, r.cpu);
       std::fflush(stdout);
     }
     const std::vector<PerSave>& ps = res[0].saves;
