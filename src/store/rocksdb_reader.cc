@@ -67,6 +67,11 @@ class RocksDBStoreReader final : public StoreReader, public ChunkValueSource {
       o.allow_mmap_reads = options_.mmap_reads;
       o.create_if_missing = false;
       o.max_open_files = options_.open_all_files ? -1 : std::clamp(options_.max_open_files, 16, 100000);
+      // No table is opened to gather compaction statistics (a read-only
+      // database compacts nothing): RocksDB would otherwise open up to 20
+      // SST files of the store on every open and keep them open, which at
+      // W ranks opening the store is 20 W opens of the shared directory.
+      o.skip_stats_update_on_db_open = true;
       // (A damaged table file leaves the other steps readable.)
       rocksdb::Status s = OpenRocksDatabase(o, DbDir(path_), /*read_only=*/true, &db);
       std::unique_ptr<rocksdb::DB> opened(db);

@@ -302,6 +302,20 @@ int main(int argc, char** argv) {
       Die("unknown argument '" + a + "' (--help)");
     }
   }
+  // Every thread-rank opens the store as a process of its own would (a
+  // reader's files, its SST file): thousands of them need more descriptors
+  // than one process is given by default. Raised as far as allowed (root:
+  // up to fs.nr_open).
+  rlimit nofile{};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0) {
+    const int max_world = *std::max_element(o.worlds.begin(), o.worlds.end());
+    const rlim_t want = std::max<rlim_t>(nofile.rlim_cur, static_cast<rlim_t>(max_world) * 16 + 1024);
+    rlimit raised{want, std::max(want, nofile.rlim_max)};
+    if (setrlimit(RLIMIT_NOFILE, &raised) != 0) {
+      raised = rlimit{nofile.rlim_max, nofile.rlim_max};
+      (void)setrlimit(RLIMIT_NOFILE, &raised);
+    }
+  }
   bool own_dir = false;
   if (o.dir.empty()) {
     char tmpl[] = "/tmp/ckptdb-scale-XXXXXX";
