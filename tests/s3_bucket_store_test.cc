@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -116,6 +117,25 @@ class BucketStoreTest : public ::testing::Test {
 
   // A reader of this test's store whose requests go through `proxy` (which
   // counts them).
+  // Saves `sd` as step 1 from one process (no deduplication); gives the
+  // step record's key and bytes.
+  void SaveStepOne(const StateDict& sd, std::string* key, std::string* value) {
+    StoreOptions so = options_;
+    so.deduplicate = false;
+    auto w = OpenBucketStoreWriter(client_, bucket_, prefix_, so);
+    ASSERT_TRUE(w.ok()) << w.status();
+    SaveOptions o;
+    o.step = 1;
+    o.no_dist = true;
+    ASSERT_TRUE(Save(sd, **w, o).ok());
+    const std::vector<std::string> records = Keys(prefix_ + "steps/");
+    ASSERT_EQ(records.size(), 1u);
+    auto got = client_->GetObject(bucket_, records[0]);
+    ASSERT_TRUE(got.ok()) << got.status();
+    *key = records[0];
+    *value = std::move(*got);
+  }
+
   StatusOr<std::unique_ptr<StoreReader>> ReaderThrough(const ::ckptdb::testing::S3FaultProxy& proxy) {
     s3::S3Settings settings = Server().settings;
     settings.endpoint = proxy.endpoint();
@@ -434,31 +454,22 @@ TEST_F(BucketStoreTest, ADamagedRecordIsDataLossAndAMissingObjectIsNamed) {
 // A record of the earlier layout (version 1, stores written before) loads
 // as before.
 TEST_F(BucketStoreTest, ALoadOfOneEntryReadsItsPiecesAloneAndOldRecordsStillLoad) {
-  StoreOptions so = options_;
-  so.deduplicate = false;
-  auto w = OpenBucketStoreWriter(client_, bucket_, prefix_, so);
-  ASSERT_TRUE(w.ok()) << w.status();
   StateDict sd;
   for (int i = 0; i < 6; ++i) (void)sd.Add("e" + std::to_string(i), PatternTensor(DType::kF32, {16, 8}, 30 + i));
-  SaveOptions o;
-  o.step = 1;
-  o.no_dist = true;
-  ASSERT_TRUE(Save(sd, **w, o).ok());
-  const std::vector<std::string> records = Keys(prefix_ + "steps/");
-  ASSERT_EQ(records.size(), 1u);
-  auto value = client_->GetObject(bucket_, records[0]);
-  ASSERT_TRUE(value.ok()) << value.status();
-  auto head_end = StepRecordHeadEnd(*value);
+  std::string record;
+  std::string value;
+  ASSERT_NO_FATAL_FAILURE(SaveStepOne(sd, &record, &value));
+  auto head_end = StepRecordHeadEnd(value);
   ASSERT_TRUE(head_end.ok()) << head_end.status();
-  ASSERT_GT(*head_end, 0u) << "a new step's record is of version 2";
-  auto head = DecodeStepRecordHead(*value);
+  ASSERT_GT(*head_end, 0u) << "a new step's record has a head (version 3)";
+  auto head = DecodeStepRecordHead(value);
   ASSERT_TRUE(head.ok()) << head.status();
   ASSERT_EQ(head->pieces.size(), 6u);
 
   // Entry e4's pieces value damaged in place.
-  std::string damaged = *value;
-  damaged[head->pieces[4].offset + head->pieces[4].size / 2] ^= 0x10;
-  ASSERT_TRUE(client_->PutObject(bucket_, records[0], damaged).ok());
+  std::string damaged = value;
+  damaged[head->pieces[4][0].offset + head->pieces[4][0].size / 2] ^= 0x10;
+  ASSERT_TRUE(client_->PutObject(bucket_, record, damaged).ok());
 
   ::ckptdb::testing::S3FaultProxy proxy(Server().port);
   auto reader = ReaderThrough(proxy);
@@ -484,12 +495,12 @@ TEST_F(BucketStoreTest, ALoadOfOneEntryReadsItsPiecesAloneAndOldRecordsStillLoad
   EXPECT_NE(whole.status().message().find("'e4'"), std::string::npos) << whole.status();
 
   // The same step in a version-1 record, as an earlier release wrote it.
-  auto undamaged = DecodeWholeStepRecord(*value);
+  auto undamaged = DecodeWholeStepRecord(value);
   ASSERT_TRUE(undamaged.ok()) << undamaged.status();
   StepRecord v1;
   v1.metadata_value = EncodeMetadataValue(undamaged->metadata);
   v1.objects = undamaged->objects;
-  ASSERT_TRUE(client_->PutObject(bucket_, records[0], EncodeStepRecord(v1)).ok());
+  ASSERT_TRUE(client_->PutObject(bucket_, record, EncodeStepRecord(v1)).ok());
   auto old_reader = OpenBucketStoreReader(client_, bucket_, prefix_);
   ASSERT_TRUE(old_reader.ok()) << old_reader.status();
   auto all = LoadWhole(**old_reader, 1);
@@ -504,7 +515,85 @@ TEST_F(BucketStoreTest, ALoadOfOneEntryReadsItsPiecesAloneAndOldRecordsStillLoad
   EXPECT_FALSE(of->Find("e4")->pieces_omitted);
 }
 
-TEST(BucketStepRecordTest, Version2RoundTripsAndRefusesDamage) {
+// Version-3 records: an entry of 300 one-row pieces is kept in 5 pages,
+// and a load of rows 130-139 GETs the head and page 2 alone (2 requests),
+// so it works with page 0 damaged, while a whole read fails DataLoss naming
+// that page. The same step in a version-2 record (one pieces value per
+// entry, as written before pages) loads whole and by region.
+TEST_F(BucketStoreTest, AnEntryOfManyPiecesLoadsOnlyThePagesItsRegionsMeet) {
+  const Tensor full = PatternTensor(DType::kF32, {300, 8}, 41);
+  auto rows = [&](int64_t begin, int64_t end, int64_t per, bool zero) {
+    std::vector<Shard> shards;
+    for (int64_t r = begin; r < end; r += per) {
+      Tensor t = Tensor::Zeros(DType::kF32, {per, 8}).value();
+      if (!zero) std::memcpy(t.data(), static_cast<const char*>(full.data()) + r * 8 * 4, per * 8 * 4);
+      shards.push_back(Shard{{r, 0}, t});
+    }
+    return ShardedTensor::Create(DType::kF32, {300, 8}, std::move(shards)).value();
+  };
+  StateDict sd;
+  (void)sd.Add("w", rows(0, 300, 1, false));
+  (void)sd.Add("s", PatternTensor(DType::kI32, {4}, 42));
+  std::string record;
+  std::string value;
+  ASSERT_NO_FATAL_FAILURE(SaveStepOne(sd, &record, &value));
+  auto head = DecodeStepRecordHead(value);
+  ASSERT_TRUE(head.ok()) << head.status();
+  ASSERT_EQ(head->pages.size(), 2u);
+  EXPECT_EQ(head->pages[0].size(), 5u);
+  EXPECT_EQ(head->pieces[0].size(), 5u);
+  EXPECT_TRUE(head->pages[1].empty());
+  EXPECT_EQ(head->pieces[1].size(), 1u);
+  auto load_rows = [&](StoreReader& r, int64_t begin, int64_t end) -> Status {
+    StateDict target;
+    (void)target.Add("w", rows(begin, end, end - begin, true));
+    LoadOptions lo;
+    lo.step = 1;
+    lo.no_dist = true;
+    if (Status loaded = Load(target, r, lo); !loaded.ok()) return loaded;
+    const Shard& got = std::get<ShardedTensor>(*target.Find("w")).local_shards()[0];
+    EXPECT_EQ(std::memcmp(got.tensor.data(), static_cast<const char*>(full.data()) + begin * 8 * 4, (end - begin) * 8 * 4),
+              0);
+    return Status::OK();
+  };
+
+  // Page 0's value damaged in place.
+  std::string damaged = value;
+  damaged[head->pieces[0][0].offset + head->pieces[0][0].size / 2] ^= 0x10;
+  ASSERT_TRUE(client_->PutObject(bucket_, record, damaged).ok());
+  ::ckptdb::testing::S3FaultProxy proxy(Server().port);
+  auto reader = ReaderThrough(proxy);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  const int opened = proxy.requests();
+  auto some = (*reader)->ReadMetadataFor(1, {"w"}, {EntryRegion{"w", {130, 0}, {10, 8}}});
+  ASSERT_TRUE(some.ok()) << some.status();
+  EXPECT_EQ(proxy.requests() - opened, 2) << "the head, then page 2";
+  EXPECT_TRUE(some->Find("w")->pieces_partial);
+  EXPECT_EQ(some->Find("w")->pieces.size(), 64u);
+  { Status loaded = load_rows(**reader, 130, 140); ASSERT_TRUE(loaded.ok()) << loaded; }
+  Status st = load_rows(**reader, 0, 10);
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss) << st;
+  EXPECT_NE(st.ToString().find("page 0 of the pieces of entry 'w' of step 1"), std::string::npos) << st;
+  st = (*reader)->ReadMetadata(1).status();
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss) << st;
+
+  // Version 2, as written before pages.
+  auto undamaged = DecodeWholeStepRecord(value);
+  ASSERT_TRUE(undamaged.ok()) << undamaged.status();
+  ASSERT_TRUE(client_->PutObject(bucket_, record,
+                                 EncodeHeadedStepRecord(undamaged->metadata, undamaged->objects, 2))
+                  .ok());
+  auto old_reader = OpenBucketStoreReader(client_, bucket_, prefix_);
+  ASSERT_TRUE(old_reader.ok()) << old_reader.status();
+  auto of = (*old_reader)->ReadMetadataFor(1, {"w"}, {EntryRegion{"w", {130, 0}, {10, 8}}});
+  ASSERT_TRUE(of.ok()) << of.status();
+  EXPECT_FALSE(of->Find("w")->pieces_partial);
+  EXPECT_EQ(of->Find("w")->pieces.size(), 300u);
+  { Status loaded = load_rows(**old_reader, 130, 140); ASSERT_TRUE(loaded.ok()) << loaded; }
+  { Status loaded = load_rows(**old_reader, 0, 300); ASSERT_TRUE(loaded.ok()) << loaded; }
+}
+
+TEST(BucketStepRecordTest, Version3RoundTripsAndRefusesDamage) {
   StateDict sd;
   (void)sd.Add("a", PatternTensor(DType::kF32, {4, 4}, 1));
   (void)sd.Add("b", PatternTensor(DType::kF32, {2}, 2));
@@ -521,7 +610,7 @@ TEST(BucketStepRecordTest, Version2RoundTripsAndRefusesDamage) {
   auto md = (*r)->ReadMetadata(3);
   ASSERT_TRUE(md.ok()) << md.status();
   const std::vector<SstObject> objects{SstObject{"p/data/x/rank-0-0.sst", 123, "k0", "k9"}};
-  const std::string v = EncodeStepRecordV2(*md, objects);
+  const std::string v = EncodeHeadedStepRecord(*md, objects);
   auto whole = DecodeWholeStepRecord(v);
   ASSERT_TRUE(whole.ok()) << whole.status();
   EXPECT_EQ(EncodeMetadataValue(whole->metadata), EncodeMetadataValue(*md));

@@ -15,6 +15,8 @@
 #include <random>
 #include <set>
 #include <thread>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "bucket/bucket_index.h"
 #include "bucket/checksum_probe.h"
@@ -380,7 +382,7 @@ class BucketStoreWriter : public StoreWriter {
     RETURN_IF_ERROR(
         client_
             ->PutObject(bucket_, StepRecordKey(prefix_, ctx.step, ctx.save_id),
-                        EncodeStepRecordV2(metadata, objects))
+                        EncodeHeadedStepRecord(metadata, objects))
             .status());
     // The last moment to refuse: after this the index names the step.
     RETURN_IF_ERROR(CheckMarkerFresh(ctx));
@@ -881,12 +883,21 @@ class BucketReader : public StoreReader {
     return std::move(record->metadata);
   }
 
-  // A version-2 record: its head (one GET, two when it is over 64 KiB) and
-  // the named entries' pieces values (a GET per run of adjacent ones). A
-  // version-1 record is read whole.
+  // A version-2 or 3 record: its head (one GET, two when it is over 64
+  // KiB) and the named entries' pieces values (a GET per run of adjacent
+  // ones). A version-1 record is read whole.
   StatusOr<StepMetadata> ReadMetadataOf(int64_t step, const std::vector<std::string>& fqns) override {
     ASSIGN_OR_RETURN(StepMetadata md, ReadStepSummary(step));
     RETURN_IF_ERROR(ReadEntryPieces(&md, fqns));
+    return md;
+  }
+
+  // As ReadMetadataOf, reading of an entry kept in pages (version 3) only
+  // the pages that meet its regions.
+  StatusOr<StepMetadata> ReadMetadataFor(int64_t step, const std::vector<std::string>& fqns,
+                                         const std::vector<EntryRegion>& regions) override {
+    ASSIGN_OR_RETURN(StepMetadata md, ReadStepSummary(step));
+    RETURN_IF_ERROR(ReadPiecesOf(&md, fqns, &regions));
     return md;
   }
 
@@ -898,6 +909,21 @@ class BucketReader : public StoreReader {
   }
 
   Status ReadEntryPieces(StepMetadata* metadata, const std::vector<std::string>& fqns) override {
+    return ReadPiecesOf(metadata, fqns, nullptr);
+  }
+
+  StatusOr<ReadStats> Read(const StepMetadata& metadata, const std::vector<ReadItem>& items) override {
+    ASSIGN_OR_RETURN(const SstObjectSource* source, SourceOf(SaveRef{metadata.step, metadata.save_id}));
+    return ReadChunksFrom(source->Getter(), metadata, items, threads_);
+  }
+
+ private:
+  // Reads into `metadata` the pieces of the entries `fqns` names that it
+  // lacks: of an entry kept in pages that `regions` names, only the pages
+  // that meet its regions (pieces_partial unless that is every page); of
+  // the others, every value. One ranged GET per run of adjacent values.
+  Status ReadPiecesOf(StepMetadata* metadata, const std::vector<std::string>& fqns,
+                      const std::vector<EntryRegion>* regions) {
     const SaveRef save{metadata->step, metadata->save_id};
     ASSIGN_OR_RETURN(const SaveRef now, CommittedSave(metadata->step));
     if (now.save_id != save.save_id) {
@@ -905,10 +931,11 @@ class BucketReader : public StoreReader {
                                         " was saved again since its metadata was read");
     }
     ASSIGN_OR_RETURN(std::shared_ptr<const RecordHead> head, HeadOf(save));
+    const std::unordered_set<std::string> named(fqns.begin(), fqns.end());
     std::vector<size_t> wanted;  // entries to read, in record order
     for (size_t i = 0; i < metadata->entries.size(); ++i) {
       const EntryMetadata& e = metadata->entries[i];
-      if (e.pieces_omitted && std::find(fqns.begin(), fqns.end(), e.fqn) != fqns.end()) wanted.push_back(i);
+      if (e.pieces_omitted && named.count(e.fqn) > 0) wanted.push_back(i);
     }
     if (wanted.empty()) return Status::OK();
     if (head->whole.has_value()) {  // version 1: the pieces came with the record
@@ -919,36 +946,72 @@ class BucketReader : public StoreReader {
       }
       return Status::OK();
     }
-    const std::vector<ByteRange>& at = head->head.pieces;
+    std::unordered_map<std::string, std::vector<EntryRegion>> by_entry;
+    if (regions != nullptr) {
+      for (const EntryRegion& r : *regions) by_entry[r.fqn].push_back(r);
+    }
+    // Every value to read: (entry, page or none for an entry's one value).
+    struct Value {
+      size_t entry;
+      std::optional<uint32_t> page;
+      ByteRange at;
+    };
+    std::vector<Value> values;
+    std::vector<size_t> paged_all;  // paged entries read whole
+    for (size_t i : wanted) {
+      const std::vector<ByteRange>& at = head->head.pieces[i];
+      const std::vector<PiecesPage>& pages = head->head.pages[i];
+      if (pages.empty()) {
+        values.push_back({i, std::nullopt, at[0]});
+        continue;
+      }
+      auto found = by_entry.find(metadata->entries[i].fqn);
+      std::vector<uint32_t> chosen;
+      if (found != by_entry.end()) {
+        chosen = PagesMeeting(pages, found->second);
+      } else {
+        for (uint32_t p = 0; p < pages.size(); ++p) chosen.push_back(p);
+      }
+      if (chosen.size() == pages.size()) paged_all.push_back(i);
+      for (uint32_t p : chosen) values.push_back({i, p, at[p]});
+    }
+    std::sort(values.begin(), values.end(), [](const Value& a, const Value& b) { return a.at.offset < b.at.offset; });
+    std::unordered_map<size_t, std::vector<StoredPiece>> pieces;  // of the paged entries read
+    for (size_t i : wanted) {
+      if (!head->head.pages[i].empty()) pieces[i];
+    }
     const std::string key = StepRecordKey(prefix_, save.step, save.save_id);
-    // Runs of entries whose pieces values are adjacent in the record: one
-    // ranged GET each.
-    for (size_t a = 0; a < wanted.size();) {
+    for (size_t a = 0; a < values.size();) {
       size_t b = a + 1;
-      while (b < wanted.size() && at[wanted[b]].offset == at[wanted[b - 1]].offset + at[wanted[b - 1]].size) ++b;
-      const uint64_t begin = at[wanted[a]].offset;
-      const uint64_t end = at[wanted[b - 1]].offset + at[wanted[b - 1]].size;
+      while (b < values.size() && values[b].at.offset == values[b - 1].at.offset + values[b - 1].at.size) ++b;
+      const uint64_t begin = values[a].at.offset;
+      const uint64_t end = values[b - 1].at.offset + values[b - 1].at.size;
       ASSIGN_OR_RETURN(std::string run, GetRecord(save.step, key, begin, end - begin));
       if (run.size() != end - begin) {
         return Status::DataLoss("step record s3://" + bucket_ + "/" + key + " of step " + std::to_string(save.step) +
-                                " ends before the pieces of entry '" + metadata->entries[wanted[b - 1]].fqn + "'");
+                                " ends before the pieces of entry '" + metadata->entries[values[b - 1].entry].fqn +
+                                "'");
       }
       for (size_t k = a; k < b; ++k) {
-        const ByteRange& r = at[wanted[k]];
-        RETURN_IF_ERROR(DecodeEntryPiecesValue(std::string_view(run).substr(r.offset - begin, r.size), *metadata,
-                                               &metadata->entries[wanted[k]]));
+        const Value& v = values[k];
+        const std::string_view bytes = std::string_view(run).substr(v.at.offset - begin, v.at.size);
+        if (!v.page.has_value()) {
+          RETURN_IF_ERROR(DecodeEntryPiecesValue(bytes, *metadata, &metadata->entries[v.entry]));
+        } else {
+          RETURN_IF_ERROR(DecodeEntryPiecesPage(bytes, *metadata, metadata->entries[v.entry], *v.page,
+                                                &head->head.pages[v.entry][*v.page], &pieces[v.entry]));
+        }
       }
       a = b;
+    }
+    for (auto& [i, got] : pieces) {
+      const bool all = std::find(paged_all.begin(), paged_all.end(), i) != paged_all.end();
+      RETURN_IF_ERROR(all ? AdoptEntryPieces(std::move(got), *metadata, &metadata->entries[i])
+                          : AdoptPartialEntryPieces(std::move(got), *metadata, &metadata->entries[i]));
     }
     return Status::OK();
   }
 
-  StatusOr<ReadStats> Read(const StepMetadata& metadata, const std::vector<ReadItem>& items) override {
-    ASSIGN_OR_RETURN(const SstObjectSource* source, SourceOf(SaveRef{metadata.step, metadata.save_id}));
-    return ReadChunksFrom(source->Getter(), metadata, items, threads_);
-  }
-
- private:
   // What a reader keeps of a step's record after its first read: the head
   // of a version-2 record, or a version-1 record whole.
   struct RecordHead {

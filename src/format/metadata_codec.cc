@@ -383,6 +383,22 @@ std::vector<PiecesPage> PagesOf(const EntryMetadata& e) {
   return pages;
 }
 
+std::vector<uint32_t> PagesMeeting(const std::vector<PiecesPage>& pages, const std::vector<EntryRegion>& regions) {
+  std::vector<uint32_t> out;
+  for (uint32_t p = 0; p < pages.size(); ++p) {
+    const Box page{pages[p].offsets, pages[p].sizes};
+    for (const EntryRegion& r : regions) {
+      Box meet;
+      if (r.offsets.size() == page.offsets.size() && r.sizes.size() == page.sizes.size() &&
+          Intersect(page, Box{r.offsets, r.sizes}, &meet) && BoxNumel(meet) > 0) {
+        out.push_back(p);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
 std::string EncodeMetadataRecord(const StepMetadata& m, bool paged) {
   // (The pieces go into the entries' own records: never converted here.)
   proto::Metadata pm;

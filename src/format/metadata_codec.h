@@ -76,6 +76,10 @@ struct PiecesPage {
 // pieces or fewer.
 std::vector<PiecesPage> PagesOf(const EntryMetadata& e);
 
+// The pages (their indices, increasing) whose boxes meet one of `regions`
+// (the regions of the pages' entry) in at least one element.
+std::vector<uint32_t> PagesMeeting(const std::vector<PiecesPage>& pages, const std::vector<EntryRegion>& regions);
+
 // With `paged`, the entries that have pages (PagesOf) record them (the
 // directory store); without, none does (the bucket store's record).
 std::string EncodeMetadataRecord(const StepMetadata& m, bool paged = false);

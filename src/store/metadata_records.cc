@@ -7,7 +7,6 @@
 
 #include "format/keys.h"
 #include "format/metadata_codec.h"
-#include "model/region.h"
 #include "store/rocksdb_status.h"
 #include "util/status_macros.h"
 
@@ -135,8 +134,8 @@ StatusOr<StepMetadata> CompleteStepMetadataFor(rocksdb::DB* db, int64_t step, st
                                                const std::vector<EntryRegion>& regions) {
   ASSIGN_OR_RETURN(MetadataRecord rec, DecodeRecordOf(step, metadata_value));
   if (!rec.pieces_apart) return CompleteStepMetadataOf(db, step, metadata_value, fqns);
-  std::unordered_map<std::string, std::vector<Box>> boxes;
-  for (const EntryRegion& r : regions) boxes[r.fqn].push_back(Box{r.offsets, r.sizes});
+  std::unordered_map<std::string, std::vector<EntryRegion>> named;
+  for (const EntryRegion& r : regions) named[r.fqn].push_back(r);
   const std::unordered_set<std::string> wanted(fqns.begin(), fqns.end());
   StepMetadata& md = rec.metadata;
   // Entries read whole (one record, or no regions named), and the pages
@@ -144,27 +143,17 @@ StatusOr<StepMetadata> CompleteStepMetadataFor(rocksdb::DB* db, int64_t step, st
   std::vector<uint32_t> whole;
   std::vector<std::pair<uint32_t, uint32_t>> pages;  // (entry, page), sorted as their keys
   for (uint32_t i = 0; i < md.entries.size(); ++i) {
-    if (wanted.count(md.entries[i].fqn) == 0) continue;
-    auto found = boxes.find(md.entries[i].fqn);
-    if (rec.pages[i].empty() || found == boxes.end()) {
+    const std::string& fqn = md.entries[i].fqn;
+    if (wanted.count(fqn) == 0) continue;
+    auto found = named.find(fqn);
+    if (rec.pages[i].empty() || found == named.end()) {
       whole.push_back(i);
       continue;
     }
-    bool any = false;
-    for (uint32_t p = 0; p < rec.pages[i].size(); ++p) {
-      const Box page{rec.pages[i][p].offsets, rec.pages[i][p].sizes};
-      Box meet;
-      for (const Box& b : found->second) {
-        if (b.offsets.size() == page.offsets.size() && b.sizes.size() == page.sizes.size() &&
-            Intersect(page, b, &meet) && BoxNumel(meet) > 0) {
-          pages.push_back({i, p});
-          any = true;
-          break;
-        }
-      }
-    }
+    const std::vector<uint32_t> meeting = PagesMeeting(rec.pages[i], found->second);
+    for (uint32_t p : meeting) pages.push_back({i, p});
     // (Regions that meet no page, empty ones: none of its pieces is needed.)
-    if (!any) RETURN_IF_ERROR(AdoptPartialEntryPieces({}, md, &md.entries[i]));
+    if (meeting.empty()) RETURN_IF_ERROR(AdoptPartialEntryPieces({}, md, &md.entries[i]));
   }
   RETURN_IF_ERROR(ReadEntryPiecesRecords(db, &md, whole));
   std::vector<std::string> keys;

@@ -6,7 +6,12 @@
 // its CPU seconds and peak RSS.
 //
 //   ckptdb-metadata-bench save DIR [--entries 300] [--pieces 2048] [--step 1]
-//   ckptdb-metadata-bench load DIR [--step 1] [--whole 1]
+//   ckptdb-metadata-bench load DIR [--step 1] [--whole 1] [--row R [--pages 0]]
+//
+// --row R loads row R of entry layer.0.weight as well (one rank's shard of
+// it): a store of format 7 reads the one page of 64 pieces that holds it;
+// --pages 0 makes the load read every piece of the entry instead (a reader
+// that ignores the load's regions, as loads read before pages).
 //
 // DIR may be an s3:// URL (a bucket store, AWS_* settings from the
 // environment). --whole 1 reads the step's whole metadata first
@@ -36,14 +41,34 @@ namespace {
 }
 
 using bench::PeakRssMiB;
+
+// A reader whose loads read every piece of the entries they load, whatever
+// their regions (ReadMetadataOf): the baseline for --pages 0.
+class IgnoringRegions final : public StorageReader {
+ public:
+  explicit IgnoringRegions(StorageReader& inner) : inner_(inner) {}
+  StatusOr<StepMetadata> ReadMetadata(int64_t step) override { return inner_.ReadMetadata(step); }
+  StatusOr<StepMetadata> ReadMetadataOf(int64_t step, const std::vector<std::string>& fqns) override {
+    return inner_.ReadMetadataOf(step, fqns);
+  }
+  StatusOr<ReadStats> Read(const StepMetadata& md, const std::vector<ReadItem>& items) override {
+    return inner_.Read(md, items);
+  }
+
+ private:
+  StorageReader& inner_;
+};
 constexpr auto CpuSeconds = bench::ProcessCpuSeconds;
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 3) Die("usage: ckptdb-metadata-bench save|load DIR [--entries N] [--pieces N] [--step N] [--whole 1]");
+  if (argc < 3) {
+    Die("usage: ckptdb-metadata-bench save|load DIR [--entries N] [--pieces N] [--step N] [--whole 1] "
+        "[--row R [--pages 0]]");
+  }
   const std::string mode = argv[1], dir = argv[2];
-  int64_t entries = 300, pieces = 2048, step = 1, whole = 0;
+  int64_t entries = 300, pieces = 2048, step = 1, whole = 0, row = -1, pages = 1;
   for (int i = 3; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const int64_t v = std::atoll(argv[i + 1]);
@@ -55,6 +80,10 @@ int main(int argc, char** argv) {
       step = v;
     } else if (flag == "--whole") {
       whole = v;
+    } else if (flag == "--row") {
+      row = v;
+    } else if (flag == "--pages") {
+      pages = v;
     } else {
       Die("unknown flag " + flag);
     }
@@ -67,8 +96,8 @@ int main(int argc, char** argv) {
       std::vector<Shard> shards;
       shards.reserve(pieces);
       for (int64_t r = 0; r < pieces; ++r) {
-        const float row[4] = {float(e), float(r), 0, 1};
-        shards.push_back(Shard{{r, 0}, Tensor::Copy(DType::kF32, {1, 4}, row, sizeof(row)).value()});
+        const float values[4] = {float(e), float(r), 0, 1};
+        shards.push_back(Shard{{r, 0}, Tensor::Copy(DType::kF32, {1, 4}, values, sizeof(values)).value()});
       }
       auto t = ShardedTensor::Create(DType::kF32, {pieces, 4}, std::move(shards));
       if (!t.ok()) Die(t.status().ToString());
@@ -92,6 +121,13 @@ int main(int argc, char** argv) {
   auto r = OpenStoreReader(dir);
   if (!r.ok()) Die(r.status().ToString());
   if (!sd.Add("step_count", Tensor::Zeros(DType::kF32, {4}).value()).ok()) Die("add");
+  if (row >= 0) {
+    std::vector<Shard> one;
+    one.push_back(Shard{{row, 0}, Tensor::Zeros(DType::kF32, {1, 4}).value()});
+    auto t = ShardedTensor::Create(DType::kF32, {pieces, 4}, std::move(one));
+    if (!t.ok()) Die(t.status().ToString());
+    if (!sd.Add("layer.0.weight", std::move(t).value()).ok()) Die("add");
+  }
   if (whole != 0) {
     auto md = (*r)->ReadMetadata(step);
     if (!md.ok()) Die(md.status().ToString());
@@ -99,11 +135,19 @@ int main(int argc, char** argv) {
   LoadOptions o;
   o.step = step;
   o.no_dist = true;
-  if (Status st = Load(sd, **r, o); !st.ok()) Die(st.ToString());
+  IgnoringRegions ignoring(**r);
+  StorageReader& reader = pages != 0 ? static_cast<StorageReader&>(**r) : ignoring;
+  if (Status st = Load(sd, reader, o); !st.ok()) Die(st.ToString());
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const Tensor& got = std::get<Tensor>(*sd.Find("step_count"));
   if (std::memcmp(got.data(), counter, sizeof(counter)) != 0) Die("step_count loaded wrong");
-  std::printf("load of step_count (16 bytes)%s: %.3f CPU-s, %.3f s wall, peak RSS %.1f MiB (%.1f MiB before)\n",
+  if (row >= 0) {
+    const Tensor& r0 = std::get<ShardedTensor>(*sd.Find("layer.0.weight")).local_shards()[0].tensor;
+    const float want[4] = {0, float(row), 0, 1};
+    if (std::memcmp(r0.data(), want, sizeof(want)) != 0) Die("row loaded wrong");
+  }
+  std::printf("load of step_count (16 bytes)%s%s%s: %.3f CPU-s, %.3f s wall, peak RSS %.1f MiB (%.1f MiB before)\n",
+              row >= 0 ? " and one row of layer.0.weight" : "", pages == 0 ? " (every piece of it read)" : "",
               whole != 0 ? " after reading the whole metadata" : "", CpuSeconds() - cpu0, wall, PeakRssMiB(), rss0);
   return 0;
 }

@@ -133,6 +133,7 @@ struct Options {
   int saves = 3;
   int baseline_up_to = 1024;  // the baseline's all-gathers copy W x W parts: slow past this
   bool load_whole = false;    // loads read every piece of their entries (before store format 7)
+  int reader_files = 16;      // each thread-rank's ReaderOptions::max_open_files
   std::string dir;
 };
 
@@ -204,7 +205,13 @@ Result Run(const Options& o, int world, bool baseline) {
         }
       }
     }
-    auto r = OpenStoreReader(store);
+    // A rank that loads its own shards needs few of the store's files open
+    // at once; RocksDB opens up to (max_open_files - 10) / 4 of them (at
+    // most 16) whenever a database opens, which at thousands of thread-ranks
+    // exceeds the process's descriptor limit (--reader-files).
+    ReaderOptions ro;
+    ro.max_open_files = o.reader_files;
+    auto r = OpenStoreReader(store, ro);
     if (!r.ok()) return fail(r.status());
     StateDict target;
     for (int e = 0; e < o.entries; ++e) (void)target.Add("layer" + std::to_string(e) + ".weight", shard(e, true));
@@ -252,7 +259,7 @@ std::string Kb(uint64_t b) {
 void Usage() {
   std::printf(
       "usage: ckptdb-scale-bench [--world 8,64,512] [--entries 20] [--saves 3] [--dir DIR] [--baseline-up-to 1024]\n"
-      "                          [--load-whole 0|1]\n"
+      "                          [--load-whole 0|1] [--reader-files 16]\n"
       "Runs W ranks as threads of this process (one job per world size), each saving one row of each of\n"
       "--entries [W, 64] f32 tensors --saves times and loading the last step, with the protocol as it is\n"
       "(rooted: ranks exchange with the coordinator only) and with the all-gather baseline (every rank\n"
@@ -262,7 +269,10 @@ void Usage() {
       "new directory under /tmp, removed after). The baseline runs only up to --baseline-up-to ranks (its\n"
       "all-gathers copy W x W parts in this one process). ld pieces, ld KiB: the most pieces (and their\n"
       "encoded KiB) one rank's load read of the step's pieces records; --load-whole 1: loads read every\n"
-      "piece of the entries they load (ignoring their regions: how loads read before store format 7).\n");
+      "piece of the entries they load (ignoring their regions: how loads read before store format 7).\n"
+      "--reader-files: each thread-rank's ReaderOptions::max_open_files (default 16, the least: RocksDB\n"
+      "opens a quarter of it, up to 16 files, whenever a reader opens, and thousands of thread-ranks share\n"
+      "one process's descriptor limit).\n");
 }
 
 }  // namespace
@@ -294,6 +304,9 @@ int main(int argc, char** argv) {
       if (o.saves < 1) Die("--saves must be at least 1");
     } else if (a == "--baseline-up-to") {
       o.baseline_up_to = std::atoi(next().c_str());
+    } else if (a == "--reader-files") {
+      o.reader_files = std::atoi(next().c_str());
+      if (o.reader_files < 16) Die("--reader-files must be at least 16 (ReaderOptions::max_open_files)");
     } else if (a == "--load-whole") {
       o.load_whole = next() == "1";
     } else if (a == "--dir") {
