@@ -24,7 +24,11 @@ rocksdb::Options DatabaseOptions();
 // only the reads that need them (the steps they hold), which name them. With
 // a non-empty log that second open is not tried, since without paranoid
 // checks a damaged log record could be skipped (commits are flushed at once,
-// so the log is empty unless a writer died mid-commit).
+// so the log is empty unless a writer died mid-commit). A read-only open of
+// a database whose logs are all empty (the usual case) opens without those
+// checks at once: they would only lead to that second open, and they stat
+// every table file of the store (one per rank and step), which every rank of
+// a restarting job would otherwise do on a shared file system.
 rocksdb::Status OpenRocksDatabase(rocksdb::Options o, const std::string& db_dir, bool read_only, rocksdb::DB** db);
 
 }  // namespace ckptdb

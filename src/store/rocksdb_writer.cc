@@ -78,11 +78,9 @@ rocksdb::Options DatabaseOptions() {
 
 namespace {
 
-bool MayOpenDamagedStore(const rocksdb::Status& s, const std::string& db_dir) {
-  if (s.ok() || !(s.IsIOError() || s.IsCorruption() || s.IsInvalidArgument())) return false;
-  // The error names a table file of the database (NNNNNN.sst or .ldb).
-  static const std::regex kTableFile("/[0-9]+\\.(sst|ldb)\\b");
-  if (!std::regex_search(s.ToString(), kTableFile)) return false;
+// Whether every write-ahead log file of the database is empty (or there is
+// none): every commit was flushed to a table.
+bool WriteAheadLogsEmpty(const std::string& db_dir) {
   std::error_code ec;
   for (auto it = fs::directory_iterator(db_dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
     if (it->path().extension() != ".log") continue;
@@ -92,10 +90,25 @@ bool MayOpenDamagedStore(const rocksdb::Status& s, const std::string& db_dir) {
   return !ec;
 }
 
+bool MayOpenDamagedStore(const rocksdb::Status& s, const std::string& db_dir) {
+  if (s.ok() || !(s.IsIOError() || s.IsCorruption() || s.IsInvalidArgument())) return false;
+  // The error names a table file of the database (NNNNNN.sst or .ldb).
+  static const std::regex kTableFile("/[0-9]+\\.(sst|ldb)\\b");
+  if (!std::regex_search(s.ToString(), kTableFile)) return false;
+  return WriteAheadLogsEmpty(db_dir);
+}
+
 }  // namespace
 
 rocksdb::Status OpenRocksDatabase(rocksdb::Options o, const std::string& db_dir, bool read_only, rocksdb::DB** db) {
   auto open = [&] { return read_only ? rocksdb::DB::OpenForReadOnly(o, db_dir, db) : rocksdb::DB::Open(o, db_dir, db); };
+  if (read_only && WriteAheadLogsEmpty(db_dir)) {
+    // What the checks would end in anyway (below), without a stat of every
+    // table file on each reader's open.
+    o.paranoid_checks = false;
+    o.skip_checking_sst_file_sizes_on_db_open = true;
+    return open();
+  }
   rocksdb::Status s = open();
   if (!MayOpenDamagedStore(s, db_dir)) return s;
   o.paranoid_checks = false;
