@@ -434,10 +434,15 @@ StatusOr<std::unique_ptr<StoreReader>> OpenStoreReader(const std::string& path, 
 
 // A reader for Load on every rank of a job whose store is on the
 // coordinator's host only (StoreAccess::kCoordinatorOnly). The coordinator
-// opens the store at `path` (on its first ReadMetadata, so that an error
-// there reaches every rank) and reads it as OpenStoreReader's reader does;
-// every other rank gets the step's metadata from the coordinator, then the
-// stored values of exactly the chunks it needs, and never touches `path`.
+// opens the store at `path` (on its first ReadMetadata or ReadMetadataFor,
+// so that an error there reaches every rank) and reads it as
+// OpenStoreReader's reader does; every other rank gets the step's metadata
+// from the coordinator, then the stored values of exactly the chunks it
+// needs, and never touches `path`. With ReadMetadataFor (what Load calls)
+// each rank sends the coordinator what it loads and receives the step's
+// entries without their pieces and only the pieces that meet its regions:
+// what a rank receives does not grow with the world size (ReadMetadata
+// sends every rank the whole step's).
 // The coordinator serves each rank on a thread of its own, only chunks of
 // the step being loaded (a rank that asks for another is refused with
 // InvalidArgument naming the chunk), in batches of up to 16 MiB sent all at
@@ -449,8 +454,9 @@ StatusOr<std::unique_ptr<StoreReader>> OpenStoreReader(const std::string& path, 
 // rank that fails part-way still takes what the coordinator sends, so
 // neither is left waiting; the coordinator's error reaches the rank it
 // served, and Load makes every rank fail alike.
-// The calls are collective: every rank of `comm` calls ReadMetadata
-// and then Read, in the same order and for the same step, as Load does; a
+// The calls are collective: every rank of `comm` calls ReadMetadata (or
+// ReadMetadataFor) and then Read, in the same order and for the same step,
+// as Load does; a
 // rank that asks for another step than the coordinator fails with
 // InvalidArgument. Not for LoadWhole on one rank alone. `comm` (not owned)
 // must outlive the reader and support point-to-point messages (gloo's does;

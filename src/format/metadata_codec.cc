@@ -586,6 +586,31 @@ Status DecodeEntryPiecesPage(std::string_view value, const StepMetadata& m, cons
   return Status::OK();
 }
 
+std::string EncodePiecesSubset(const StepMetadata& m, size_t index, const std::vector<size_t>& which) {
+  const EntryMetadata& e = m.entries.at(index);
+  proto::EntryPieces pe;
+  pe.set_fqn(e.fqn);
+  pe.set_step(m.step);
+  pe.set_save_id(m.save_id);
+  for (size_t i : which) ToProto(e.pieces.at(i), pe.add_pieces());
+  return RecordValue(pe);
+}
+
+Status DecodePiecesSubset(std::string_view value, const StepMetadata& m, EntryMetadata* e) {
+  const std::string what = "the pieces of entry '" + e->fqn + "' of step " + std::to_string(m.step);
+  ASSIGN_OR_RETURN(proto::EntryPieces pe, ParsePiecesRecord(value, m, *e, std::nullopt, what));
+  std::vector<StoredPiece> pieces;
+  pieces.reserve(pe.pieces_size());
+  for (int i = 0; i < pe.pieces_size(); ++i) {
+    StoredPiece p = FromProto(pe.pieces(i));
+    if (Status st = ValidatePiece(*e, static_cast<size_t>(i), p, /*check_storage=*/true); !st.ok()) {
+      return Status::DataLoss(what + ": " + st.message());
+    }
+    pieces.push_back(std::move(p));
+  }
+  return AdoptPartialEntryPieces(std::move(pieces), m, e);
+}
+
 Status AdoptPartialEntryPieces(std::vector<StoredPiece> pieces, const StepMetadata& m, EntryMetadata* e) {
   std::vector<Box> boxes;
   boxes.reserve(pieces.size());

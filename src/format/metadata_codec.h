@@ -120,6 +120,15 @@ std::string EncodeEntryPiecesPage(const StepMetadata& m, size_t index, uint32_t 
 // reads every page validates the entry whole, AdoptEntryPieces.)
 Status DecodeEntryPiecesPage(std::string_view value, const StepMetadata& m, const EntryMetadata& e, uint32_t page,
                              const PiecesPage* expected, std::vector<StoredPiece>* out);
+// A pieces record (as EncodeEntryPiecesValue's) holding only the pieces of
+// entry `index` of `m` at `which` (increasing): what a rank of a load served
+// by the coordinator (the remote reader) needs of the entry.
+std::string EncodePiecesSubset(const StepMetadata& m, size_t index, const std::vector<size_t>& which);
+// Gives `e` the pieces of such a value, checking that it is this entry's of
+// this save and that each piece is valid, and sets pieces_partial (the
+// entry's coverage is not checked: it holds some of its pieces). DataLoss
+// naming the entry and step otherwise.
+Status DecodePiecesSubset(std::string_view value, const StepMetadata& m, EntryMetadata* e);
 // Gives `e` its pieces read from all its pages, in order, validated as
 // DecodeEntryPiecesValue validates one record's (DataLoss otherwise, `e`
 // then keeping its pieces omitted).

@@ -5,6 +5,13 @@
 //
 //   ReadMetadata: the coordinator reads the step's metadata and broadcasts it
 //                 (or its error) with the step it read.
+//   ReadMetadataFor (what Load calls): each rank sends the coordinator the
+//                 step, the entries and the regions it loads (Gather); the
+//                 coordinator reads those entries' metadata once and answers
+//                 each rank (Scatter) with the step's entries without their
+//                 pieces and, of each entry it loads, only the pieces that
+//                 meet its regions: what a rank receives does not grow with
+//                 the world size.
 //   Read:         each other rank sends the keys of the chunks it needs
 //                 (request frames, then a done frame; an error frame when it
 //                 could not plan); the coordinator answers the keys in
@@ -25,7 +32,9 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <optional>
 #include <tuple>
+#include <unordered_set>
 #include <unordered_map>
 #include <vector>
 
@@ -36,6 +45,8 @@
 #include "format/keys.h"
 #include "format/metadata_codec.h"
 #include "format/status_codec.h"
+#include "model/box_index.h"
+#include "model/region.h"
 #include "store/chunk_reader.h"
 #include "store/rocksdb_store_internal.h"
 #include "util/le_bytes.h"
@@ -303,6 +314,44 @@ class StepChunks {
   std::map<std::tuple<int64_t, uint64_t, uint32_t, uint32_t>, std::vector<std::pair<uint64_t, uint64_t>>> ranges_;
 };
 
+// The pieces of one entry, indexed by their boxes: which meet a rank's
+// regions.
+class PieceBoxIndex {
+ public:
+  explicit PieceBoxIndex(const EntryMetadata& e) {
+    boxes_.reserve(e.pieces.size());
+    for (const StoredPiece& p : e.pieces) boxes_.push_back(Box{p.offsets, p.sizes});
+    std::vector<const Box*> ptrs;
+    ptrs.reserve(boxes_.size());
+    for (const Box& b : boxes_) ptrs.push_back(&b);
+    index_ = std::make_unique<BoxIndex>(ptrs);
+  }
+
+  // The pieces (indices, increasing) that meet one of `regions` in at least
+  // one element.
+  std::vector<size_t> Meeting(const std::vector<const EntryRegion*>& regions) const {
+    std::vector<size_t> out;
+    for (const EntryRegion* r : regions) {
+      const Box query{r->offsets, r->sizes};
+      if (query.offsets.size() != query.sizes.size()) continue;
+      index_->ForEachOverlap(query, [&](size_t i) {
+        Box meet;
+        if (boxes_[i].offsets.size() == query.offsets.size() && Intersect(boxes_[i], query, &meet) &&
+            BoxNumel(meet) > 0) {
+          out.push_back(i);
+        }
+      });
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+  }
+
+ private:
+  std::vector<Box> boxes_;
+  std::unique_ptr<BoxIndex> index_;
+};
+
 class RemoteStoreReader final : public StorageReader {
  public:
   RemoteStoreReader(std::string path, Communicator* comm, int coordinator, ReaderOptions options)
@@ -311,6 +360,7 @@ class RemoteStoreReader final : public StorageReader {
   StatusOr<StepMetadata> ReadMetadata(int64_t step) override {
     std::string message;
     if (IsCoordinator()) {
+      served_.reset();  // (Serve then takes the whole metadata it is given.)
       Status opened = Local();
       StatusOr<StepMetadata> md = opened.ok() ? local_->ReadMetadata(step) : StatusOr<StepMetadata>(opened);
       std::string status = EncodeStatus(md.status());
@@ -340,6 +390,28 @@ class RemoteStoreReader final : public StorageReader {
     return DecodeMetadataValue(in);
   }
 
+  StatusOr<StepMetadata> ReadMetadataFor(int64_t step, const std::vector<std::string>& fqns,
+                                         const std::vector<EntryRegion>& regions) override {
+    const std::string request = EncodeRequest(step, fqns, regions);
+    std::string answer;
+    if (IsCoordinator()) {
+      std::vector<std::string> requests;
+      std::map<int, Status> missing;
+      RETURN_IF_ERROR(comm_->Gather(request, coordinator_, &requests, &missing)
+                          .WithContext("load: receiving what each rank loads"));
+      const std::vector<std::string> parts = Answer(step, requests, missing);
+      RETURN_IF_ERROR(comm_->Scatter(parts, coordinator_, &answer).WithContext("load: sending each rank its metadata"));
+    } else {
+      std::vector<std::string> none;
+      std::map<int, Status> lost;
+      RETURN_IF_ERROR(comm_->Gather(request, coordinator_, &none, &lost)
+                          .WithContext("load: sending the coordinator what this rank loads"));
+      RETURN_IF_ERROR(comm_->Scatter({}, coordinator_, &answer)
+                          .WithContext("load: receiving the step's metadata from the coordinator"));
+    }
+    return DecodeAnswer(answer);
+  }
+
   StatusOr<ReadStats> Read(const StepMetadata& md, const std::vector<ReadItem>& items) override {
     if (IsCoordinator()) return Serve(md, items);
     return Fetch(md, items);
@@ -359,10 +431,165 @@ class RemoteStoreReader final : public StorageReader {
     return Status::OK();
   }
 
+  // What a rank loads: u64 step | u32 n | n strings (FQNs) | u32 m | m times:
+  // string FQN, u32 d, d u64 offsets, d u64 sizes.
+  static std::string EncodeRequest(int64_t step, const std::vector<std::string>& fqns,
+                                   const std::vector<EntryRegion>& regions) {
+    std::string out;
+    AppendLE64(&out, static_cast<uint64_t>(step));
+    AppendLE32(&out, static_cast<uint32_t>(fqns.size()));
+    for (const std::string& f : fqns) AppendLEString(&out, f);
+    AppendLE32(&out, static_cast<uint32_t>(regions.size()));
+    for (const EntryRegion& r : regions) {
+      AppendLEString(&out, r.fqn);
+      AppendLE32(&out, static_cast<uint32_t>(r.offsets.size()));
+      for (int64_t o : r.offsets) AppendLE64(&out, static_cast<uint64_t>(o));
+      for (size_t d = 0; d < r.offsets.size(); ++d) AppendLE64(&out, static_cast<uint64_t>(r.sizes.at(d)));
+    }
+    return out;
+  }
+
+  struct Request {
+    int64_t step = 0;
+    std::vector<std::string> fqns;
+    std::vector<EntryRegion> regions;
+  };
+
+  static StatusOr<Request> DecodeRequest(std::string_view bytes) {
+    LECursor c(bytes);
+    Request r;
+    uint64_t step = 0;
+    uint32_t n = 0, m = 0;
+    bool ok = c.U64(&step) && c.U32(&n);
+    for (uint32_t i = 0; ok && i < n; ++i) {
+      std::string f;
+      ok = c.String(&f);
+      r.fqns.push_back(std::move(f));
+    }
+    ok = ok && c.U32(&m);
+    for (uint32_t i = 0; ok && i < m; ++i) {
+      EntryRegion region;
+      uint32_t d = 0;
+      ok = c.String(&region.fqn) && c.U32(&d) && d <= 64;
+      for (uint32_t k = 0; ok && k < 2 * d; ++k) {
+        uint64_t v = 0;
+        ok = c.U64(&v);
+        (k < d ? region.offsets : region.sizes).push_back(static_cast<int64_t>(v));
+      }
+      r.regions.push_back(std::move(region));
+    }
+    if (!ok || !c.empty()) return Status::Internal("a rank's load request is malformed");
+    r.step = static_cast<int64_t>(step);
+    return r;
+  }
+
+  // The coordinator's answers, one per rank: string status | (when OK)
+  // string: the step's metadata record without pieces | u32 n | n times:
+  // u32 entry index, u8 partial, string pieces record (all the entry's
+  // pieces, or, partial, those that meet the rank's regions). The step's
+  // entries are read once, for every rank (the union of what they load),
+  // and kept for serving their chunks (Serve).
+  std::vector<std::string> Answer(int64_t step, const std::vector<std::string>& requests,
+                                  const std::map<int, Status>& missing) {
+    const int world = comm_->world_size();
+    std::vector<StatusOr<Request>> asked;
+    std::vector<std::string> all_fqns;
+    std::unordered_set<std::string> seen;
+    for (int r = 0; r < world; ++r) {
+      if (missing.count(r) > 0) {
+        asked.push_back(Status::Unavailable("lost"));
+        continue;
+      }
+      asked.push_back(DecodeRequest(requests.at(r)));
+      if (!asked.back().ok()) continue;
+      for (const std::string& f : asked.back()->fqns) {
+        if (seen.insert(f).second) all_fqns.push_back(f);
+      }
+    }
+    Status opened = Local();
+    StatusOr<StepMetadata> md = opened.ok() ? local_->ReadMetadataOf(step, all_fqns) : StatusOr<StepMetadata>(opened);
+    std::string header;
+    std::vector<std::unique_ptr<PieceBoxIndex>> indexes;
+    if (md.ok()) {
+      header = EncodeMetadataRecord(*md);
+      indexes.resize(md->entries.size());
+      served_ = *md;
+    }
+    std::vector<std::string> parts(world);
+    for (int r = 0; r < world; ++r) {
+      if (missing.count(r) > 0) continue;
+      Status st = md.status();
+      if (st.ok()) st = asked[r].status();
+      if (st.ok() && asked[r]->step != step) {
+        st = Status::InvalidArgument("rank " + std::to_string(r) + " loads step " + std::to_string(asked[r]->step) +
+                                     ", the coordinator (rank " + std::to_string(coordinator_) + ") step " +
+                                     std::to_string(step));
+      }
+      std::string out;
+      const std::string status = EncodeStatus(st.ok() ? st : st.WithContext("on the coordinator's host"));
+      AppendLEString(&out, status);
+      if (st.ok()) {
+        AppendLEString(&out, header);
+        const Request& q = *asked[r];
+        const std::unordered_set<std::string> wanted(q.fqns.begin(), q.fqns.end());
+        std::unordered_map<std::string, std::vector<const EntryRegion*>> by_entry;
+        for (const EntryRegion& region : q.regions) by_entry[region.fqn].push_back(&region);
+        std::string items;
+        uint32_t n = 0;
+        for (size_t i = 0; i < md->entries.size(); ++i) {
+          const EntryMetadata& e = md->entries[i];
+          if (wanted.count(e.fqn) == 0 || e.pieces_omitted) continue;
+          auto found = by_entry.find(e.fqn);
+          AppendLE32(&items, static_cast<uint32_t>(i));
+          ++n;
+          if (found == by_entry.end()) {
+            items.push_back(0);
+            AppendLEString(&items, EncodeEntryPiecesValue(*md, i));
+            continue;
+          }
+          if (!indexes[i]) indexes[i] = std::make_unique<PieceBoxIndex>(e);
+          items.push_back(1);
+          AppendLEString(&items, EncodePiecesSubset(*md, i, indexes[i]->Meeting(found->second)));
+        }
+        AppendLE32(&out, n);
+        out += items;
+      }
+      parts[r] = std::move(out);
+    }
+    return parts;
+  }
+
+  static StatusOr<StepMetadata> DecodeAnswer(std::string_view in) {
+    LECursor c(in);
+    std::string status, header;
+    if (!c.String(&status)) return Status::Internal("the coordinator's metadata message is malformed");
+    Status st = DecodeStatus(status);
+    if (!st.ok()) return st;
+    uint32_t n = 0;
+    if (!c.String(&header) || !c.U32(&n)) return Status::Internal("the coordinator's metadata message is malformed");
+    ASSIGN_OR_RETURN(MetadataRecord rec, DecodeMetadataRecord(header));
+    for (uint32_t k = 0; k < n; ++k) {
+      uint32_t i = 0;
+      std::string_view partial;
+      std::string pieces;
+      if (!c.U32(&i) || !c.Bytes(1, &partial) || !c.String(&pieces) || i >= rec.metadata.entries.size()) {
+        return Status::Internal("the coordinator's metadata message is malformed");
+      }
+      EntryMetadata& e = rec.metadata.entries[i];
+      RETURN_IF_ERROR(partial[0] != 0 ? DecodePiecesSubset(pieces, rec.metadata, &e)
+                                      : DecodeEntryPiecesValue(pieces, rec.metadata, &e));
+    }
+    if (!c.empty()) return Status::Internal("the coordinator's metadata message is malformed");
+    return std::move(rec.metadata);
+  }
+
   // Coordinator: reads its own items while a thread per other rank serves it.
   StatusOr<ReadStats> Serve(const StepMetadata& md, const std::vector<ReadItem>& items) {
     RETURN_IF_ERROR(Local());
-    const StepChunks chunks(md);
+    // The chunks any rank may ask for: of what every rank loads (served_,
+    // read by ReadMetadataFor), or of `md` when that is whole.
+    const bool whole = served_.has_value() && served_->step == md.step && served_->save_id == md.save_id;
+    const StepChunks chunks(whole ? *served_ : md);
     std::vector<std::thread> servers;
     for (int peer = 0; peer < comm_->world_size(); ++peer) {
       if (peer == coordinator_) continue;
@@ -498,6 +725,8 @@ class RemoteStoreReader final : public StorageReader {
   const int coordinator_;
   const ReaderOptions options_;
   std::unique_ptr<StoreReader> local_;  // the coordinator's
+  // The coordinator: what its last ReadMetadataFor read for every rank.
+  std::optional<StepMetadata> served_;
   ChunkValueSource* source_ = nullptr;  // local_, as a server of chunks
 };
 
