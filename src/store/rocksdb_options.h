@@ -12,6 +12,8 @@
 
 namespace ckptdb {
 
+struct DatabaseFiles;  // store/store_dir.h
+
 // Database options: no RocksDB compression (chunks are compressed by ckptdb),
 // a small memtable (only metadata goes through it).
 rocksdb::Options DatabaseOptions();
@@ -28,8 +30,11 @@ rocksdb::Options DatabaseOptions();
 // a database whose logs are all empty (the usual case) opens without those
 // checks at once: they would only lead to that second open, and they stat
 // every table file of the store (one per rank and step), which every rank of
-// a restarting job would otherwise do on a shared file system.
-rocksdb::Status OpenRocksDatabase(rocksdb::Options o, const std::string& db_dir, bool read_only, rocksdb::DB** db);
+// a restarting job would otherwise do on a shared file system. `listed`: a
+// listing of `db_dir` just taken (ListDatabaseFiles), so that the directory is
+// not listed again to learn whether the logs are empty; null: list it.
+rocksdb::Status OpenRocksDatabase(rocksdb::Options o, const std::string& db_dir, bool read_only, rocksdb::DB** db,
+                                  const DatabaseFiles* listed = nullptr);
 
 }  // namespace ckptdb
 

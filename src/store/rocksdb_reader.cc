@@ -73,9 +73,15 @@ class RocksDBStoreReader final : public StoreReader, public ChunkValueSource {
       // W ranks opening the store is 20 W opens of the shared directory.
       o.skip_stats_update_on_db_open = true;
       // (A damaged table file leaves the other steps readable.)
-      rocksdb::Status s = OpenRocksDatabase(o, DbDir(path_), /*read_only=*/true, &db);
+      // One listing of the directory (a file per rank and step) answers
+      // both whether the logs are empty and whether one is missing; taken
+      // within the steady window below, it holds for the open.
+      StatusOr<DatabaseFiles> files = ListDatabaseFiles(DbDir(path_));
+      rocksdb::Status s = OpenRocksDatabase(o, DbDir(path_), /*read_only=*/true, &db, files.ok() ? &*files : nullptr);
       std::unique_ptr<rocksdb::DB> opened(db);
-      Status wal = s.ok() ? CheckWriteAheadLogPresent(path_) : Status::OK();
+      Status wal = !s.ok() ? Status::OK()
+                   : files.ok() ? CheckWriteAheadLogPresent(path_, *files)
+                                : CheckWriteAheadLogPresent(path_);
       // Only a view taken while the set of files stood still counts; a
       // failure while it changed may be a race with the writer, not damage.
       const bool steady = !before.empty() && ManifestState() == before;

@@ -81,13 +81,8 @@ namespace {
 // Whether every write-ahead log file of the database is empty (or there is
 // none): every commit was flushed to a table.
 bool WriteAheadLogsEmpty(const std::string& db_dir) {
-  std::error_code ec;
-  for (auto it = fs::directory_iterator(db_dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
-    if (it->path().extension() != ".log") continue;
-    std::error_code sec;
-    if (fs::file_size(it->path(), sec) != 0 || sec) return false;
-  }
-  return !ec;
+  StatusOr<DatabaseFiles> files = ListDatabaseFiles(db_dir);
+  return files.ok() && files->logs_empty;
 }
 
 bool MayOpenDamagedStore(const rocksdb::Status& s, const std::string& db_dir) {
@@ -100,9 +95,10 @@ bool MayOpenDamagedStore(const rocksdb::Status& s, const std::string& db_dir) {
 
 }  // namespace
 
-rocksdb::Status OpenRocksDatabase(rocksdb::Options o, const std::string& db_dir, bool read_only, rocksdb::DB** db) {
+rocksdb::Status OpenRocksDatabase(rocksdb::Options o, const std::string& db_dir, bool read_only, rocksdb::DB** db,
+                                  const DatabaseFiles* listed) {
   auto open = [&] { return read_only ? rocksdb::DB::OpenForReadOnly(o, db_dir, db) : rocksdb::DB::Open(o, db_dir, db); };
-  if (read_only && WriteAheadLogsEmpty(db_dir)) {
+  if (read_only && (listed != nullptr ? listed->logs_empty : WriteAheadLogsEmpty(db_dir))) {
     // What the checks would end in anyway (below), without a stat of every
     // table file on each reader's open.
     o.paranoid_checks = false;

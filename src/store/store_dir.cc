@@ -2,11 +2,15 @@
 
 #include "util/status_macros.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <string_view>
 #include <thread>
 #include <filesystem>
 #include <fstream>
@@ -180,25 +184,51 @@ std::string StagingDir(const std::string& store, uint64_t save_id) {
   return (fs::path(store) / "staging" / SaveIdName(save_id)).string();
 }
 
-Status CheckWriteAheadLogPresent(const std::string& store) {
-  const fs::path db = DbDir(store);
-  std::error_code ec;
-  if (!fs::exists(db / "CURRENT", ec)) return Status::OK();  // never opened for writing
-  bool has_manifest = false, has_tables = false;
-  for (auto it = fs::directory_iterator(db, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (it->path().extension() == ".log") return Status::OK();
-    if (name.rfind("MANIFEST-", 0) == 0) has_manifest = true;
-    if (it->path().extension() == ".sst") has_tables = true;
+StatusOr<DatabaseFiles> ListDatabaseFiles(const std::string& db_dir) {
+  DIR* dir = opendir(db_dir.c_str());
+  if (dir == nullptr) {
+    return FsError("cannot list", db_dir, std::error_code(errno, std::generic_category()));
   }
-  if (ec) return FsError("cannot list", db.string(), ec);
-  if (!has_manifest) return Status::OK();  // RocksDB reports that itself
+  DatabaseFiles files;
+  auto ends_with = [](std::string_view name, std::string_view suffix) {
+    return name.size() > suffix.size() && name.substr(name.size() - suffix.size()) == suffix;
+  };
+  errno = 0;
+  while (const dirent* d = readdir(dir)) {
+    const std::string_view name(d->d_name);
+    if (name == "CURRENT") files.current = true;
+    if (name.rfind("MANIFEST-", 0) == 0) files.manifest = true;
+    if (ends_with(name, ".sst")) files.tables = true;
+    if (ends_with(name, ".log")) {
+      files.logs = true;
+      struct stat st;
+      if (fstatat(dirfd(dir), d->d_name, &st, 0) != 0 || st.st_size != 0) files.logs_empty = false;
+    }
+    errno = 0;
+  }
+  const int listed = errno;
+  closedir(dir);
+  if (listed != 0) return FsError("cannot list", db_dir, std::error_code(listed, std::generic_category()));
+  return files;
+}
+
+Status CheckWriteAheadLogPresent(const std::string& store, const DatabaseFiles& files) {
+  if (!files.current) return Status::OK();  // never opened for writing
+  if (files.logs) return Status::OK();
+  if (!files.manifest) return Status::OK();  // RocksDB reports that itself
   // No table file: nothing was ever ingested, so nothing committed (a crash
   // inside the store's very first open).
-  if (!has_tables) return Status::OK();
-  return Status::DataLoss("store '" + store + "' is damaged: its write-ahead log (a *.log file in " + db.string() +
+  if (!files.tables) return Status::OK();
+  return Status::DataLoss("store '" + store + "' is damaged: its write-ahead log (a *.log file in " + DbDir(store) +
                           ") is missing; it may have held the latest commits, so the store is not opened as if "
                           "its history were whole. Restore the file if you have it");
+}
+
+Status CheckWriteAheadLogPresent(const std::string& store) {
+  std::error_code ec;
+  if (!fs::exists(fs::path(DbDir(store)) / "CURRENT", ec)) return Status::OK();  // never opened for writing
+  ASSIGN_OR_RETURN(DatabaseFiles files, ListDatabaseFiles(DbDir(store)));
+  return CheckWriteAheadLogPresent(store, files);
 }
 
 StatusOr<StorePathState> InspectStorePath(const std::string& path) {

@@ -51,6 +51,22 @@ Status UpgradeStoreFormat(const std::string& path);
 // without it would show a shorter history as if it were whole.
 Status CheckWriteAheadLogPresent(const std::string& store);
 
+// What one listing of a database directory (STORE/db) found: the facts the
+// opens above need, so that a reader's open lists the directory (a file per
+// rank and step) once, not once per question.
+struct DatabaseFiles {
+  bool current = false;     // CURRENT: the database was opened for writing
+  bool manifest = false;    // a MANIFEST-* file
+  bool tables = false;      // a *.sst file
+  bool logs = false;        // a *.log file (write-ahead log)
+  bool logs_empty = true;   // every *.log file is empty (or there is none)
+};
+// Lists `db_dir` once (readdir; only the *.log files are stat'ed). IOError
+// naming the directory when it cannot be listed.
+StatusOr<DatabaseFiles> ListDatabaseFiles(const std::string& db_dir);
+// CheckWriteAheadLogPresent on a listing of the store's database directory.
+Status CheckWriteAheadLogPresent(const std::string& store, const DatabaseFiles& files);
+
 // The reserve: STORE/reserve, a file of kReserveBytes written when the store
 // is created. RocksDB needs some free space to open a database for writing
 // (a new MANIFEST, the WAL, an OPTIONS file), and Debian's build aborts the
