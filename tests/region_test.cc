@@ -138,4 +138,45 @@ TEST(BoxIndex, FindsWhatTryingEveryBoxFinds) {
   }
 }
 
+// Pieces cut along one dimension (rows of ranks, columns, with empty pieces
+// among them) are found disjoint, and one piece moved by one element onto
+// its neighbour is found as the overlapping pair, in any order of pieces.
+TEST(BoxIndex, FindsTheOneOverlapAmongPiecesCutAlongADimension) {
+  std::mt19937 rng(11);
+  for (int iter = 0; iter < 200; ++iter) {
+    const size_t dim = iter % 3;
+    const int n = 2 + static_cast<int>(rng() % 40);
+    std::vector<Box> boxes;
+    int64_t at = 0;
+    for (int k = 0; k < n; ++k) {
+      const int64_t len = static_cast<int64_t>(rng() % 4);  // 0: an empty piece
+      Box b{{0, 0, 0}, {5, 6, 7}};
+      b.offsets[dim] = at;
+      b.sizes[dim] = len;
+      boxes.push_back(b);
+      at += len;
+    }
+    std::shuffle(boxes.begin(), boxes.end(), rng);
+    std::vector<const Box*> ptrs;
+    for (const Box& b : boxes) ptrs.push_back(&b);
+    size_t a = 0, b = 0;
+    ASSERT_FALSE(FindOverlappingPair(ptrs, &a, &b)) << iter;
+    // Move one non-empty piece that has a non-empty piece before it back by one.
+    std::vector<size_t> movable;
+    for (size_t k = 0; k < boxes.size(); ++k) {
+      if (boxes[k].sizes[dim] == 0 || boxes[k].offsets[dim] == 0) continue;
+      for (const Box& other : boxes) {
+        if (other.sizes[dim] > 0 && other.offsets[dim] + other.sizes[dim] == boxes[k].offsets[dim]) movable.push_back(k);
+      }
+    }
+    if (movable.empty()) continue;
+    const size_t moved = movable[rng() % movable.size()];
+    boxes[moved].offsets[dim] -= 1;
+    ASSERT_TRUE(FindOverlappingPair(ptrs, &a, &b)) << iter;
+    EXPECT_LT(a, b);
+    EXPECT_TRUE(BoxesOverlap(boxes[a], boxes[b]));
+    EXPECT_TRUE(a == moved || b == moved);
+  }
+}
+
 }  // namespace ckptdb

@@ -231,6 +231,10 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
     }
   }
   proto::WriteReport wr;
+  // The coordinator's own written items stay as they are: its report to
+  // itself carries only its status and files (a rank saving many pieces
+  // would otherwise encode, copy and parse each of them once more).
+  std::vector<WrittenItem> own_items;
   {
     Status st = GuardedCall("prepare_storage", [&] { return writer.PrepareStorage(ctx, plan->items); });
     std::vector<std::string> files;
@@ -238,7 +242,11 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
       StatusOr<WriteResult> written = GuardedCall("write", [&] { return writer.Write(ctx, plan->items); });
       if (written.ok()) {
         for (const std::string& f : written->files) wr.add_files(f);
-        for (const WrittenItem& w : written->items) ToProto(w, wr.add_items());
+        if (is_coordinator) {
+          own_items = std::move(written->items);
+        } else {
+          for (const WrittenItem& w : written->items) ToProto(w, wr.add_items());
+        }
         files = std::move(written->files);
       } else {
         st = written.status();
@@ -301,7 +309,11 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
       }
       results[r].rank = static_cast<int>(r);
       if (!sent || static_cast<int>(r) == coordinator) results[r].files.assign(p.files().begin(), p.files().end());
-      for (const proto::WrittenItem& w : p.items()) results[r].items.push_back(FromProto(w));
+      if (static_cast<int>(r) == coordinator) {
+        results[r].items = std::move(own_items);
+      } else {
+        for (const proto::WrittenItem& w : p.items()) results[r].items.push_back(FromProto(w));
+      }
     }
     Status result;
     if (!failures.empty()) {

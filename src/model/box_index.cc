@@ -1,7 +1,8 @@
 #include "model/box_index.h"
 
 #include <algorithm>
-#include <set>
+#include <cstdint>
+#include <numeric>
 
 namespace ckptdb {
 
@@ -18,11 +19,13 @@ bool BoxesMeet(const Box& a, const Box& b) {
 BoxIndex::BoxIndex(const std::vector<const Box*>& boxes) : boxes_(boxes) {
   const size_t rank = boxes_.empty() ? 0 : boxes_.front()->sizes.size();
   size_t best = 0;
+  std::vector<int64_t> starts(boxes_.size());
   for (size_t d = 0; d < rank; ++d) {
-    std::set<int64_t> starts;
-    for (const Box* b : boxes_) starts.insert(b->offsets[d]);
-    if (starts.size() > best) {
-      best = starts.size();
+    for (size_t i = 0; i < boxes_.size(); ++i) starts[i] = boxes_[i]->offsets[d];
+    std::sort(starts.begin(), starts.end());
+    const size_t distinct = static_cast<size_t>(std::unique(starts.begin(), starts.end()) - starts.begin());
+    if (distinct > best) {
+      best = distinct;
       dim_ = d;
     }
   }
@@ -55,7 +58,39 @@ void BoxIndex::ForEachOverlap(const Box& query, const std::function<void(size_t)
   }
 }
 
+namespace {
+
+// Whether the boxes (all of one rank >= 1) are disjoint along dimension `d`
+// alone: sorted by their start along it, each starts at or after the end of
+// every box before it. Pieces cut along one dimension (rows of ranks,
+// columns) are, and then no pair can overlap.
+bool DisjointAlong(const std::vector<const Box*>& boxes, size_t d, std::vector<size_t>* order) {
+  std::iota(order->begin(), order->end(), size_t{0});
+  std::sort(order->begin(), order->end(),
+            [&](size_t a, size_t b) { return boxes[a]->offsets[d] < boxes[b]->offsets[d]; });
+  int64_t end = INT64_MIN;
+  for (size_t i : *order) {
+    const Box& b = *boxes[i];
+    if (b.sizes[d] == 0) continue;  // holds no element
+    if (b.offsets[d] < end) return false;
+    end = b.offsets[d] + b.sizes[d];
+  }
+  return true;
+}
+
+}  // namespace
+
 bool FindOverlappingPair(const std::vector<const Box*>& boxes, size_t* first, size_t* second) {
+  const size_t rank = boxes.empty() ? 0 : boxes.front()->sizes.size();
+  const bool one_rank = std::all_of(boxes.begin(), boxes.end(), [&](const Box* b) {
+    return b->sizes.size() == rank && b->offsets.size() == rank;
+  });
+  if (one_rank && rank > 0) {
+    std::vector<size_t> order(boxes.size());
+    for (size_t d = 0; d < rank; ++d) {
+      if (DisjointAlong(boxes, d, &order)) return false;
+    }
+  }
   BoxIndex index(boxes);
   for (size_t i = 0; i < boxes.size(); ++i) {
     bool found = false;

@@ -9,6 +9,7 @@
 #include "format/chunk_codec.h"
 #include "format/keys.h"
 #include "model/chunk_grid.h"
+#include "util/le_bytes.h"
 #include "util/ordered_parallel.h"
 #include "store/rocksdb_status.h"
 #include "util/status_macros.h"
@@ -179,7 +180,7 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
     Status st = it->source(begin, len, encode);
     return st.ok() ? st : st.WithContext("chunk " + std::to_string(jobs[j].chunk) + " of '" + it->fqn + "'");
   };
-  auto consume = [&](size_t j, std::string& value) -> Status {
+  auto consume = [&](size_t j, std::string_view value) -> Status {
     const WriteItem* it = sorted[jobs[j].item];
     if (shared[j]) {
       const ReuseCandidate& r = *it->reuse;
@@ -208,16 +209,63 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
       file_bytes = 0;
     }
     DataKey k{ctx.step, ctx.save_id, it->key.rank, it->key.item, jobs[j].chunk};
-    RETURN_IF_ERROR(FromRocks(sst->Put(EncodeDataKey(k), value),
+    RETURN_IF_ERROR(FromRocks(sst->Put(EncodeDataKey(k), rocksdb::Slice(value.data(), value.size())),
                               "writing chunk " + std::to_string(jobs[j].chunk) + " of '" + it->fqn + "'"));
     file_bytes += value.size();
     result.items[jobs[j].item].stored_bytes += value.size();
     return Status::OK();
   };
-  // A window of a few chunks per worker keeps every core busy while bounding
-  // the memory held by encoded chunks waiting for their turn.
-  RETURN_IF_ERROR(RunOrdered(jobs.size(), o.threads, static_cast<size_t>(std::max(1, o.threads)) * 2 + 2, produce,
-                             consume));
+  // Small chunks (of small pieces: a job of thousands of ranks' rows, or
+  // many small tensors) travel between the workers and this thread in
+  // batches of consecutive chunks of up to kBatchBytes: a hand-off per
+  // chunk of a few bytes costs far more than the chunk (two wake-ups). A
+  // batch's values are framed in one buffer (u32 size, bytes); a chunk of
+  // kBatchBytes or more is a batch of its own, its value not copied.
+  constexpr uint64_t kBatchBytes = 256 << 10;
+  constexpr size_t kBatchChunks = 4096;
+  struct Batch {
+    size_t first = 0, count = 0;
+  };
+  std::vector<Batch> batches;
+  uint64_t batch_bytes = 0;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    const WriteItem* it = sorted[jobs[j].item];
+    const uint64_t most = std::min<uint64_t>(result.items[jobs[j].item].chunk_bytes, it->nbytes);
+    if (batches.empty() || batch_bytes + most > kBatchBytes || batches.back().count >= kBatchChunks) {
+      batches.push_back(Batch{j, 0});
+      batch_bytes = 0;
+    }
+    ++batches.back().count;
+    batch_bytes += most;
+  }
+  auto produce_batch = [&](size_t b, std::string* out) -> Status {
+    const Batch& batch = batches[b];
+    if (batch.count == 1) return produce(batch.first, out);
+    thread_local std::string value;
+    out->clear();
+    for (size_t j = batch.first; j < batch.first + batch.count; ++j) {
+      value.clear();
+      RETURN_IF_ERROR(produce(j, &value));
+      AppendLEString(out, shared[j] ? std::string_view() : std::string_view(value));
+    }
+    return Status::OK();
+  };
+  auto consume_batch = [&](size_t b, std::string& in) -> Status {
+    const Batch& batch = batches[b];
+    if (batch.count == 1) return consume(batch.first, in);
+    std::string_view rest(in);
+    for (size_t j = batch.first; j < batch.first + batch.count; ++j) {
+      uint32_t size = 0;
+      if (!ConsumeLE32(&rest, &size) || size > rest.size()) return Status::Internal("a batch of chunks is malformed");
+      RETURN_IF_ERROR(consume(j, rest.substr(0, size)));
+      rest.remove_prefix(size);
+    }
+    return Status::OK();
+  };
+  // A window of a few batches per worker keeps every core busy while
+  // bounding the memory held by encoded chunks waiting for their turn.
+  RETURN_IF_ERROR(RunOrdered(batches.size(), o.threads, static_cast<size_t>(std::max(1, o.threads)) * 2 + 2,
+                             produce_batch, consume_batch));
   RETURN_IF_ERROR(finish_file());
   return result;
 }
