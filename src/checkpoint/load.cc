@@ -114,18 +114,6 @@ struct Overlap {
 
 // The saved pieces of one entry as boxes, with an index over them: a target
 // region finds the pieces it meets without trying each one.
-struct PieceBoxes {
-  explicit PieceBoxes(const EntryMetadata& saved) {
-    boxes.reserve(saved.pieces.size());
-    for (const StoredPiece& p : saved.pieces) boxes.push_back(Box{p.offsets, p.sizes});
-    std::vector<const Box*> ptrs;
-    for (const Box& b : boxes) ptrs.push_back(&b);
-    index = std::make_unique<BoxIndex>(ptrs);
-  }
-  std::vector<Box> boxes;
-  std::unique_ptr<BoxIndex> index;
-};
-
 std::vector<Overlap> Overlaps(const TargetRegion& t, const EntryMetadata& saved, const PieceBoxes& pieces) {
   std::vector<size_t> met;
   pieces.index->ForEachOverlap(t.box, [&](size_t i) { met.push_back(i); });

@@ -492,12 +492,23 @@ StatusOr<MetadataRecord> DecodeMetadataRecord(std::string_view value) {
   return rec;
 }
 
-std::string EncodeEntryPiecesValue(const StepMetadata& m, size_t index) {
-  const EntryMetadata& e = m.entries.at(index);
+namespace {
+
+// A pieces record of entry `index` of `m` (its entry, step and save), its
+// pieces yet to be added.
+proto::EntryPieces PiecesRecordOf(const StepMetadata& m, size_t index) {
   proto::EntryPieces pe;
-  pe.set_fqn(e.fqn);
+  pe.set_fqn(m.entries.at(index).fqn);
   pe.set_step(m.step);
   pe.set_save_id(m.save_id);
+  return pe;
+}
+
+}  // namespace
+
+std::string EncodeEntryPiecesValue(const StepMetadata& m, size_t index) {
+  const EntryMetadata& e = m.entries.at(index);
+  proto::EntryPieces pe = PiecesRecordOf(m, index);
   pe.mutable_pieces()->Reserve(static_cast<int>(e.pieces.size()));
   for (const StoredPiece& p : e.pieces) ToProto(p, pe.add_pieces());
   return RecordValue(pe);
@@ -549,10 +560,7 @@ Status AdoptPieces(std::vector<StoredPiece> pieces, const StepMetadata& m, Entry
 
 std::string EncodeEntryPiecesPage(const StepMetadata& m, size_t index, uint32_t page) {
   const EntryMetadata& e = m.entries.at(index);
-  proto::EntryPieces pe;
-  pe.set_fqn(e.fqn);
-  pe.set_step(m.step);
-  pe.set_save_id(m.save_id);
+  proto::EntryPieces pe = PiecesRecordOf(m, index);
   pe.set_page(page);
   const size_t first = static_cast<size_t>(page) * kPiecesPerPage;
   const size_t end = std::min(e.pieces.size(), first + kPiecesPerPage);
@@ -588,10 +596,7 @@ Status DecodeEntryPiecesPage(std::string_view value, const StepMetadata& m, cons
 
 std::string EncodePiecesSubset(const StepMetadata& m, size_t index, const std::vector<size_t>& which) {
   const EntryMetadata& e = m.entries.at(index);
-  proto::EntryPieces pe;
-  pe.set_fqn(e.fqn);
-  pe.set_step(m.step);
-  pe.set_save_id(m.save_id);
+  proto::EntryPieces pe = PiecesRecordOf(m, index);
   for (size_t i : which) ToProto(e.pieces.at(i), pe.add_pieces());
   return RecordValue(pe);
 }

@@ -58,6 +58,15 @@ void BoxIndex::ForEachOverlap(const Box& query, const std::function<void(size_t)
   }
 }
 
+PieceBoxes::PieceBoxes(const EntryMetadata& saved) {
+  boxes.reserve(saved.pieces.size());
+  for (const StoredPiece& p : saved.pieces) boxes.push_back(Box{p.offsets, p.sizes});
+  std::vector<const Box*> ptrs;
+  ptrs.reserve(boxes.size());
+  for (const Box& b : boxes) ptrs.push_back(&b);
+  index = std::make_unique<BoxIndex>(ptrs);
+}
+
 namespace {
 
 // Whether the boxes (all of one rank >= 1) are disjoint along dimension `d`

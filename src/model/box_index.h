@@ -8,8 +8,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
+#include "ckptdb/metadata.h"
 #include "model/region.h"
 
 namespace ckptdb {
@@ -35,6 +37,15 @@ class BoxIndex {
   std::vector<size_t> order_;      // box indices by start along dim_
   std::vector<int64_t> starts_;    // their starts, for binary search
   int64_t longest_ = 0;            // the largest size along dim_
+};
+
+// The boxes of a saved entry's pieces (copied out: a piece keeps its
+// offsets and sizes apart) with an index over them: which pieces a region
+// meets, for load planning and for the pieces a rank's load is sent.
+struct PieceBoxes {
+  explicit PieceBoxes(const EntryMetadata& saved);
+  std::vector<Box> boxes;  // boxes[i]: piece i's
+  std::unique_ptr<BoxIndex> index;
 };
 
 // Whether two boxes hold a common element, without allocating (same rank).

@@ -314,43 +314,18 @@ class StepChunks {
   std::map<std::tuple<int64_t, uint64_t, uint32_t, uint32_t>, std::vector<std::pair<uint64_t, uint64_t>>> ranges_;
 };
 
-// The pieces of one entry, indexed by their boxes: which meet a rank's
-// regions.
-class PieceBoxIndex {
- public:
-  explicit PieceBoxIndex(const EntryMetadata& e) {
-    boxes_.reserve(e.pieces.size());
-    for (const StoredPiece& p : e.pieces) boxes_.push_back(Box{p.offsets, p.sizes});
-    std::vector<const Box*> ptrs;
-    ptrs.reserve(boxes_.size());
-    for (const Box& b : boxes_) ptrs.push_back(&b);
-    index_ = std::make_unique<BoxIndex>(ptrs);
+// The pieces (indices, increasing) of an entry that meet one of `regions`
+// in at least one element.
+std::vector<size_t> PiecesMeeting(const PieceBoxes& pieces, const std::vector<const EntryRegion*>& regions) {
+  std::vector<size_t> out;
+  for (const EntryRegion* r : regions) {
+    if (r->offsets.size() != r->sizes.size()) continue;
+    pieces.index->ForEachOverlap(Box{r->offsets, r->sizes}, [&](size_t i) { out.push_back(i); });
   }
-
-  // The pieces (indices, increasing) that meet one of `regions` in at least
-  // one element.
-  std::vector<size_t> Meeting(const std::vector<const EntryRegion*>& regions) const {
-    std::vector<size_t> out;
-    for (const EntryRegion* r : regions) {
-      const Box query{r->offsets, r->sizes};
-      if (query.offsets.size() != query.sizes.size()) continue;
-      index_->ForEachOverlap(query, [&](size_t i) {
-        Box meet;
-        if (boxes_[i].offsets.size() == query.offsets.size() && Intersect(boxes_[i], query, &meet) &&
-            BoxNumel(meet) > 0) {
-          out.push_back(i);
-        }
-      });
-    }
-    std::sort(out.begin(), out.end());
-    out.erase(std::unique(out.begin(), out.end()), out.end());
-    return out;
-  }
-
- private:
-  std::vector<Box> boxes_;
-  std::unique_ptr<BoxIndex> index_;
-};
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
 
 class RemoteStoreReader final : public StorageReader {
  public:
@@ -509,11 +484,14 @@ class RemoteStoreReader final : public StorageReader {
     Status opened = Local();
     StatusOr<StepMetadata> md = opened.ok() ? local_->ReadMetadataOf(step, all_fqns) : StatusOr<StepMetadata>(opened);
     std::string header;
-    std::vector<std::unique_ptr<PieceBoxIndex>> indexes;
+    // Per entry, built once for every rank that needs it: the pieces'
+    // index, and the record of all its pieces.
+    std::vector<std::unique_ptr<PieceBoxes>> indexes;
+    std::vector<std::optional<std::string>> whole;
     if (md.ok()) {
       header = EncodeMetadataRecord(*md);
       indexes.resize(md->entries.size());
-      served_ = *md;
+      whole.resize(md->entries.size());
     }
     std::vector<std::string> parts(world);
     for (int r = 0; r < world; ++r) {
@@ -543,19 +521,21 @@ class RemoteStoreReader final : public StorageReader {
           AppendLE32(&items, static_cast<uint32_t>(i));
           ++n;
           if (found == by_entry.end()) {
+            if (!whole[i]) whole[i] = EncodeEntryPiecesValue(*md, i);
             items.push_back(0);
-            AppendLEString(&items, EncodeEntryPiecesValue(*md, i));
+            AppendLEString(&items, *whole[i]);
             continue;
           }
-          if (!indexes[i]) indexes[i] = std::make_unique<PieceBoxIndex>(e);
+          if (!indexes[i]) indexes[i] = std::make_unique<PieceBoxes>(e);
           items.push_back(1);
-          AppendLEString(&items, EncodePiecesSubset(*md, i, indexes[i]->Meeting(found->second)));
+          AppendLEString(&items, EncodePiecesSubset(*md, i, PiecesMeeting(*indexes[i], found->second)));
         }
         AppendLE32(&out, n);
         out += items;
       }
       parts[r] = std::move(out);
     }
+    if (md.ok()) served_ = std::move(md).value();
     return parts;
   }
 

@@ -225,10 +225,11 @@ Status CheckWriteAheadLogPresent(const std::string& store, const DatabaseFiles& 
 }
 
 Status CheckWriteAheadLogPresent(const std::string& store) {
+  StatusOr<DatabaseFiles> files = ListDatabaseFiles(DbDir(store));
+  if (files.ok()) return CheckWriteAheadLogPresent(store, *files);
   std::error_code ec;
-  if (!fs::exists(fs::path(DbDir(store)) / "CURRENT", ec)) return Status::OK();  // never opened for writing
-  ASSIGN_OR_RETURN(DatabaseFiles files, ListDatabaseFiles(DbDir(store)));
-  return CheckWriteAheadLogPresent(store, files);
+  // (No database directory, or none with a CURRENT: never opened for writing.)
+  return fs::exists(fs::path(DbDir(store)) / "CURRENT", ec) ? files.status() : Status::OK();
 }
 
 StatusOr<StorePathState> InspectStorePath(const std::string& path) {
