@@ -4,10 +4,13 @@
 // The table format is the local store's (DatabaseOptions(): XXH3 block
 // checksums, no RocksDB compression, unshortened index keys) with one more
 // rule: every key is a data block of its own. A read from a bucket fetches
-// whole blocks, and RocksDB's default policy (4 KiB blocks, 10% deviation)
-// lets a chunk under ~3.6 KiB (a compressed run of zeros, a piece's short
-// last chunk, a small bytes entry) share its block with the next chunk,
-// however large: reading the small one would fetch both. Measured
+// whole blocks, one GET each. The local store's rule (a block closes before
+// a key that would take it past 4 KiB) keeps a small chunk out of a large
+// chunk's block, but small chunks still share blocks of up to 4 KiB, which
+// each of their GETs would fetch whole; RocksDB's default rule (a block
+// closes once 90% full) was worse: a chunk under ~3.6 KiB (a compressed run
+// of zeros, a piece's short last chunk, a small bytes entry) shared its
+// block with the next chunk however large. Measured with that default rule
 // (tests/s3_sst_object_test.cc): a file of 200 KiB chunks, alternately raw
 // and compressible, read chunk by chunk fetched 1.80x the stored bytes with
 // the default policy and 1.00x with one chunk per block; a real step saved

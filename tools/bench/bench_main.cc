@@ -1,7 +1,7 @@
 // ckptdb-bench: how fast ckptdb saves and loads, as ratios to this
 // machine's raw limit measured in the same run.
 //
-//   ckptdb-bench [--size 1GiB] [--world 2] [--data fp32|bf16|adam|bytes|all]
+//   ckptdb-bench [--size 1GiB] [--world 2] [--data fp32|bf16|adam|optim|bytes|all]
 //                [--compression none|zstd|auto] [--repeat 3] [--dir DIR] [--json]
 //                [--chunk-bytes 4MiB] [--invalidate-page-cache] [--cols 1024]
 //                [--chunk-layout boxes|rows]
@@ -136,6 +136,17 @@ void FillData(const std::string& kind, Tensor& t, uint64_t seed) {
   for (int64_t i = 0; i < n; ++i) p[i] = g(rng);
 }
 
+// The tensors an entry holds on this rank: a sharded tensor's local shards,
+// or a plain (replicated) tensor.
+std::vector<const Tensor*> LocalTensors(const Entry& e) {
+  std::vector<const Tensor*> out;
+  if (const auto* t = std::get_if<Tensor>(&e)) out.push_back(t);
+  if (const auto* st = std::get_if<ShardedTensor>(&e)) {
+    for (const Shard& s : st->local_shards()) out.push_back(&s.tensor);
+  }
+  return out;
+}
+
 DType DataDType(const std::string& kind) {
   if (kind == "bf16") return DType::kBF16;
   if (kind == "bytes") return DType::kU8;
@@ -172,6 +183,13 @@ StateDict MakeState(const std::string& kind, uint64_t total, int rank, int world
     if (!zeros) FillData(kind, t, static_cast<uint64_t>(i * 7919 + rank));
     Check(sd.Add("t" + std::to_string(i), Must(ShardedTensor::Create(dt, {rows, cols}, {{off, t}}), "sharding")),
           "adding");
+    if (kind == "optim") {
+      // An optimizer's state: besides each tensor, a scalar of its own
+      // (Adam's "step"), held whole by every rank.
+      Tensor step_count = Must(Tensor::Zeros(DType::kF32, Shape{}), "allocating");
+      if (!zeros) *step_count.data_as<float>() = static_cast<float>(1000 + i);
+      Check(sd.Add("t" + std::to_string(i) + ".step", std::move(step_count)), "adding");
+    }
   }
   return sd;
 }
@@ -179,8 +197,8 @@ StateDict MakeState(const std::string& kind, uint64_t total, int rank, int world
 // Dies with `what` naming the first entry whose local shard differs.
 void ExpectSameShards(const StateDict& saved, const StateDict& loaded, const std::string& what) {
   for (const auto& [fqn, e] : saved.entries()) {
-    const Tensor& want = std::get<ShardedTensor>(e).local_shards()[0].tensor;
-    const Tensor& got = std::get<ShardedTensor>(*loaded.Find(fqn)).local_shards()[0].tensor;
+    const Tensor& want = *LocalTensors(e)[0];
+    const Tensor& got = *LocalTensors(*loaded.Find(fqn))[0];
     if (!want.BitwiseEquals(got)) Die(what + " in " + fqn);
   }
 }
@@ -243,9 +261,9 @@ void RawWrite(const std::string& path, const StateDict& sd) {
   int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0644);
   if (fd < 0) Die("cannot create " + path);
   for (const auto& [fqn, e] : sd.entries()) {
-    for (const Shard& s : std::get<ShardedTensor>(e).local_shards()) {
-      const char* p = static_cast<const char*>(s.tensor.data());
-      size_t left = s.tensor.nbytes();
+    for (const Tensor* t : LocalTensors(e)) {
+      const char* p = static_cast<const char*>(t->data());
+      size_t left = t->nbytes();
       while (left > 0) {
         ssize_t w = ::write(fd, p, left);
         if (w <= 0) Die("write failed");
@@ -262,9 +280,9 @@ void RawRead(const std::string& path, StateDict& sd) {
   int fd = ::open(path.c_str(), O_RDONLY);
   if (fd < 0) Die("cannot open " + path);
   for (auto& [fqn, e] : sd.mutable_entries()) {
-    for (const Shard& s : std::get<ShardedTensor>(e).local_shards()) {
-      char* p = static_cast<char*>(s.tensor.data());
-      size_t left = s.tensor.nbytes();
+    for (const Tensor* t : LocalTensors(e)) {
+      char* p = static_cast<char*>(t->data());
+      size_t left = t->nbytes();
       while (left > 0) {
         ssize_t r = ::read(fd, p, left);
         if (r <= 0) Die("read failed");
@@ -294,7 +312,7 @@ StoreOptions BaseStoreOptions(const Args& a) {
 
 struct PhaseResult {
   std::vector<double> seconds;
-  std::vector<double> cpu_seconds;  // save: CPU time of every rank, summed
+  std::vector<double> cpu_seconds;  // save and load: CPU time of every rank, summed
   uint64_t stored = 0;
   double amplification = 0;  // reshard: bytes of the chunks read / bytes loaded
 };
@@ -321,9 +339,7 @@ int Worker(const Args& a) {
     // tensors), also in the first run and with --repeat 1.
     for (StateDict* sd : {&target, &columns}) {
       for (auto& [fqn, e] : sd->mutable_entries()) {
-        for (const Shard& s : std::get<ShardedTensor>(e).local_shards()) {
-          std::memset(s.tensor.data(), 0, s.tensor.nbytes());
-        }
+        for (const Tensor* t : LocalTensors(e)) std::memset(t->data(), 0, t->nbytes());
       }
     }
     auto& r = results[kind];
@@ -352,10 +368,12 @@ int Worker(const Args& a) {
       lo.communicator = comm.get();
       ReaderOptions ro;
       ro.mmap_reads = a.mmap_reads;
-      r["load"].seconds.push_back(Timed(*comm, [&] {
+      double load_cpu = 0;
+      r["load"].seconds.push_back(TimedWithCpu(*comm, &load_cpu, [&] {
         auto reader = Must(OpenStoreReader(store, ro), "reader");
         Check(Load(target, *reader, lo), "load");
       }));
+      r["load"].cpu_seconds.push_back(load_cpu);
       {
         // Into freshly allocated tensors (their pages fault in on first
         // write), as a restarting job loads.
@@ -485,6 +503,10 @@ int Worker(const Args& a) {
     std::fprintf(out, "%-6s %-14s %9.3f %7.3f-%-7.3f %9s %12.2f  (CPU s of all ranks; ns per logical byte)\n", "",
                  "save CPU", Median(save_cpu), *std::min_element(save_cpu.begin(), save_cpu.end()),
                  *std::max_element(save_cpu.begin(), save_cpu.end()), "", Median(save_cpu) / logical * 1e9);
+    const std::vector<double>& load_cpu = phases.at("load").cpu_seconds;
+    std::fprintf(out, "%-6s %-14s %9.3f %7.3f-%-7.3f %9s %12.2f  (CPU s of all ranks; ns per logical byte)\n", "",
+                 "load CPU", Median(load_cpu), *std::min_element(load_cpu.begin(), load_cpu.end()),
+                 *std::max_element(load_cpu.begin(), load_cpu.end()), "", Median(load_cpu) / logical * 1e9);
     std::fprintf(out, "%-6s %-14s %9s %15s %9s %12.2f\n", "", "reshard/load", "", "", "",
                 Median(phases.at("load").seconds) / Median(phases.at("reshard").seconds));
     std::fprintf(out, "%-6s %-14s %9s %15s %9s %12.2f  (chunk bytes read / bytes loaded, rank 0)\n", "",
@@ -944,7 +966,7 @@ int main(int argc, char** argv) {
       return argv[++i];
     };
     if (s == "-h" || s == "--help") {
-      std::cout << "usage: ckptdb-bench [--size 1GiB] [--world 2] [--data fp32|bf16|adam|bytes|all]\n"
+      std::cout << "usage: ckptdb-bench [--size 1GiB] [--world 2] [--data fp32|bf16|adam|optim|bytes|all]\n"
                    "                    [--compression none|zstd|auto] [--repeat 3] [--dir DIR] [--store STORE] [--json]\n"
                    "                    [--chunk-bytes 4MiB] [--invalidate-page-cache] [--no-mmap] [--warm-only]\n"
                    "                    [--tensor-bytes 64MiB] [--cols 1024] [--chunk-layout boxes|rows]\n\n"
@@ -956,7 +978,8 @@ int main(int argc, char** argv) {
                    "load fresh (into freshly allocated tensors), load cold (fresh tensors, page\n"
                    "cache dropped), reshard (load into column shards), async blocked (how long\n"
                    "SaveAsync blocks the caller) and async total; \"save CPU\" is the CPU time of all\n"
-                   "ranks' processes during the save (median, min-max, ns per logical byte). The cold phases drop the page\n"
+                   "ranks' processes during the save (median, min-max, ns per logical byte), \"load\n"
+                   "CPU\" the same for the load. The cold phases drop the page\n"
                    "cache first (as root; skipped, and said so, otherwise; --warm-only skips them),\n"
                    "as a job restarting on a fresh machine meets it. --dir (default: a temporary directory, removed at the end) holds the\n"
                    "store and the raw files; --store STORE puts the store elsewhere, e.g. in a\n"
@@ -969,7 +992,8 @@ int main(int argc, char** argv) {
                    "fp32, which 4 MiB chunks cut as runs of whole rows either way); --chunk-layout\n"
                    "sets StoreOptions.chunk_layout (boxes, the default, or rows). \"reshard reads\"\n"
                    "is the read amplification of the reshard phase: raw bytes of the chunks read /\n"
-                   "bytes loaded.\n\n"
+                   "bytes loaded. --data optim: fp32 tensors, each followed by a 4-byte scalar\n"
+                   "entry every rank holds whole (as Adam's \"step\" follows its moments).\n\n"
                    "usage: ckptdb-bench --scenario finetune [--size 1GiB] [--world 2] [--repeat 3]\n"
                    "                    [--compression none|zstd|auto] [--chunk-bytes 4MiB] [--dir DIR] [--json]\n\n"
                    "Deduplication across steps (StoreOptions::deduplicate), on against off. The state\n"
@@ -1020,7 +1044,7 @@ int main(int argc, char** argv) {
       std::string d = next();
       a.data_given = true;
       if (d == "all") a.data = {"fp32", "bf16", "adam", "bytes"};
-      else if (d == "fp32" || d == "bf16" || d == "adam" || d == "bytes") a.data = {d};
+      else if (d == "fp32" || d == "bf16" || d == "adam" || d == "bytes" || d == "optim") a.data = {d};
       else Die("unknown --data '" + d + "'");
     } else if (s == "--compression") {
       a.compression_name = next();
