@@ -246,7 +246,8 @@ const char kExportHelp[] =
     "place (renamed over a file that is there): it is complete or untouched,\n"
     "and no temporary is left behind. OUT must be absent or a regular file: a\n"
     "symbolic link (neither followed nor replaced), a directory, a device or a\n"
-    "FIFO is refused. Memory: one block of rows at a time.\n"
+    "FIFO is refused. Memory: two blocks of rows of up to 64 MiB (one is\n"
+    "read while the other is written).\n"
     "\n" STEP_TEXT
     "\n"
     "options:\n"

@@ -70,8 +70,10 @@ Status ForEachRowRange(const EntryMetadata& e, uint64_t max_bytes,
 
 // Streams tensor entry `e` of step `md` in row-major order, in the blocks
 // of ForEachRowRange (at most max_bytes, or one element), so that memory
-// stays bounded whatever the tensor's size and shape: fn gets each block's
-// bytes in order.
+// stays bounded whatever the tensor's size and shape (two blocks: the next
+// one is loaded, on a thread of its own, while fn takes this one): fn gets
+// each block's bytes in order, on the calling thread. When fn fails, that is
+// the result, and no block after it is given.
 Status ForEachRowBlock(StorageReader& reader, const StepMetadata& md, const EntryMetadata& e, uint64_t max_bytes,
                        const std::function<Status(const Tensor& block)>& fn);
 
