@@ -509,6 +509,31 @@ TEST(ThreadJobTest, AnUnchangedPlanIsNotSentAgainAndAChangedOneIs) {
   std::vector<int64_t> numbers;
   for (const auto& s : *steps) numbers.push_back(s.step);
   EXPECT_EQ(numbers, (std::vector<int64_t>{1, 2, 3, 5, 6}));
+  // Save 2 reused what save 1 merged (the cache keeps the planned part of
+  // what save 1 committed): the same entries and pieces, and each piece's
+  // storage fields its own.
+  {
+    auto first = (*reader)->ReadMetadata(1), second = (*reader)->ReadMetadata(2);
+    ASSERT_TRUE(first.ok() && second.ok());
+    ASSERT_EQ(first->entries.size(), second->entries.size());
+    EXPECT_EQ(second->world_size, kWorld);
+    for (size_t i = 0; i < first->entries.size(); ++i) {
+      const EntryMetadata &a = first->entries[i], &b = second->entries[i];
+      EXPECT_EQ(a.fqn, b.fqn);
+      EXPECT_EQ(a.shape, b.shape);
+      ASSERT_EQ(a.pieces.size(), b.pieces.size()) << a.fqn;
+      for (size_t k = 0; k < a.pieces.size(); ++k) {
+        const StoredPiece &p = a.pieces[k], &q = b.pieces[k];
+        EXPECT_EQ(p.offsets, q.offsets) << a.fqn << " piece " << k;
+        EXPECT_EQ(p.sizes, q.sizes) << a.fqn << " piece " << k;
+        EXPECT_EQ(p.key.rank, q.key.rank) << a.fqn << " piece " << k;
+        EXPECT_EQ(p.key.item, q.key.item) << a.fqn << " piece " << k;
+        EXPECT_EQ(p.nbytes, q.nbytes) << a.fqn << " piece " << k;
+        EXPECT_EQ(p.num_chunks, q.num_chunks) << a.fqn << " piece " << k;
+        EXPECT_EQ(p.chunk_hashes, q.chunk_hashes) << a.fqn << " piece " << k;
+      }
+    }
+  }
   StateDict target;
   (void)target.Add("e3", Tensor::Zeros(DType::kF32, {kWorld, 4}).value());
   (void)target.Add("blob", Bytes{});

@@ -1,6 +1,8 @@
 // Plan caching across the saves of one job (plan_cache.h).
 #include "checkpoint/plan_cache.h"
 
+#include "checkpoint/planner.h"
+
 #include "format/chunk_codec.h"
 
 namespace ckptdb {
@@ -80,13 +82,11 @@ std::optional<StepMetadata> PlanCache::Resolve(std::vector<std::string>* parts, 
   return std::nullopt;
 }
 
-void PlanCache::Merged(const StepMetadata& merged) {
+void PlanCache::Succeeded(const StepMetadata* committed) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (pending_held_) pending_held_->merged = std::make_shared<const StepMetadata>(merged);
-}
-
-void PlanCache::Succeeded() {
-  std::lock_guard<std::mutex> lock(mu_);
+  if (pending_held_ && pending_held_->merged == nullptr && committed != nullptr) {
+    pending_held_->merged = std::make_shared<const StepMetadata>(PlannedPart(*committed));
+  }
   if (pending_sent_) sent_ = std::move(pending_sent_);
   pending_sent_.reset();
   if (pending_held_ && pending_held_->merged != nullptr) held_ = std::move(pending_held_);

@@ -49,12 +49,13 @@ class PlanCache : public Communicator::ProtocolState {
   std::optional<StepMetadata> Resolve(std::vector<std::string>* parts, int coordinator,
                                       const std::map<int, Status>& missing, std::map<int, Status>* failures);
 
-  // The coordinator: the metadata it merged from the plans Resolve returned
-  // (before the save's own fields are set), kept for when the save succeeds.
-  void Merged(const StepMetadata& merged);
-
-  // The save's outcome is success: what it used is remembered.
-  void Succeeded();
+  // The save's outcome is success: what it used is remembered. The
+  // coordinator passes the metadata it committed: when it merged the plans
+  // anew, the merged metadata it keeps is that metadata's planned part
+  // (PlannedPart, planner.h), copied now rather than when it merged, so that
+  // the copy does not add to the save's peak memory (a coordinator of
+  // thousands of ranks holds every piece of the step).
+  void Succeeded(const StepMetadata* committed = nullptr);
 
   // What the last calls did, for tests and benchmarks: whether this rank
   // sent a reference; whether the coordinator reused its merged metadata.

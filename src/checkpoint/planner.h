@@ -37,6 +37,12 @@ std::string EncodeLocalPlan(const StatusOr<LocalPlan>& plan);
 // holes).
 StatusOr<StepMetadata> MergePlans(const std::vector<std::string>& encoded_plans, int coordinator_rank);
 
+// What MergePlans made, out of the metadata a save completed from it: the
+// same step fields MergePlans sets, entries and pieces in the same order,
+// each piece with only its planned fields (region, key, logical bytes), none
+// of what the save added (storage fields, step, save id, metrics...).
+StepMetadata PlannedPart(const StepMetadata& saved);
+
 }  // namespace ckptdb
 
 #endif  // CKPTDB_SRC_PLANNER_H_

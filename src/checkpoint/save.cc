@@ -125,6 +125,9 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
     RETURN_IF_ERROR(comm->Gather(cache.Outgoing(EncodeLocalPlan(plan) + delivery.SerializeAsString(), coordinator),
                                  coordinator, &plans, &missing)
                         .WithContext("save: sending this rank's plan"));
+    // The plan's entries served only to encode it (the coordinator merges
+    // the encoded plans): their pieces go now, not after the commit.
+    if (plan.ok()) std::vector<EntryMetadata>().swap(plan->entries);
     std::map<int, Status> unresolved;
     std::optional<StepMetadata> reused;
     if (is_coordinator && missing.empty()) reused = cache.Resolve(&plans, coordinator, missing, &unresolved);
@@ -137,8 +140,7 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
       if (reused) {
         merged = std::move(*reused);
       } else {
-        merged = MergePlans(plans, coordinator);
-        if (merged.ok()) cache.Merged(*merged);
+        merged = MergePlans(plans, coordinator);  // (kept by the cache if the save succeeds)
       }
       if (merged.ok()) {
         metadata = std::move(merged).value();
@@ -332,7 +334,8 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
   }
 
   // 5. Every rank returns the same outcome.
-  if (is_coordinator && DecodeStatus(outcome).ok()) cache.Succeeded();
+  if (is_coordinator) std::vector<WriteResult>().swap(results);  // what the ranks wrote: in the commit now
+  if (is_coordinator && DecodeStatus(outcome).ok()) cache.Succeeded(&metadata);
   Status told = comm->Broadcast(&outcome, coordinator);
   if (!told.ok()) {
     // The coordinator knows why the save failed (a rank that died while

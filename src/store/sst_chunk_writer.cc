@@ -40,7 +40,11 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
   WriteResult result;
   result.rank = ctx.rank;
   std::vector<const WriteItem*> sorted;
+  sorted.reserve(items.size());
   for (const WriteItem& it : items) sorted.push_back(&it);
+  // (Sized once: a rank may write hundreds of thousands of small pieces,
+  // and a vector grown by doubling holds up to twice their memory.)
+  result.items.reserve(items.size());
   // SST keys must be added in order: by item number, then chunk.
   std::sort(sorted.begin(), sorted.end(), [](const WriteItem* a, const WriteItem* b) { return a->key.item < b->key.item; });
 
@@ -74,8 +78,8 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
     // Sized once here: the workers fill disjoint 16-byte slots in parallel.
     if (o.content_hashes) w.chunk_hashes.assign(size_t{w.num_chunks} * kChunkHashBytes, '\0');
     w.encoding = PieceEncoding(o.compression, o.zstd_level);
-    result.items.push_back(w);
     for (uint32_t c = 0; c < w.num_chunks; ++c) jobs.push_back(Job{i, c});
+    result.items.push_back(std::move(w));
   }
 
   // Chunks that need not be written: their bytes are stored already.

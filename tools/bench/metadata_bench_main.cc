@@ -103,6 +103,7 @@ int main(int argc, char** argv) {
       if (!t.ok()) Die(t.status().ToString());
       if (Status st = sd.Add("layer." + std::to_string(e) + ".weight", std::move(t).value()); !st.ok()) Die(st.ToString());
     }
+    const double built_rss = PeakRssMiB();
     auto w = OpenStoreWriter(dir);
     if (!w.ok()) Die(w.status().ToString());
     const auto t0 = std::chrono::steady_clock::now();
@@ -110,9 +111,10 @@ int main(int argc, char** argv) {
     o.step = step;
     o.no_dist = true;
     if (Status st = Save(sd, **w, o); !st.ok()) Die(st.ToString());
-    std::printf("saved step %lld: %lld entries x %lld pieces + step_count in %.2f s\n", (long long)step,
-                (long long)entries, (long long)pieces,
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    std::printf("saved step %lld: %lld entries x %lld pieces + step_count in %.2f s, peak RSS %.1f MiB (%.1f MiB "
+                "with the state dict built, before the save)\n",
+                (long long)step, (long long)entries, (long long)pieces,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), PeakRssMiB(), built_rss);
     return 0;
   }
   if (mode != "load") Die("mode is save or load");
