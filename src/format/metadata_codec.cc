@@ -519,11 +519,11 @@ std::string EncodeEntryPiecesValue(const StepMetadata& m, size_t index) {
 namespace {
 
 // The EntryPieces message of `value`, checked to be entry e's of this save
-// (and, with `page`, that page's record; without, the whole entry's).
-// Parses a pieces record into *pe, a message on `arena`: a record holds up
-// to thousands of pieces, each with repeated fields, and every rank of a
-// job decodes the pages it loads; on an arena their memory is taken in
-// blocks and given back at once instead of by a malloc and a free per field.
+// (and, with `page`, that page's record; without, the whole entry's),
+// parsed on `arena`: a record holds up to thousands of pieces, each with
+// repeated fields, and every rank of a job decodes the pages it loads; on
+// an arena their memory is taken in blocks and given back at once instead
+// of by a malloc and a free per field.
 StatusOr<proto::EntryPieces*> ParsePiecesRecord(std::string_view value, const StepMetadata& m, const EntryMetadata& e,
                                                 std::optional<uint32_t> page, const std::string& what,
                                                 google::protobuf::Arena* arena) {

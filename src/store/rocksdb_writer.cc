@@ -66,10 +66,11 @@ rocksdb::Options DatabaseOptions() {
   // as Adam's "step", a bias, a compressed run of zeros) shared its block
   // with the next chunk however large, and reading it read both: a load of
   // 4 MiB tensors each followed by a scalar took 1.15x the CPU and 1.17x
-  // the time (ckptdb-bench --data optim --tensor-bytes 4MiB). RocksDB closes a block early when the key does not fit and the
-  // block is over ceil(block_size * (100 - deviation) / 100) bytes: at 99,
-  // 41 bytes, less than any entry of a data SST (a 29-byte key and a 16-byte
-  // chunk header). 100 would turn the rule off (a limit of 0).
+  // the time (ckptdb-bench --data optim --tensor-bytes 4MiB). RocksDB
+  // closes a block early when the key does not fit and the block is over
+  // ceil(block_size * (100 - deviation) / 100) bytes: at 99, 41 bytes, less
+  // than any entry of a data SST (a 29-byte key and a 16-byte chunk
+  // header). 100 would turn the rule off (a limit of 0).
   table.block_size_deviation = 99;
   o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
   o.write_buffer_size = 16 << 20;

@@ -44,9 +44,11 @@
 #include <vector>
 
 #include "ckptdb/ckptdb.h"
+#include "bench_util.h"
 #include "cpu_time.h"
 
 using namespace ckptdb;
+using ckptdb::bench::Median;
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
@@ -92,16 +94,9 @@ struct Args {
 };
 
 uint64_t ParseSize(const std::string& s) {
-  char* end = nullptr;
-  double v = std::strtod(s.c_str(), &end);
-  std::string unit(end);
-  double mult = 1;
-  if (unit == "K" || unit == "KiB") mult = 1024;
-  else if (unit == "M" || unit == "MiB") mult = 1 << 20;
-  else if (unit == "G" || unit == "GiB") mult = 1 << 30;
-  else if (!unit.empty()) Die("bad size '" + s + "' (e.g. 1GiB, 256MiB)");
-  if (v <= 0) Die("size must be positive");
-  return static_cast<uint64_t>(v * mult);
+  StatusOr<uint64_t> size = bench::ParseSize(s);
+  if (!size.ok()) Die(size.status().message());
+  return *size;
 }
 
 // Fills `t` with values of the named kind (deterministic per seed).
@@ -201,11 +196,6 @@ void ExpectSameShards(const StateDict& saved, const StateDict& loaded, const std
     const Tensor& got = *LocalTensors(*loaded.Find(fqn))[0];
     if (!want.BitwiseEquals(got)) Die(what + " in " + fqn);
   }
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
 }
 
 // The job's time for one phase: the slowest rank's.

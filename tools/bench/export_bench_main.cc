@@ -40,11 +40,13 @@
 #include <vector>
 
 #include "ckptdb/ckptdb.h"
+#include "bench_util.h"
 #include "cpu_time.h"
 
 extern char** environ;
 
 using namespace ckptdb;
+using ckptdb::bench::Median;
 namespace fs = std::filesystem;
 
 namespace {
@@ -54,18 +56,6 @@ namespace {
   std::exit(1);
 }
 
-uint64_t ParseSize(const std::string& s) {
-  char* end = nullptr;
-  const double v = std::strtod(s.c_str(), &end);
-  const std::string unit = end;
-  double mult = 1;
-  if (unit == "K" || unit == "KiB") mult = 1 << 10;
-  else if (unit == "M" || unit == "MiB") mult = 1 << 20;
-  else if (unit == "G" || unit == "GiB") mult = 1 << 30;
-  else if (!unit.empty()) Die("bad size '" + s + "' (e.g. 1GiB, 256MiB)");
-  if (v <= 0) Die("size must be positive");
-  return static_cast<uint64_t>(v * mult) / 4 * 4;
-}
 
 using Clock = std::chrono::steady_clock;
 
@@ -117,11 +107,6 @@ Sample RawWrite(const std::string& path, const char* data, size_t bytes, bool sy
   return {Seconds(t0), bench::ProcessCpuSeconds() - cpu0};
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -149,7 +134,9 @@ int main(int argc, char** argv) {
           "one next to this binary.\n");
       return 0;
     } else if (s == "--size") {
-      size = ParseSize(next());
+      StatusOr<uint64_t> parsed = bench::ParseSize(next());
+      if (!parsed.ok()) Die(parsed.status().message());
+      size = *parsed / 4 * 4;  // whole fp32 elements
     } else if (s == "--repeat") {
       repeat = std::max(1, std::atoi(next().c_str()));
     } else if (s == "--dir") {

@@ -19,9 +19,11 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "ckptdb/ckptdb.h"
 
 using namespace ckptdb;
+using ckptdb::bench::Median;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -32,10 +34,6 @@ namespace {
 }
 void Cuda(cudaError_t e, const char* what) {
   if (e != cudaSuccess) Die(std::string(what) + ": " + cudaGetErrorString(e));
-}
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 // Median seconds of a synchronous Save of `sd` (3 runs).
