@@ -208,7 +208,7 @@ TEST(Integrity, AStoreOfANewerFormatIsNeverWrittenOrRead) {
   auto w = OpenStoreWriter(store);
   ASSERT_FALSE(w.ok());
   EXPECT_EQ(w.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_NE(w.status().message().find("format 99, newer than this ckptdb's format 7"), std::string::npos)
+  EXPECT_NE(w.status().message().find("format 99, newer than this ckptdb's format 8"), std::string::npos)
       << w.status();
   auto r = OpenStoreReader(store);
   ASSERT_FALSE(r.ok());
@@ -235,7 +235,7 @@ TEST(Integrity, AFormatOneStoreIsReadAndUpgradedByItsWriter) {
   auto w = OpenStoreWriter(store);
   ASSERT_TRUE(w.ok()) << w.status();
   ASSERT_OK(testing::SaveNoDist(StepState(2), **w, 2));
-  EXPECT_EQ(ReadMarker(store), "ckptdb store\nformat 7\n");
+  EXPECT_EQ(ReadMarker(store), "ckptdb store\nformat 8\n");
   w->reset();
   ExpectEveryStepLoads(store, 3);
 }

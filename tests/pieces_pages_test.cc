@@ -1,14 +1,19 @@
 // Store format 7: an entry of many pieces (what W ranks save of one tensor)
 // keeps them in pages, each under a key of its own with its box in the
 // step's record, and a load reads only the pages that meet what it loads:
-// a rank's metadata read does not grow with the world size.
+// a rank's metadata read does not grow with the world size. Store format 8:
+// pieces that tile the entry on a regular grid are recorded as the grid,
+// each cell's piece a page of its own, so the step's record does not grow
+// with them and a load reads just the cells it needs.
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
 
 #include <algorithm>
+#include <functional>
 #include <random>
 
 #include "ckptdb/ckptdb.h"
+#include "format/chunk_codec.h"
 #include "format/keys.h"
 #include "format/metadata_codec.h"
 #include "test_util.h"
@@ -45,9 +50,15 @@ ShardedTensor ShardsOf(const Tensor& full, const std::vector<std::pair<std::vect
   return ShardedTensor::Create(full.dtype(), full.shape(), std::move(shards)).value();
 }
 
-std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> OneRowEach() {
+// One row a piece; with `split_last`, the last row in two halves, so that
+// the pieces are not a regular grid (kept in pages, not as a grid).
+std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> OneRowEach(bool split_last = false) {
   std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> rows;
   for (int64_t r = 0; r < kRows; ++r) rows.push_back({{r, 0}, {1, kCols}});
+  if (split_last) {
+    rows.back().second[1] = kCols / 2;
+    rows.push_back({{kRows - 1, kCols / 2}, {1, kCols - kCols / 2}});
+  }
   return rows;
 }
 
@@ -65,8 +76,8 @@ Status LoadRows(const Tensor& full, StoreReader& r, int64_t begin, int64_t end) 
   return Status::OK();
 }
 
-// 300 one-row pieces of "w" go into 5 pages of 64 (the last 44), the
-// 1-piece entry "s" into one record. A load of rows 130-139 reads page 2
+// 301 pieces of "w" (a row each, the last row in two: not a grid) go into 5
+// pages of 64 (the last 45), the 1-piece entry "s" into one record. A load of rows 130-139 reads page 2
 // only (ReadMetadataFor returns its 64 pieces, pieces_partial), so it works
 // with pages 0 and 4 damaged or gone, while a whole read fails DataLoss
 // naming the page; a page record that is another page's is refused.
@@ -79,7 +90,7 @@ TEST(PiecesPages, AnEntryOfManyPiecesIsKeptInPagesAndALoadReadsOnlyThoseItNeeds)
     auto w = OpenStoreWriter(store);
     ASSERT_TRUE(w.ok()) << w.status();
     StateDict sd;
-    ASSERT_OK(sd.Add("w", ShardsOf(full, OneRowEach(), false)));
+    ASSERT_OK(sd.Add("w", ShardsOf(full, OneRowEach(/*split_last=*/true), false)));
     ASSERT_OK(sd.Add("s", small));
     ASSERT_OK(testing::SaveNoDist(sd, **w, 1));
   }
@@ -98,7 +109,7 @@ TEST(PiecesPages, AnEntryOfManyPiecesIsKeptInPagesAndALoadReadsOnlyThoseItNeeds)
     auto r = testing::Reader(store);
     auto whole = r->ReadMetadata(1);
     ASSERT_TRUE(whole.ok()) << whole.status();
-    ASSERT_EQ(whole->Find("w")->pieces.size(), static_cast<size_t>(kRows));
+    ASSERT_EQ(whole->Find("w")->pieces.size(), static_cast<size_t>(kRows + 1));
     for (int64_t i = 0; i < kRows; ++i) EXPECT_EQ(whole->Find("w")->pieces[i].offsets[0], i);  // saved order
     auto some = r->ReadMetadataFor(1, {"w", "s"}, {EntryRegion{"w", {130, 2}, {10, 3}}});
     ASSERT_TRUE(some.ok()) << some.status();
@@ -106,14 +117,14 @@ TEST(PiecesPages, AnEntryOfManyPiecesIsKeptInPagesAndALoadReadsOnlyThoseItNeeds)
     EXPECT_TRUE(w.pieces_partial);
     ASSERT_EQ(w.pieces.size(), kPiecesPerPage);
     EXPECT_EQ(w.pieces.front().offsets[0], 128);
-    EXPECT_EQ(w.totals()->pieces, static_cast<uint64_t>(kRows));  // the recorded totals
+    EXPECT_EQ(w.totals()->pieces, static_cast<uint64_t>(kRows + 1));  // the recorded totals
     EXPECT_FALSE(some->Find("s")->pieces_partial);
     EXPECT_EQ(some->Find("s")->pieces.size(), 1u);
     EXPECT_EQ(ValidateStepMetadata(*some).code(), StatusCode::kInvalidArgument);
     // Regions over two pages read both.
     auto two = r->ReadMetadataFor(1, {"w"}, {EntryRegion{"w", {10, 0}, {1, kCols}}, EntryRegion{"w", {299, 0}, {1, kCols}}});
     ASSERT_TRUE(two.ok()) << two.status();
-    EXPECT_EQ(two->Find("w")->pieces.size(), kPiecesPerPage + (kRows - 4 * kPiecesPerPage));
+    EXPECT_EQ(two->Find("w")->pieces.size(), kPiecesPerPage + (kRows + 1 - 4 * kPiecesPerPage));
     ASSERT_OK(LoadRows(full, *r, 0, kRows));
   }
   WithRawDb(store, [&](rocksdb::DB* db) {
@@ -257,6 +268,262 @@ TEST(PiecesPages, RandomRegionsLoadExactlyWhateverPagesTheyMeet) {
           << "trial " << trial << " box " << k;
     }
   }
+}
+
+// The boxes of a regular grid of `block` over `shape` (2-d), shuffled.
+std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> GridBoxes(const std::vector<int64_t>& shape,
+                                                                            const std::vector<int64_t>& block,
+                                                                            std::mt19937* rng) {
+  std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> boxes;
+  for (int64_t r = 0; r < shape[0]; r += block[0]) {
+    for (int64_t c = 0; c < shape[1]; c += block[1]) {
+      boxes.push_back({{r, c}, {std::min(block[0], shape[0] - r), std::min(block[1], shape[1] - c)}});
+    }
+  }
+  std::shuffle(boxes.begin(), boxes.end(), *rng);
+  return boxes;
+}
+
+std::string MetadataValueOf(const std::string& store, int64_t step) {
+  std::string v;
+  WithRawDb(store, [&](rocksdb::DB* db) { ASSERT_TRUE(db->Get(rocksdb::ReadOptions(), MetadataKey(step), &v).ok()); });
+  return v;
+}
+
+// "w": 300 one-row pieces (a grid of [1, 8] blocks); "g": [40, 30] in
+// shuffled [3, 7] blocks (14 x 5 cells, the last row and column of cells
+// smaller). The step's record holds each grid and no pages; cell c's piece
+// is page c; a load of rows 130-139 reads those 10 cells' records and no
+// other, random regions of "g" load exactly, and a cell that is missing or
+// holds another cell's piece fails the loads that need it (DataLoss naming
+// it) and no other.
+TEST(PiecesGrid, ARegularShardingIsRecordedAsAGridAndALoadReadsOnlyItsCells) {
+  TempDir dir;
+  const std::string store = dir.Sub("s");
+  std::mt19937 rng(8);
+  const Tensor full = PatternTensor(DType::kF32, {kRows, kCols}, 11);
+  const Tensor g = PatternTensor(DType::kF32, {40, 30}, 12);
+  {
+    auto w = OpenStoreWriter(store);
+    ASSERT_TRUE(w.ok()) << w.status();
+    StateDict sd;
+    ASSERT_OK(sd.Add("w", ShardsOf(full, OneRowEach(), false)));
+    ASSERT_OK(sd.Add("g", ShardsOf(g, GridBoxes({40, 30}, {3, 7}, &rng), false)));
+    ASSERT_OK(testing::SaveNoDist(sd, **w, 1));
+  }
+  auto rec = DecodeMetadataRecord(MetadataValueOf(store, 1));
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  EXPECT_EQ(rec->grids[0], (std::vector<int64_t>{1, kCols}));
+  EXPECT_EQ(rec->grids[1], (std::vector<int64_t>{3, 7}));
+  EXPECT_TRUE(rec->pages[0].empty());
+  EXPECT_TRUE(rec->pages[1].empty());
+  std::vector<uint32_t> cells_of[2];
+  for (const std::string& k : testing::KeysWithPrefix(store, kPiecesPrefix)) {
+    int64_t step;
+    uint32_t entry;
+    std::optional<uint32_t> page;
+    ASSERT_TRUE(ParsePiecesKey(k, &step, &entry, &page));
+    ASSERT_TRUE(page.has_value());
+    cells_of[entry].push_back(*page);
+  }
+  EXPECT_EQ(cells_of[0].size(), static_cast<size_t>(kRows));
+  EXPECT_EQ(cells_of[1].size(), 70u);
+  {
+    auto r = testing::Reader(store);
+    auto some = r->ReadMetadataFor(1, {"w"}, {EntryRegion{"w", {130, 2}, {10, 3}}});
+    ASSERT_TRUE(some.ok()) << some.status();
+    const EntryMetadata& e = *some->Find("w");
+    EXPECT_TRUE(e.pieces_partial);
+    ASSERT_EQ(e.pieces.size(), 10u);
+    for (size_t i = 0; i < 10; ++i) EXPECT_EQ(e.pieces[i].offsets[0], 130 + static_cast<int64_t>(i));
+    auto whole = r->ReadMetadata(1);
+    ASSERT_TRUE(whole.ok()) << whole.status();
+    EXPECT_EQ(whole->Find("w")->pieces.size(), static_cast<size_t>(kRows));
+    EXPECT_EQ(whole->Find("g")->pieces.size(), 70u);
+    for (int trial = 0; trial < 30; ++trial) {
+      const int64_t r0 = std::uniform_int_distribution<int64_t>(0, 39)(rng);
+      const int64_t c0 = std::uniform_int_distribution<int64_t>(0, 29)(rng);
+      const int64_t rn = std::uniform_int_distribution<int64_t>(1, 40 - r0)(rng);
+      const int64_t cn = std::uniform_int_distribution<int64_t>(1, 30 - c0)(rng);
+      StateDict sd;
+      ASSERT_OK(sd.Add("g", ShardsOf(g, {{{r0, c0}, {rn, cn}}}, true)));
+      ASSERT_OK(testing::LoadNoDist(sd, *r, 1));
+      const Shard& got = std::get<ShardedTensor>(*sd.Find("g")).local_shards()[0];
+      EXPECT_TRUE(got.tensor.BitwiseEquals(Slice2(g, {r0, c0}, {rn, cn}))) << "trial " << trial;
+    }
+    ASSERT_OK(LoadRows(full, *r, 0, kRows));
+  }
+  StepMetadata md;
+  {
+    auto r = testing::Reader(store);
+    auto read = r->ReadMetadataOf(1, {"w"});
+    ASSERT_TRUE(read.ok()) << read.status();
+    md = *read;
+  }
+  // Cell 135 gone; then cell 6 given cell 5's piece (as page 6).
+  WithRawDb(store, [&](rocksdb::DB* db) {
+    ASSERT_TRUE(db->Delete(rocksdb::WriteOptions(), PiecesPageKey(1, 0, 135)).ok());
+  });
+  {
+    auto r = testing::Reader(store);
+    auto whole = r->ReadMetadata(1);
+    EXPECT_EQ(whole.status().code(), StatusCode::kDataLoss) << whole.status();
+    ASSERT_OK(LoadRows(full, *r, 0, 130));
+    Status st = LoadRows(full, *r, 130, 140);
+    EXPECT_EQ(st.code(), StatusCode::kDataLoss) << st;
+    EXPECT_NE(st.ToString().find("page 135 of the pieces of entry 'w' of step 1 is missing"), std::string::npos) << st;
+  }
+  WithRawDb(store, [&](rocksdb::DB* db) {
+    std::optional<PiecesGrid> grid = GridOf(*md.Find("w"));
+    ASSERT_TRUE(grid.has_value());
+    std::swap(grid->piece_of_cell[5], grid->piece_of_cell[6]);
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), PiecesPageKey(1, 0, 6), EncodeEntryPiecesCell(md, 0, *grid, 6)).ok());
+    // Cell 7's piece made half of it (a valid piece inside the cell).
+    StoredPiece& seven = md.entries[0].pieces[grid->piece_of_cell[7]];
+    seven.sizes[1] = kCols / 2;
+    seven.nbytes /= 2;
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), PiecesPageKey(1, 0, 7), EncodeEntryPiecesCell(md, 0, *grid, 7)).ok());
+  });
+  {
+    auto r = testing::Reader(store);
+    ASSERT_OK(LoadRows(full, *r, 0, 6));
+    Status st = LoadRows(full, *r, 6, 7);
+    EXPECT_EQ(st.code(), StatusCode::kDataLoss) << st;
+    EXPECT_NE(st.ToString().find("page 6 of the pieces of entry 'w' of step 1: piece 6 [5:6, 0:8] lies outside"),
+              std::string::npos)
+        << st;
+    st = LoadRows(full, *r, 7, 8);
+    EXPECT_EQ(st.code(), StatusCode::kDataLoss) << st;
+    EXPECT_NE(st.ToString().find("page 7 of the pieces of entry 'w' of step 1: piece 7 [7:8, 0:4] is not its grid "
+                                 "cell [7:8, 0:8]"),
+              std::string::npos)
+        << st;
+  }
+  {
+    auto w = OpenStoreWriter(store);
+    ASSERT_TRUE(w.ok());
+    ASSERT_OK((*w)->DeleteStep(1));
+  }
+  EXPECT_TRUE(testing::KeysWithPrefix(store, kPiecesPrefix).empty());
+}
+
+// A one-row-a-rank tensor saved by 100 and by 1,000 ranks: the step's
+// record (what every load reads first) is the same size; in pages (store
+// format 7) it held a box per 64 pieces.
+TEST(PiecesGrid, TheStepRecordOfAGridDoesNotGrowWithItsPieces) {
+  TempDir dir;
+  const std::string store = dir.Sub("s");
+  auto save = [&](int64_t rows, int64_t step) {
+    auto w = OpenStoreWriter(store);
+    ASSERT_TRUE(w.ok());
+    const Tensor full = PatternTensor(DType::kF32, {rows, 2}, 3);
+    std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> boxes;
+    for (int64_t r = 0; r < rows; ++r) boxes.push_back({{r, 0}, {1, 2}});
+    StateDict sd;
+    ASSERT_OK(sd.Add("w", ShardsOf(full, boxes, false)));
+    ASSERT_OK(testing::SaveNoDist(sd, **w, step));
+  };
+  save(100, 1);
+  save(1000, 2);
+  const size_t small = MetadataValueOf(store, 1).size(), large = MetadataValueOf(store, 2).size();
+  EXPECT_LE(large, small + 8) << small << " bytes at 100 pieces, " << large << " at 1000";
+  auto r = testing::Reader(store);
+  auto some = r->ReadMetadataFor(2, {"w"}, {EntryRegion{"w", {999, 0}, {1, 2}}});
+  ASSERT_TRUE(some.ok()) << some.status();
+  EXPECT_EQ(some->Find("w")->pieces.size(), 1u);
+}
+
+EntryMetadata RowsEntry(int64_t rows, int64_t cols, const std::vector<std::pair<int64_t, int64_t>>& row_runs) {
+  EntryMetadata e;
+  e.fqn = "e";
+  e.kind = EntryKind::kShardedTensor;
+  e.dtype = DType::kU8;
+  e.shape = {rows, cols};
+  for (const auto& [first, n] : row_runs) {
+    StoredPiece p;
+    p.offsets = {first, 0};
+    p.sizes = {n, cols};
+    p.nbytes = static_cast<uint64_t>(n * cols);
+    e.pieces.push_back(p);
+  }
+  return e;
+}
+
+// GridOf takes only pieces that are each one cell of a regular grid, all of
+// them, over more than kPiecesPerPage cells; GridCellsMeeting gives the
+// cells a region meets.
+TEST(PiecesGrid, OnlyARegularTilingIsAGrid) {
+  std::vector<std::pair<int64_t, int64_t>> runs;
+  for (int64_t r = 0; r < 301; r += 4) runs.push_back({r, std::min<int64_t>(4, 301 - r)});  // 76 cells, the last of 1 row
+  std::mt19937 rng(1);
+  std::shuffle(runs.begin(), runs.end(), rng);
+  const EntryMetadata e = RowsEntry(301, 5, runs);
+  std::optional<PiecesGrid> grid = GridOf(e);
+  ASSERT_TRUE(grid.has_value());
+  EXPECT_EQ(grid->block, (std::vector<int64_t>{4, 5}));
+  ASSERT_EQ(grid->piece_of_cell.size(), 76u);
+  for (uint32_t c = 0; c < 76; ++c) EXPECT_EQ(e.pieces[grid->piece_of_cell[c]].offsets[0], 4 * c);
+  EXPECT_EQ(GridCells({301, 5}, {4, 5}), 76u);
+  EXPECT_EQ(GridCells({301, 5}, {0, 5}), 0u);
+  EXPECT_EQ(GridCells({301, 5}, {4, 6}), 0u);
+  const PiecesPage last = GridCellPage({301, 5}, {4, 5}, 75);
+  EXPECT_EQ(last.offsets, (std::vector<int64_t>{300, 0}));
+  EXPECT_EQ(last.sizes, (std::vector<int64_t>{1, 5}));
+  EXPECT_EQ(GridCellsMeeting({301, 5}, {4, 5}, {EntryRegion{"e", {5, 1}, {4, 2}}}), (std::vector<uint32_t>{1, 2}));
+  EXPECT_EQ(GridCellsMeeting({301, 5}, {4, 5}, {EntryRegion{"e", {5, 1}, {0, 2}}}), (std::vector<uint32_t>{}));
+  EXPECT_EQ(GridCellsMeeting({9, 9}, {2, 3}, {EntryRegion{"e", {3, 2}, {2, 2}}}),
+            (std::vector<uint32_t>{3, 4, 6, 7}));  // rows of cells 1-2, columns 0-1 (3 cells a row)
+
+  // Not grids: a piece in the middle of two rows (and the one after it
+  // shifted), a cell missing, 64 pieces or fewer.
+  std::vector<std::pair<int64_t, int64_t>> odd;
+  for (int64_t r = 0; r < 100; ++r) odd.push_back({r, 1});
+  odd[50] = {50, 2};
+  odd.erase(odd.begin() + 51);
+  EXPECT_FALSE(GridOf(RowsEntry(100, 5, odd)).has_value());
+  std::vector<std::pair<int64_t, int64_t>> gap;
+  for (int64_t r = 0; r < 100; ++r) {
+    if (r != 40) gap.push_back({r, 1});
+  }
+  EXPECT_FALSE(GridOf(RowsEntry(100, 5, gap)).has_value());
+  std::vector<std::pair<int64_t, int64_t>> few;
+  for (int64_t r = 0; r < 64; ++r) few.push_back({r, 1});
+  EXPECT_FALSE(GridOf(RowsEntry(64, 5, few)).has_value());
+}
+
+// A step record whose grid does not fit the entry's shape, has another
+// number of cells than the record's piece count, or comes with pages too is
+// DataLoss naming the entry.
+TEST(PiecesGrid, ARecordWithABadGridIsRefused) {
+  std::vector<std::pair<int64_t, int64_t>> runs;
+  for (int64_t r = 0; r < 100; ++r) runs.push_back({r, 1});
+  StepMetadata m;
+  m.step = 3;
+  m.world_size = 1;
+  m.save_id = 9;
+  m.entries.push_back(RowsEntry(100, 5, runs));
+  const std::string good = EncodeMetadataRecord(m, /*paged=*/true, /*grids=*/true);
+  ASSERT_TRUE(DecodeMetadataRecord(good).ok()) << DecodeMetadataRecord(good).status();
+  auto with = [&](const std::function<void(proto::Entry*)>& change) {
+    proto::Metadata pm;
+    EXPECT_TRUE(pm.ParseFromString(DecodeChunkToString(good).value()));
+    EXPECT_EQ(pm.entries(0).grid_size(), 2);
+    change(pm.mutable_entries(0));
+    const std::string raw = pm.SerializeAsString();
+    std::string value;
+    EncodeChunk(raw.data(), raw.size(), Compression::kNone, 1, &value);
+    return DecodeMetadataRecord(value).status();
+  };
+  Status st = with([](proto::Entry* e) { e->set_grid(1, 6); });
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss) << st;
+  EXPECT_NE(st.message().find("entry 'e' grid [1, 6] does not fit its shape"), std::string::npos) << st;
+  st = with([](proto::Entry* e) { e->set_grid(0, 2); });
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss) << st;
+  EXPECT_NE(st.message().find("entry 'e' grid [2, 5] has 50 cells; the record says 100 pieces"), std::string::npos)
+      << st;
+  st = with([](proto::Entry* e) { e->add_pages()->set_pieces(64); });
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss) << st;
+  EXPECT_NE(st.message().find("entry 'e' has both a grid and pages"), std::string::npos) << st;
 }
 
 }  // namespace

@@ -631,7 +631,7 @@ TEST(PiecesRecords, ASummaryAndThenOneEntrysPieces) {
 }
 
 // A store written before format 6 (every piece in the M record; marker
-// format 5) loads, whole or entry by entry; its writer marks it format 7,
+// format 5) loads, whole or entry by entry; its writer marks it format 8,
 // writes new steps with pieces records, and deletes the old steps.
 TEST(PiecesRecords, AFormatFiveStoreLoadsAndItsWriterUpgradesIt) {
   TempDir dir;
@@ -694,7 +694,7 @@ TEST(PiecesRecords, AFormatFiveStoreLoadsAndItsWriterUpgradesIt) {
   {
     std::ifstream marker(store + "/CKPTDB");
     EXPECT_EQ(std::string(std::istreambuf_iterator<char>(marker), std::istreambuf_iterator<char>()),
-              "ckptdb store\nformat 7\n");
+              "ckptdb store\nformat 8\n");
   }
   EXPECT_EQ(PiecesKeysOf(store, 2).size(), 3u);
   ASSERT_OK((*w)->DeleteStep(1));

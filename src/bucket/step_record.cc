@@ -169,6 +169,9 @@ StatusOr<StepRecordHead> DecodeStepRecordHead(std::string_view region) {
                             " pieces values for " + std::to_string(md->metadata.entries.size()) + " entries");
   }
   for (size_t i = 0; i < head.pieces.size(); ++i) {
+    if (i < md->grids.size() && !md->grids[i].empty()) {  // (only a directory store's records keep grids)
+      return Status::DataLoss("the step record's head gives entry '" + md->metadata.entries[i].fqn + "' a grid");
+    }
     const size_t expected = md->pages[i].empty() ? 1 : md->pages[i].size();
     if (head.pieces[i].size() != expected) {
       return Status::DataLoss("the step record's head gives entry '" + md->metadata.entries[i].fqn + "' " +

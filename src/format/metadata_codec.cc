@@ -401,13 +401,117 @@ std::vector<uint32_t> PagesMeeting(const std::vector<PiecesPage>& pages, const s
   return out;
 }
 
-std::string EncodeMetadataRecord(const StepMetadata& m, bool paged) {
+uint64_t GridCells(const std::vector<int64_t>& shape, const std::vector<int64_t>& block) {
+  if (shape.empty() || block.size() != shape.size()) return 0;
+  uint64_t cells = 1;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (block[d] < 1 || block[d] > shape[d]) return 0;
+    cells *= static_cast<uint64_t>((shape[d] + block[d] - 1) / block[d]);
+    if (cells > UINT32_MAX) return 0;
+  }
+  return cells;
+}
+
+PiecesPage GridCellPage(const std::vector<int64_t>& shape, const std::vector<int64_t>& block, uint64_t cell) {
+  PiecesPage page;
+  page.pieces = 1;
+  page.exact = true;
+  page.offsets.resize(shape.size());
+  page.sizes.resize(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    const int64_t n = (shape[d] + block[d] - 1) / block[d];
+    const int64_t c = static_cast<int64_t>(cell % static_cast<uint64_t>(n));
+    cell /= static_cast<uint64_t>(n);
+    page.offsets[d] = c * block[d];
+    page.sizes[d] = std::min(block[d], shape[d] - page.offsets[d]);
+  }
+  return page;
+}
+
+std::optional<PiecesGrid> GridOf(const EntryMetadata& e) {
+  if (e.pieces.size() <= kPiecesPerPage || e.shape.empty()) return std::nullopt;
+  PiecesGrid grid;
+  grid.block.assign(e.shape.size(), 0);
+  for (const StoredPiece& p : e.pieces) {
+    if (p.offsets.size() != e.shape.size() || p.sizes.size() != e.shape.size()) return std::nullopt;
+    for (size_t d = 0; d < e.shape.size(); ++d) grid.block[d] = std::max(grid.block[d], p.sizes[d]);
+  }
+  const uint64_t cells = GridCells(e.shape, grid.block);
+  if (cells != e.pieces.size()) return std::nullopt;
+  // Each piece must be a cell, and no cell taken twice.
+  constexpr uint32_t kFree = UINT32_MAX;
+  grid.piece_of_cell.assign(cells, kFree);
+  for (size_t i = 0; i < e.pieces.size(); ++i) {
+    const StoredPiece& p = e.pieces[i];
+    uint64_t cell = 0;
+    for (size_t d = 0; d < e.shape.size(); ++d) {
+      const int64_t b = grid.block[d];
+      const int64_t n = (e.shape[d] + b - 1) / b;
+      if (p.offsets[d] < 0 || p.offsets[d] % b != 0 || p.offsets[d] >= e.shape[d] ||
+          p.sizes[d] != std::min(b, e.shape[d] - p.offsets[d])) {
+        return std::nullopt;
+      }
+      cell = cell * static_cast<uint64_t>(n) + static_cast<uint64_t>(p.offsets[d] / b);
+    }
+    if (grid.piece_of_cell[cell] != kFree) return std::nullopt;
+    grid.piece_of_cell[cell] = static_cast<uint32_t>(i);
+  }
+  return grid;
+}
+
+std::vector<uint32_t> GridCellsMeeting(const std::vector<int64_t>& shape, const std::vector<int64_t>& block,
+                                       const std::vector<EntryRegion>& regions) {
+  std::vector<uint32_t> out;
+  const size_t dims = shape.size();
+  for (const EntryRegion& r : regions) {
+    if (r.offsets.size() != dims || r.sizes.size() != dims) continue;
+    // The range of cells [lo, hi] the region meets along each dimension.
+    std::vector<int64_t> lo(dims), hi(dims), n(dims);
+    bool empty = false;
+    for (size_t d = 0; d < dims; ++d) {
+      n[d] = (shape[d] + block[d] - 1) / block[d];
+      const int64_t a = std::max<int64_t>(r.offsets[d], 0);
+      const int64_t z = std::min<int64_t>(r.offsets[d] + r.sizes[d], shape[d]);  // exclusive
+      if (r.sizes[d] <= 0 || a >= z) {
+        empty = true;
+        break;
+      }
+      lo[d] = a / block[d];
+      hi[d] = (z - 1) / block[d];
+    }
+    if (empty) continue;
+    std::vector<int64_t> at = lo;
+    while (true) {
+      uint64_t cell = 0;
+      for (size_t d = 0; d < dims; ++d) cell = cell * static_cast<uint64_t>(n[d]) + static_cast<uint64_t>(at[d]);
+      out.push_back(static_cast<uint32_t>(cell));
+      size_t d = dims;
+      while (d > 0 && at[d - 1] == hi[d - 1]) {
+        at[d - 1] = lo[d - 1];
+        --d;
+      }
+      if (d == 0) break;
+      ++at[d - 1];
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::string EncodeMetadataRecord(const StepMetadata& m, bool paged, bool grids) {
   // (The pieces go into the entries' own records: never converted here.)
   proto::Metadata pm;
   StepToProto(m, /*with_pieces=*/false, &pm);
   pm.set_format_version(kMetadataRecordPiecesApart);
   if (paged) {
     for (size_t i = 0; i < m.entries.size(); ++i) {
+      if (grids) {
+        if (std::optional<PiecesGrid> grid = GridOf(m.entries[i])) {
+          for (int64_t b : grid->block) pm.mutable_entries(static_cast<int>(i))->add_grid(b);
+          continue;
+        }
+      }
       for (const PiecesPage& page : PagesOf(m.entries[i])) {
         proto::PiecesPage* q = pm.mutable_entries(static_cast<int>(i))->add_pages();
         for (int64_t o : page.offsets) q->add_offsets(o);
@@ -448,6 +552,26 @@ Status ValidatePages(const EntryMetadata& e, const std::vector<PiecesPage>& page
   return Status::OK();
 }
 
+// An entry's grid (Entry.grid) as its record states it: a block size per
+// dimension, each within the shape, making as many cells as the record says
+// it has pieces.
+Status ValidateGrid(const EntryMetadata& e, const std::vector<int64_t>& block) {
+  if (block.empty()) return Status::OK();
+  std::string sizes;
+  for (int64_t b : block) sizes += (sizes.empty() ? "" : ", ") + std::to_string(b);
+  const std::string where = "entry '" + e.fqn + "' grid [" + sizes + "]";
+  const uint64_t cells = GridCells(e.shape, block);
+  if (cells == 0) {
+    return Status::InvalidArgument(where + " does not fit its shape " + BoxToString(Box{std::vector<int64_t>(e.shape.size(), 0), e.shape}));
+  }
+  if (!e.recorded_totals.has_value() || e.recorded_totals->pieces != cells) {
+    return Status::InvalidArgument(where + " has " + std::to_string(cells) + " cells; the record says " +
+                                   (e.recorded_totals ? std::to_string(e.recorded_totals->pieces) : "nothing") +
+                                   " pieces");
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 StatusOr<MetadataRecord> DecodeMetadataRecord(std::string_view value) {
@@ -458,11 +582,16 @@ StatusOr<MetadataRecord> DecodeMetadataRecord(std::string_view value) {
   MetadataRecord rec;
   if (pm.format_version() == kMetadataRecordPiecesApart) {
     rec.pages.resize(pm.entries_size());
+    rec.grids.resize(pm.entries_size());
     for (int i = 0; i < pm.entries_size(); ++i) {
       const proto::Entry& e = pm.entries(i);
       if (e.pieces_size() != 0) {
         return Status::DataLoss("metadata: entry '" + e.fqn() + "' has pieces in a record whose pieces are apart");
       }
+      if (e.grid_size() != 0 && e.pages_size() != 0) {
+        return Status::DataLoss("metadata: entry '" + e.fqn() + "' has both a grid and pages of pieces");
+      }
+      rec.grids[i].assign(e.grid().begin(), e.grid().end());
       for (const proto::PiecesPage& q : e.pages()) {
         rec.pages[i].push_back(PiecesPage{{q.offsets().begin(), q.offsets().end()},
                                           {q.sizes().begin(), q.sizes().end()},
@@ -483,10 +612,13 @@ StatusOr<MetadataRecord> DecodeMetadataRecord(std::string_view value) {
       if (Status bad = ValidatePages(rec.metadata.entries[i], rec.pages[i]); !bad.ok()) {
         return Status::DataLoss("metadata: " + bad.message());
       }
+      if (Status bad = ValidateGrid(rec.metadata.entries[i], rec.grids[i]); !bad.ok()) {
+        return Status::DataLoss("metadata: " + bad.message());
+      }
     }
   } else {
     for (const proto::Entry& e : pm.entries()) {
-      if (e.pages_size() != 0) {
+      if (e.pages_size() != 0 || e.grid_size() != 0) {
         return Status::DataLoss("metadata: entry '" + e.fqn() + "' has pages of pieces in a record that holds its pieces");
       }
     }
@@ -575,8 +707,15 @@ std::string EncodeEntryPiecesPage(const StepMetadata& m, size_t index, uint32_t 
   return RecordValue(pe);
 }
 
+std::string EncodeEntryPiecesCell(const StepMetadata& m, size_t index, const PiecesGrid& grid, uint32_t cell) {
+  proto::EntryPieces pe = PiecesRecordOf(m, index);
+  pe.set_page(cell);
+  ToProto(m.entries.at(index).pieces.at(grid.piece_of_cell.at(cell)), pe.add_pieces());
+  return RecordValue(pe);
+}
+
 Status DecodeEntryPiecesPage(std::string_view value, const StepMetadata& m, const EntryMetadata& e, uint32_t page,
-                             const PiecesPage* expected, std::vector<StoredPiece>* out) {
+                             const PiecesPage* expected, std::vector<StoredPiece>* out, size_t per_page) {
   const std::string what =
       "page " + std::to_string(page) + " of the pieces of entry '" + e.fqn + "' of step " + std::to_string(m.step);
   google::protobuf::Arena arena;
@@ -588,7 +727,7 @@ Status DecodeEntryPiecesPage(std::string_view value, const StepMetadata& m, cons
   }
   Box bound{std::vector<int64_t>(e.shape.size(), 0), e.shape};
   if (expected != nullptr) bound = Box{expected->offsets, expected->sizes};
-  const size_t first = static_cast<size_t>(page) * kPiecesPerPage;
+  const size_t first = static_cast<size_t>(page) * per_page;
   for (int i = 0; i < pe.pieces_size(); ++i) {
     StoredPiece p = FromProto(pe.pieces(i));
     Status st = ValidatePiece(e, first + static_cast<size_t>(i), p, /*check_storage=*/true);
@@ -596,6 +735,10 @@ Status DecodeEntryPiecesPage(std::string_view value, const StepMetadata& m, cons
     if (st.ok() && (!Intersect(Box{p.offsets, p.sizes}, bound, &inside) || inside.sizes != p.sizes)) {
       st = Status::InvalidArgument("piece " + std::to_string(first + i) + " " + BoxToString(Box{p.offsets, p.sizes}) +
                                    " lies outside the page's box " + BoxToString(bound));
+    }
+    if (st.ok() && expected != nullptr && expected->exact && (p.offsets != bound.offsets || p.sizes != bound.sizes)) {
+      st = Status::InvalidArgument("piece " + std::to_string(first + i) + " " + BoxToString(Box{p.offsets, p.sizes}) +
+                                   " is not its grid cell " + BoxToString(bound));
     }
     if (!st.ok()) return Status::DataLoss(what + ": " + st.message());
     out->push_back(std::move(p));

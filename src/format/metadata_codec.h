@@ -4,6 +4,7 @@
 #ifndef CKPTDB_SRC_METADATA_CODEC_H_
 #define CKPTDB_SRC_METADATA_CODEC_H_
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -71,6 +72,7 @@ inline constexpr size_t kPiecesPerPage = 64;
 struct PiecesPage {
   std::vector<int64_t> offsets, sizes;
   uint32_t pieces = 0;
+  bool exact = false;  // a grid's cell (below): its one piece is this box
 };
 // The pages of `e` (with its pieces): none when it has kPiecesPerPage
 // pieces or fewer.
@@ -80,9 +82,34 @@ std::vector<PiecesPage> PagesOf(const EntryMetadata& e);
 // (the regions of the pages' entry) in at least one element.
 std::vector<uint32_t> PagesMeeting(const std::vector<PiecesPage>& pages, const std::vector<EntryRegion>& regions);
 
+// Store format 8: an entry of more than kPiecesPerPage pieces that tile its
+// shape on a regular grid (every piece one cell: block sizes per dimension,
+// the last block along a dimension smaller when the size is not a multiple;
+// what DTensor Shard(d), FSDP and tensor parallelism make) records the grid
+// instead of pages, and keeps each cell's piece as a page of its own: page c
+// is cell c in row-major order. What the M value says of such an entry does
+// not grow with its pieces, and a load reads only the cells it needs.
+struct PiecesGrid {
+  std::vector<int64_t> block;          // per dimension, in [1, shape[d]]
+  std::vector<uint32_t> piece_of_cell;  // (writer only) cell c's piece: e.pieces[piece_of_cell[c]]
+};
+// The grid of `e` (with its pieces) when it has more than kPiecesPerPage
+// pieces and they tile it so; nullopt otherwise.
+std::optional<PiecesGrid> GridOf(const EntryMetadata& e);
+// How many cells `block` makes of `shape` (0 when they do not fit: a block
+// outside [1, shape[d]], or more than 2^32 cells).
+uint64_t GridCells(const std::vector<int64_t>& shape, const std::vector<int64_t>& block);
+// Cell `cell`'s box as a page of one piece (`exact`: the piece is the box).
+PiecesPage GridCellPage(const std::vector<int64_t>& shape, const std::vector<int64_t>& block, uint64_t cell);
+// The cells (increasing) that meet one of `regions` in at least one element.
+std::vector<uint32_t> GridCellsMeeting(const std::vector<int64_t>& shape, const std::vector<int64_t>& block,
+                                       const std::vector<EntryRegion>& regions);
+
 // With `paged`, the entries that have pages (PagesOf) record them (the
-// directory store); without, none does (the bucket store's record).
-std::string EncodeMetadataRecord(const StepMetadata& m, bool paged = false);
+// directory store); without, none does (the bucket store's record). With
+// `grids` too, an entry with a grid (GridOf) records it instead of its pages
+// (the directory store of format 8).
+std::string EncodeMetadataRecord(const StepMetadata& m, bool paged = false, bool grids = false);
 
 // A decoded M value of either kind. With pieces_apart, every entry has
 // pieces_omitted set and its pieces are to be read from its pieces record;
@@ -96,6 +123,10 @@ struct MetadataRecord {
   // validated against the entry (within its shape, their piece counts
   // adding up to its recorded count).
   std::vector<std::vector<PiecesPage>> pages;
+  // Per entry, its grid's block sizes (store format 8; empty: none),
+  // validated (as many as the shape's dimensions, each in [1, shape[d]], as
+  // many cells as the record's piece count). An entry has pages or a grid.
+  std::vector<std::vector<int64_t>> grids;
 };
 StatusOr<MetadataRecord> DecodeMetadataRecord(std::string_view value);
 
@@ -112,14 +143,21 @@ Status DecodeEntryPiecesValue(std::string_view value, const StepMetadata& m, Ent
 // [page * kPiecesPerPage, +kPiecesPerPage) as a proto::EntryPieces with
 // `page` set.
 std::string EncodeEntryPiecesPage(const StepMetadata& m, size_t index, uint32_t page);
+// The value under PiecesPageKey(step, index, cell) of an entry with grid
+// `grid`: the cell's piece as a page of one.
+std::string EncodeEntryPiecesCell(const StepMetadata& m, size_t index, const PiecesGrid& grid, uint32_t cell);
 // Appends the pieces of such a value to `out`, checking that it is page
 // `page` of entry `e` of this save, that it holds as many pieces as
 // `expected` says, and that each is a valid piece of `e` inside the page's
 // box. DataLoss naming the page, the entry and the step otherwise.
 // (With `expected` null, the count and box are not checked: a caller that
-// reads every page validates the entry whole, AdoptEntryPieces.)
+// reads every page validates the entry whole, AdoptEntryPieces.) A grid's
+// cell (`expected->exact`) must hold the one piece that is its box.
+// `per_page`: how many pieces a page holds (1 for a grid's cells), to name
+// a piece by its index in the entry.
 Status DecodeEntryPiecesPage(std::string_view value, const StepMetadata& m, const EntryMetadata& e, uint32_t page,
-                             const PiecesPage* expected, std::vector<StoredPiece>* out);
+                             const PiecesPage* expected, std::vector<StoredPiece>* out,
+                             size_t per_page = kPiecesPerPage);
 // A pieces record (as EncodeEntryPiecesValue's) holding only the pieces of
 // entry `index` of `m` at `which` (increasing): what a rank of a load served
 // by the coordinator (the remote reader) needs of the entry.

@@ -146,11 +146,13 @@ StatusOr<StepMetadata> CompleteStepMetadataFor(rocksdb::DB* db, int64_t step, st
     const std::string& fqn = md.entries[i].fqn;
     if (wanted.count(fqn) == 0) continue;
     auto found = named.find(fqn);
-    if (rec.pages[i].empty() || found == named.end()) {
+    const std::vector<int64_t>& grid = rec.grids[i];
+    if ((rec.pages[i].empty() && grid.empty()) || found == named.end()) {
       whole.push_back(i);
       continue;
     }
-    const std::vector<uint32_t> meeting = PagesMeeting(rec.pages[i], found->second);
+    const std::vector<uint32_t> meeting = grid.empty() ? PagesMeeting(rec.pages[i], found->second)
+                                                       : GridCellsMeeting(md.entries[i].shape, grid, found->second);
     for (uint32_t p : meeting) pages.push_back({i, p});
     // (Regions that meet no page, empty ones: none of its pieces is needed.)
     if (meeting.empty()) RETURN_IF_ERROR(AdoptPartialEntryPieces({}, md, &md.entries[i]));
@@ -165,6 +167,8 @@ StatusOr<StepMetadata> CompleteStepMetadataFor(rocksdb::DB* db, int64_t step, st
   for (size_t k = 0; k < pages.size();) {
     const uint32_t i = pages[k].first;
     EntryMetadata& e = md.entries[i];
+    const std::vector<int64_t>& grid = rec.grids[i];
+    const uint64_t total = grid.empty() ? rec.pages[i].size() : GridCells(e.shape, grid);
     std::vector<StoredPiece> pieces;
     size_t read = 0;
     for (; k < pages.size() && pages[k].first == i; ++k, ++read) {
@@ -173,9 +177,14 @@ StatusOr<StepMetadata> CompleteStepMetadataFor(rocksdb::DB* db, int64_t step, st
                                std::to_string(step);
       if (statuses[k].IsNotFound()) return Status::DataLoss(what + " is missing");
       RETURN_IF_ERROR(FromRocks(statuses[k], "reading " + what));
-      RETURN_IF_ERROR(DecodeEntryPiecesPage(values[k].ToStringView(), md, e, p, &rec.pages[i][p], &pieces));
+      if (grid.empty()) {
+        RETURN_IF_ERROR(DecodeEntryPiecesPage(values[k].ToStringView(), md, e, p, &rec.pages[i][p], &pieces));
+      } else {
+        const PiecesPage cell = GridCellPage(e.shape, grid, p);
+        RETURN_IF_ERROR(DecodeEntryPiecesPage(values[k].ToStringView(), md, e, p, &cell, &pieces, /*per_page=*/1));
+      }
     }
-    if (read == rec.pages[i].size()) {
+    if (read == total) {
       RETURN_IF_ERROR(AdoptEntryPieces(std::move(pieces), md, &e));
     } else {
       RETURN_IF_ERROR(AdoptPartialEntryPieces(std::move(pieces), md, &e));
@@ -191,9 +200,17 @@ StatusOr<StepMetadata> DecodeStepHeader(int64_t step, std::string_view metadata_
 
 Status AddStepMetadataPuts(const StepMetadata& m, rocksdb::WriteBatch* batch) {
   if (m.entries.size() > UINT32_MAX) return Status::InvalidArgument("too many entries in one step");
-  RETURN_IF_ERROR(FromRocks(batch->Put(MetadataKey(m.step), EncodeMetadataRecord(m, /*paged=*/true)), "metadata batch"));
+  RETURN_IF_ERROR(FromRocks(
+      batch->Put(MetadataKey(m.step), EncodeMetadataRecord(m, /*paged=*/true, /*grids=*/true)), "metadata batch"));
   for (size_t i = 0; i < m.entries.size(); ++i) {
     const uint32_t entry = static_cast<uint32_t>(i);
+    if (std::optional<PiecesGrid> grid = GridOf(m.entries[i])) {
+      for (uint32_t c = 0; c < grid->piece_of_cell.size(); ++c) {
+        RETURN_IF_ERROR(FromRocks(batch->Put(PiecesPageKey(m.step, entry, c), EncodeEntryPiecesCell(m, i, *grid, c)),
+                                  "metadata batch"));
+      }
+      continue;
+    }
     const size_t pages = PagesOf(m.entries[i]).size();
     if (pages == 0) {
       RETURN_IF_ERROR(FromRocks(batch->Put(PiecesKey(m.step, entry), EncodeEntryPiecesValue(m, i)), "metadata batch"));

@@ -21,7 +21,7 @@ StatusOr<StorePathState> InspectStorePath(const std::string& path);
 
 // The store format this ckptdb writes, and the oldest it reads
 // (proto/FORMAT.md, "Format versions").
-inline constexpr int kStoreFormat = 7;
+inline constexpr int kStoreFormat = 8;
 inline constexpr int kOldestReadableStoreFormat = 1;
 
 // The format number the marker of the store at `path` states. DataLoss when
