@@ -450,8 +450,8 @@ EntryMetadata RowsEntry(int64_t rows, int64_t cols, const std::vector<std::pair<
 }
 
 // GridOf takes only pieces that are each one cell of a regular grid, all of
-// them, over more than kPiecesPerPage cells; GridCellsMeeting gives the
-// cells a region meets.
+// them, over kGridMinPieces cells or more; GridCellsMeeting gives the cells
+// a region meets.
 TEST(PiecesGrid, OnlyARegularTilingIsAGrid) {
   std::vector<std::pair<int64_t, int64_t>> runs;
   for (int64_t r = 0; r < 301; r += 4) runs.push_back({r, std::min<int64_t>(4, 301 - r)});  // 76 cells, the last of 1 row
@@ -475,7 +475,7 @@ TEST(PiecesGrid, OnlyARegularTilingIsAGrid) {
             (std::vector<uint32_t>{3, 4, 6, 7}));  // rows of cells 1-2, columns 0-1 (3 cells a row)
 
   // Not grids: a piece in the middle of two rows (and the one after it
-  // shifted), a cell missing, 64 pieces or fewer.
+  // shifted), a cell missing, fewer than kGridMinPieces pieces.
   std::vector<std::pair<int64_t, int64_t>> odd;
   for (int64_t r = 0; r < 100; ++r) odd.push_back({r, 1});
   odd[50] = {50, 2};
@@ -487,8 +487,10 @@ TEST(PiecesGrid, OnlyARegularTilingIsAGrid) {
   }
   EXPECT_FALSE(GridOf(RowsEntry(100, 5, gap)).has_value());
   std::vector<std::pair<int64_t, int64_t>> few;
-  for (int64_t r = 0; r < 64; ++r) few.push_back({r, 1});
-  EXPECT_FALSE(GridOf(RowsEntry(64, 5, few)).has_value());
+  for (int64_t r = 0; r < 8; ++r) few.push_back({r, 1});
+  EXPECT_FALSE(GridOf(RowsEntry(8, 5, few)).has_value());
+  few.push_back({8, 1});
+  EXPECT_TRUE(GridOf(RowsEntry(9, 5, few)).has_value());
 }
 
 // A step record whose grid does not fit the entry's shape, has another
@@ -502,7 +504,8 @@ TEST(PiecesGrid, ARecordWithABadGridIsRefused) {
   m.world_size = 1;
   m.save_id = 9;
   m.entries.push_back(RowsEntry(100, 5, runs));
-  const std::string good = EncodeMetadataRecord(m, /*paged=*/true, /*grids=*/true);
+  const std::vector<std::optional<PiecesGrid>> grids = GridsOf(m);
+  const std::string good = EncodeMetadataRecord(m, /*paged=*/true, &grids);
   ASSERT_TRUE(DecodeMetadataRecord(good).ok()) << DecodeMetadataRecord(good).status();
   auto with = [&](const std::function<void(proto::Entry*)>& change) {
     proto::Metadata pm;

@@ -429,7 +429,7 @@ PiecesPage GridCellPage(const std::vector<int64_t>& shape, const std::vector<int
 }
 
 std::optional<PiecesGrid> GridOf(const EntryMetadata& e) {
-  if (e.pieces.size() <= kPiecesPerPage || e.shape.empty()) return std::nullopt;
+  if (e.pieces.size() < kGridMinPieces || e.shape.empty()) return std::nullopt;
   PiecesGrid grid;
   grid.block.assign(e.shape.size(), 0);
   for (const StoredPiece& p : e.pieces) {
@@ -457,6 +457,13 @@ std::optional<PiecesGrid> GridOf(const EntryMetadata& e) {
     grid.piece_of_cell[cell] = static_cast<uint32_t>(i);
   }
   return grid;
+}
+
+std::vector<std::optional<PiecesGrid>> GridsOf(const StepMetadata& m) {
+  std::vector<std::optional<PiecesGrid>> grids;
+  grids.reserve(m.entries.size());
+  for (const EntryMetadata& e : m.entries) grids.push_back(GridOf(e));
+  return grids;
 }
 
 std::vector<uint32_t> GridCellsMeeting(const std::vector<int64_t>& shape, const std::vector<int64_t>& block,
@@ -499,18 +506,17 @@ std::vector<uint32_t> GridCellsMeeting(const std::vector<int64_t>& shape, const 
   return out;
 }
 
-std::string EncodeMetadataRecord(const StepMetadata& m, bool paged, bool grids) {
+std::string EncodeMetadataRecord(const StepMetadata& m, bool paged,
+                                 const std::vector<std::optional<PiecesGrid>>* grids) {
   // (The pieces go into the entries' own records: never converted here.)
   proto::Metadata pm;
   StepToProto(m, /*with_pieces=*/false, &pm);
   pm.set_format_version(kMetadataRecordPiecesApart);
   if (paged) {
     for (size_t i = 0; i < m.entries.size(); ++i) {
-      if (grids) {
-        if (std::optional<PiecesGrid> grid = GridOf(m.entries[i])) {
-          for (int64_t b : grid->block) pm.mutable_entries(static_cast<int>(i))->add_grid(b);
-          continue;
-        }
+      if (grids != nullptr && grids->at(i).has_value()) {
+        for (int64_t b : grids->at(i)->block) pm.mutable_entries(static_cast<int>(i))->add_grid(b);
+        continue;
       }
       for (const PiecesPage& page : PagesOf(m.entries[i])) {
         proto::PiecesPage* q = pm.mutable_entries(static_cast<int>(i))->add_pages();

@@ -82,20 +82,23 @@ std::vector<PiecesPage> PagesOf(const EntryMetadata& e);
 // (the regions of the pages' entry) in at least one element.
 std::vector<uint32_t> PagesMeeting(const std::vector<PiecesPage>& pages, const std::vector<EntryRegion>& regions);
 
-// Store format 8: an entry of more than kPiecesPerPage pieces that tile its
+// Store format 8: an entry of kGridMinPieces pieces or more (9) that tile its
 // shape on a regular grid (every piece one cell: block sizes per dimension,
 // the last block along a dimension smaller when the size is not a multiple;
 // what DTensor Shard(d), FSDP and tensor parallelism make) records the grid
 // instead of pages, and keeps each cell's piece as a page of its own: page c
 // is cell c in row-major order. What the M value says of such an entry does
 // not grow with its pieces, and a load reads only the cells it needs.
+inline constexpr size_t kGridMinPieces = 9;
 struct PiecesGrid {
   std::vector<int64_t> block;          // per dimension, in [1, shape[d]]
   std::vector<uint32_t> piece_of_cell;  // (writer only) cell c's piece: e.pieces[piece_of_cell[c]]
 };
-// The grid of `e` (with its pieces) when it has more than kPiecesPerPage
-// pieces and they tile it so; nullopt otherwise.
+// The grid of `e` (with its pieces) when it has kGridMinPieces pieces or
+// more and they tile it so; nullopt otherwise.
 std::optional<PiecesGrid> GridOf(const EntryMetadata& e);
+// GridOf of every entry of `m`.
+std::vector<std::optional<PiecesGrid>> GridsOf(const StepMetadata& m);
 // How many cells `block` makes of `shape` (0 when they do not fit: a block
 // outside [1, shape[d]], or more than 2^32 cells).
 uint64_t GridCells(const std::vector<int64_t>& shape, const std::vector<int64_t>& block);
@@ -107,9 +110,10 @@ std::vector<uint32_t> GridCellsMeeting(const std::vector<int64_t>& shape, const 
 
 // With `paged`, the entries that have pages (PagesOf) record them (the
 // directory store); without, none does (the bucket store's record). With
-// `grids` too, an entry with a grid (GridOf) records it instead of its pages
-// (the directory store of format 8).
-std::string EncodeMetadataRecord(const StepMetadata& m, bool paged = false, bool grids = false);
+// `grids` (GridsOf(m)) too, an entry with a grid records it instead of
+// pages (the directory store of format 8).
+std::string EncodeMetadataRecord(const StepMetadata& m, bool paged = false,
+                                 const std::vector<std::optional<PiecesGrid>>* grids = nullptr);
 
 // A decoded M value of either kind. With pieces_apart, every entry has
 // pieces_omitted set and its pieces are to be read from its pieces record;

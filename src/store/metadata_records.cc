@@ -200,11 +200,12 @@ StatusOr<StepMetadata> DecodeStepHeader(int64_t step, std::string_view metadata_
 
 Status AddStepMetadataPuts(const StepMetadata& m, rocksdb::WriteBatch* batch) {
   if (m.entries.size() > UINT32_MAX) return Status::InvalidArgument("too many entries in one step");
-  RETURN_IF_ERROR(FromRocks(
-      batch->Put(MetadataKey(m.step), EncodeMetadataRecord(m, /*paged=*/true, /*grids=*/true)), "metadata batch"));
+  const std::vector<std::optional<PiecesGrid>> grids = GridsOf(m);
+  RETURN_IF_ERROR(
+      FromRocks(batch->Put(MetadataKey(m.step), EncodeMetadataRecord(m, /*paged=*/true, &grids)), "metadata batch"));
   for (size_t i = 0; i < m.entries.size(); ++i) {
     const uint32_t entry = static_cast<uint32_t>(i);
-    if (std::optional<PiecesGrid> grid = GridOf(m.entries[i])) {
+    if (const std::optional<PiecesGrid>& grid = grids[i]) {
       for (uint32_t c = 0; c < grid->piece_of_cell.size(); ++c) {
         RETURN_IF_ERROR(FromRocks(batch->Put(PiecesPageKey(m.step, entry, c), EncodeEntryPiecesCell(m, i, *grid, c)),
                                   "metadata batch"));

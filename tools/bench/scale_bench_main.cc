@@ -33,6 +33,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <fstream>
+#include <thread>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -146,6 +149,12 @@ struct PerSave {
 struct Result {
   CollectiveStats coordinator, busiest;  // busiest: the other rank that received the most
   std::vector<PerSave> saves;
+  std::vector<double> phases;  // wall seconds on the coordinator: each save, then the open and load
+  // One reader's open of the store after the job (what each rank of a real
+  // job pays once): median seconds over 9 opens, and the files in its
+  // database directory.
+  double open_seconds = 0;
+  size_t db_files = 0;
   uint64_t metadata_bytes = 0;
   // The most pieces (and their encoded bytes) one rank's load read.
   uint64_t load_pieces = 0, load_piece_bytes = 0;
@@ -162,6 +171,7 @@ Result Run(const Options& o, int world, bool baseline) {
   std::string failure;
   uint64_t metadata_bytes = 0, load_pieces = 0, load_piece_bytes = 0;
   std::vector<PerSave> per_save;
+  std::vector<double> phases;
   const double c0 = CpuSeconds();
   const auto t0 = Clock::now();
   RunRanksAsThreads(job, [&](int rank, Communicator& inner) {
@@ -190,8 +200,10 @@ Result Run(const Options& o, int world, bool baseline) {
         so.communicator = &comm;
         const CollectiveStats before = comm.stats();
         const double cpu0 = ThreadCpuSeconds();
+        const auto s0 = Clock::now();
         if (Status st = Save(sd, **w, so); !st.ok()) return fail(st);
         const double cpu = ThreadCpuSeconds() - cpu0;
+        if (rank == 0) phases.push_back(std::chrono::duration<double>(Clock::now() - s0).count());
         const CollectiveStats after = comm.stats();
         if (rank <= 1) {
           std::lock_guard<std::mutex> lock(mu);
@@ -211,6 +223,7 @@ Result Run(const Options& o, int world, bool baseline) {
     // exceeds the process's descriptor limit (--reader-files).
     ReaderOptions ro;
     ro.max_open_files = o.reader_files;
+    const auto l0 = Clock::now();
     auto r = OpenStoreReader(store, ro);
     if (!r.ok()) return fail(r.status());
     StateDict target;
@@ -220,6 +233,7 @@ Result Run(const Options& o, int world, bool baseline) {
     lo.communicator = &comm;
     CountingReader counting(**r, o.load_whole);
     if (Status st = Load(target, counting, lo); !st.ok()) return fail(st);
+    if (rank == 0) phases.push_back(std::chrono::duration<double>(Clock::now() - l0).count());
     {
       std::lock_guard<std::mutex> lock(mu);
       load_pieces = std::max(load_pieces, counting.pieces);
@@ -246,6 +260,22 @@ Result Run(const Options& o, int world, bool baseline) {
   res.load_pieces = load_pieces;
   res.load_piece_bytes = load_piece_bytes;
   res.saves = per_save;
+  res.phases = phases;
+  {
+    std::vector<double> opens;
+    for (int k = 0; k < 9; ++k) {
+      ReaderOptions ro;
+      ro.max_open_files = o.reader_files;
+      const auto t = Clock::now();
+      auto r = OpenStoreReader(store, ro);
+      if (!r.ok()) Die("reopening the store: " + r.status().ToString());
+      opens.push_back(std::chrono::duration<double>(Clock::now() - t).count());
+    }
+    std::sort(opens.begin(), opens.end());
+    res.open_seconds = opens[opens.size() / 2];
+    std::error_code ec;
+    for (const auto& f : fs::recursive_directory_iterator(store, ec)) res.db_files += f.is_regular_file() ? 1 : 0;
+  }
   fs::remove_all(store);
   return res;
 }
@@ -329,6 +359,23 @@ int main(int argc, char** argv) {
       (void)setrlimit(RLIMIT_NOFILE, &raised);
     }
   }
+  // The process's resident anonymous memory (RssAnon), sampled: its peak
+  // RSS also counts every page of the store's files once per thread-rank's
+  // mapping of them, which separate processes would not add up.
+  std::atomic<bool> sampler_done{false};
+  std::atomic<uint64_t> peak_anon_kib{0};
+  std::thread sampler([&] {
+    while (!sampler_done) {
+      std::ifstream status("/proc/self/status");
+      for (std::string line; std::getline(status, line);) {
+        if (line.rfind("RssAnon:", 0) == 0) {
+          const uint64_t kib = std::strtoull(line.c_str() + 8, nullptr, 10);
+          if (kib > peak_anon_kib) peak_anon_kib = kib;
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
   bool own_dir = false;
   if (o.dir.empty()) {
     char tmpl[] = "/tmp/ckptdb-scale-XXXXXX";
@@ -358,6 +405,13 @@ int main(int argc, char** argv) {
                   Kb(r.load_piece_bytes).c_str(), r.wall, r.cpu);
       std::fflush(stdout);
     }
+    std::printf("%6d phases (rooted, coordinator's wall s):", world);
+    for (size_t k = 0; k < res[0].phases.size(); ++k) {
+      std::printf(" %s %.2f", k + 1 < res[0].phases.size() ? ("save " + std::to_string(k + 1)).c_str() : "open+load",
+                  res[0].phases[k]);
+    }
+    std::printf("; one reader's open %.1f ms (median of 9, the store holding %zu files)\n",
+                res[0].open_seconds * 1e3, res[0].db_files);
     const std::vector<PerSave>& ps = res[0].saves;
     if (ps.size() >= 2) {
       // Plan caching: the first save sends every plan, later ones a
@@ -372,9 +426,13 @@ int main(int argc, char** argv) {
     std::printf("%6d busiest other rank received %.1fx less with the rooted protocol\n", world,
                 static_cast<double>(res[1].busiest.bytes_received) / std::max<uint64_t>(1, res[0].busiest.bytes_received));
   }
+  sampler_done = true;
+  sampler.join();
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
-  std::printf("peak RSS of the process: %.0f MiB\n", u.ru_maxrss / 1024.0);
+  std::printf("peak RSS of the process: %.0f MiB, of it anonymous memory (sampled every 50 ms) %.0f MiB; the rest is\n"
+              "the store's files mapped by each thread-rank's reader, counted once per mapping\n",
+              u.ru_maxrss / 1024.0, peak_anon_kib.load() / 1024.0);
   if (own_dir) fs::remove_all(o.dir);
   return 0;
 }
