@@ -27,8 +27,11 @@
 // second sends a fingerprint per unchanged plan): bytes the coordinator
 // received, bytes rank 1 sent, the coordinator thread's CPU seconds. And
 // the most pieces one rank's load read of the step's pieces records (store
-// format 7 pages: flat in W; --load-whole 1 reads every piece of the
-// entries, as loads did before, for the comparison).
+// format 8 grids: a rank's own cells; --load-whole 1 reads every piece of
+// the entries, as loads did before format 7, for the comparison). And each
+// phase's wall time, one reader's open of the finished store (what a rank
+// of a real job pays once: the thread-ranks pay it W times), and the
+// process's peak anonymous memory.
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -137,6 +140,7 @@ struct Options {
   int baseline_up_to = 1024;  // the baseline's all-gathers copy W x W parts: slow past this
   bool load_whole = false;    // loads read every piece of their entries (before store format 7)
   int reader_files = 16;      // each thread-rank's ReaderOptions::max_open_files
+  bool reader_mmap = true;    // each thread-rank's ReaderOptions::mmap_reads
   std::string dir;
 };
 
@@ -223,6 +227,7 @@ Result Run(const Options& o, int world, bool baseline) {
     // exceeds the process's descriptor limit (--reader-files).
     ReaderOptions ro;
     ro.max_open_files = o.reader_files;
+    ro.mmap_reads = o.reader_mmap;
     const auto l0 = Clock::now();
     auto r = OpenStoreReader(store, ro);
     if (!r.ok()) return fail(r.status());
@@ -289,7 +294,7 @@ std::string Kb(uint64_t b) {
 void Usage() {
   std::printf(
       "usage: ckptdb-scale-bench [--world 8,64,512] [--entries 20] [--saves 3] [--dir DIR] [--baseline-up-to 1024]\n"
-      "                          [--load-whole 0|1] [--reader-files 16]\n"
+      "                          [--load-whole 0|1] [--reader-files 16] [--reader-mmap 1|0]\n"
       "Runs W ranks as threads of this process (one job per world size), each saving one row of each of\n"
       "--entries [W, 64] f32 tensors --saves times and loading the last step, with the protocol as it is\n"
       "(rooted: ranks exchange with the coordinator only) and with the all-gather baseline (every rank\n"
@@ -302,7 +307,10 @@ void Usage() {
       "piece of the entries they load (ignoring their regions: how loads read before store format 7).\n"
       "--reader-files: each thread-rank's ReaderOptions::max_open_files (default 16, the least: RocksDB\n"
       "opens a quarter of it, up to 16 files, whenever a reader opens, and thousands of thread-ranks share\n"
-      "one process's descriptor limit).\n");
+      "one process's descriptor limit). --reader-mmap: each thread-rank's ReaderOptions::mmap_reads (default\n"
+      "1, as a reader's default). Also prints each phase's wall time on the coordinator, one reader's open of\n"
+      "the finished store (what a rank of a real job pays once, here W times), and the process's peak\n"
+      "anonymous memory (its peak RSS counts the store's files once per thread-rank's mapping).\n");
 }
 
 }  // namespace
@@ -337,6 +345,8 @@ int main(int argc, char** argv) {
     } else if (a == "--reader-files") {
       o.reader_files = std::atoi(next().c_str());
       if (o.reader_files < 16) Die("--reader-files must be at least 16 (ReaderOptions::max_open_files)");
+    } else if (a == "--reader-mmap") {
+      o.reader_mmap = next() == "1";
     } else if (a == "--load-whole") {
       o.load_whole = next() == "1";
     } else if (a == "--dir") {
