@@ -433,6 +433,41 @@ TEST(PiecesGrid, TheStepRecordOfAGridDoesNotGrowWithItsPieces) {
   EXPECT_EQ(some->Find("w")->pieces.size(), 1u);
 }
 
+// Pieces records are ingested before the record that commits the step:
+// records of the same step left by a save that never committed (here 500
+// cells of another save) are deleted when the step is saved, so a step of
+// 300 cells reads back whole and never takes another save's for its own.
+TEST(PiecesGrid, RecordsAnUncommittedSaveLeftAreReplacedWhenTheStepIsSaved) {
+  TempDir dir;
+  const std::string store = dir.Sub("s");
+  const Tensor full = PatternTensor(DType::kF32, {kRows, kCols}, 13);
+  {
+    auto w = OpenStoreWriter(store);
+    ASSERT_TRUE(w.ok());
+    StateDict sd;
+    ASSERT_OK(sd.Add("other", PatternTensor(DType::kI32, {4}, 1)));
+    ASSERT_OK(testing::SaveNoDist(sd, **w, 2));
+  }
+  WithRawDb(store, [&](rocksdb::DB* db) {
+    for (uint32_t c = 0; c < 500; ++c) {
+      ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), PiecesPageKey(1, 0, c), "left by a save that never committed").ok());
+    }
+  });
+  {
+    auto w = OpenStoreWriter(store);
+    ASSERT_TRUE(w.ok());
+    StateDict sd;
+    ASSERT_OK(sd.Add("w", ShardsOf(full, OneRowEach(), false)));
+    ASSERT_OK(testing::SaveNoDist(sd, **w, 1));
+  }
+  EXPECT_EQ(testing::KeysWithPrefix(store, kPiecesPrefix).size(), static_cast<size_t>(kRows) + 1);  // (+ step 2's)
+  auto r = testing::Reader(store);
+  auto whole = r->ReadMetadata(1);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(whole->Find("w")->pieces.size(), static_cast<size_t>(kRows));
+  ASSERT_OK(LoadRows(full, *r, 0, kRows));
+}
+
 EntryMetadata RowsEntry(int64_t rows, int64_t cols, const std::vector<std::pair<int64_t, int64_t>>& row_runs) {
   EntryMetadata e;
   e.fqn = "e";

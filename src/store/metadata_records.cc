@@ -1,5 +1,8 @@
 #include "store/metadata_records.h"
 
+#include <rocksdb/sst_file_writer.h>
+
+#include <functional>
 #include <memory>
 #include <optional>
 #include <unordered_map>
@@ -198,30 +201,50 @@ StatusOr<StepMetadata> DecodeStepHeader(int64_t step, std::string_view metadata_
   return std::move(rec.metadata);
 }
 
-Status AddStepMetadataPuts(const StepMetadata& m, rocksdb::WriteBatch* batch) {
+Status AddStepRecordPut(const StepMetadata& m, const std::vector<std::optional<PiecesGrid>>& grids,
+                        rocksdb::WriteBatch* batch) {
   if (m.entries.size() > UINT32_MAX) return Status::InvalidArgument("too many entries in one step");
-  const std::vector<std::optional<PiecesGrid>> grids = GridsOf(m);
-  RETURN_IF_ERROR(
-      FromRocks(batch->Put(MetadataKey(m.step), EncodeMetadataRecord(m, /*paged=*/true, &grids)), "metadata batch"));
+  return FromRocks(batch->Put(MetadataKey(m.step), EncodeMetadataRecord(m, /*paged=*/true, &grids)), "metadata batch");
+}
+
+Status ForEachPiecesRecord(const StepMetadata& m, const std::vector<std::optional<PiecesGrid>>& grids,
+                           const std::function<Status(const std::string& key, const std::string& value)>& put) {
+  if (m.entries.size() > UINT32_MAX) return Status::InvalidArgument("too many entries in one step");
   for (size_t i = 0; i < m.entries.size(); ++i) {
     const uint32_t entry = static_cast<uint32_t>(i);
-    if (const std::optional<PiecesGrid>& grid = grids[i]) {
+    if (const std::optional<PiecesGrid>& grid = grids.at(i)) {
       for (uint32_t c = 0; c < grid->piece_of_cell.size(); ++c) {
-        RETURN_IF_ERROR(FromRocks(batch->Put(PiecesPageKey(m.step, entry, c), EncodeEntryPiecesCell(m, i, *grid, c)),
-                                  "metadata batch"));
+        RETURN_IF_ERROR(put(PiecesPageKey(m.step, entry, c), EncodeEntryPiecesCell(m, i, *grid, c)));
       }
       continue;
     }
-    const size_t pages = PagesOf(m.entries[i]).size();
-    if (pages == 0) {
-      RETURN_IF_ERROR(FromRocks(batch->Put(PiecesKey(m.step, entry), EncodeEntryPiecesValue(m, i)), "metadata batch"));
+    const size_t n = m.entries[i].pieces.size();
+    if (n <= kPiecesPerPage) {
+      RETURN_IF_ERROR(put(PiecesKey(m.step, entry), EncodeEntryPiecesValue(m, i)));
+      continue;
     }
-    for (uint32_t p = 0; p < pages; ++p) {
-      RETURN_IF_ERROR(FromRocks(batch->Put(PiecesPageKey(m.step, entry, p), EncodeEntryPiecesPage(m, i, p)),
-                                "metadata batch"));
-    }
+    const uint32_t pages = static_cast<uint32_t>((n + kPiecesPerPage - 1) / kPiecesPerPage);
+    for (uint32_t p = 0; p < pages; ++p) RETURN_IF_ERROR(put(PiecesPageKey(m.step, entry, p), EncodeEntryPiecesPage(m, i, p)));
   }
   return Status::OK();
+}
+
+StatusOr<uint64_t> WritePiecesRecordsFile(const StepMetadata& m, const std::vector<std::optional<PiecesGrid>>& grids,
+                                          const rocksdb::Options& options, const std::string& path) {
+  rocksdb::SstFileWriter writer(rocksdb::EnvOptions(), options);
+  bool opened = false;
+  uint64_t records = 0;
+  Status written = ForEachPiecesRecord(m, grids, [&](const std::string& key, const std::string& value) -> Status {
+    if (!opened) {
+      RETURN_IF_ERROR(FromRocks(writer.Open(path), "opening " + path));
+      opened = true;
+    }
+    ++records;
+    return FromRocks(writer.Put(key, value), "writing the pieces records of step " + std::to_string(m.step));
+  });
+  RETURN_IF_ERROR(written);
+  if (opened) RETURN_IF_ERROR(FromRocks(writer.Finish(), "writing " + path));
+  return records;
 }
 
 Status AddStepMetadataDeletes(rocksdb::DB* db, int64_t step, rocksdb::WriteBatch* batch) {

@@ -11,6 +11,8 @@
 #include <rocksdb/write_batch.h>
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,6 +20,7 @@
 #include "ckptdb/metadata.h"
 #include "ckptdb/status.h"
 #include "ckptdb/storage.h"
+#include "format/metadata_codec.h"
 
 namespace ckptdb {
 
@@ -53,9 +56,22 @@ Status ReadEntryPiecesRecords(rocksdb::DB* db, StepMetadata* md, const std::vect
 // names and shapes): DataLoss when unreadable.
 StatusOr<StepMetadata> DecodeStepHeader(int64_t step, std::string_view metadata_value);
 
-// Adds the records that commit `m` (its M value and its pieces records) to
-// `batch`.
-Status AddStepMetadataPuts(const StepMetadata& m, rocksdb::WriteBatch* batch);
+// Adds the record that commits `m`, its M value (with `grids`, GridsOf(m):
+// the entries on a grid record it), to `batch`.
+Status AddStepRecordPut(const StepMetadata& m, const std::vector<std::optional<PiecesGrid>>& grids,
+                        rocksdb::WriteBatch* batch);
+// Calls `put` with the key and value of each pieces record of `m`, in key
+// order: an entry's one record, or its pages, or, with a grid (grids[i]),
+// its cells. Stops at the first error `put` returns.
+Status ForEachPiecesRecord(const StepMetadata& m, const std::vector<std::optional<PiecesGrid>>& grids,
+                           const std::function<Status(const std::string& key, const std::string& value)>& put);
+// Writes every pieces record of `m` into a new SST file at `path` (synced
+// when finished), to be ingested before the batch that puts its M value:
+// what a write batch, the log and a memtable would each hold a copy of
+// otherwise. Returns how many records it holds; with none, no file is
+// written.
+StatusOr<uint64_t> WritePiecesRecordsFile(const StepMetadata& m, const std::vector<std::optional<PiecesGrid>>& grids,
+                                          const rocksdb::Options& options, const std::string& path);
 // Adds the deletes of step `step`'s M value and of every pieces record of it
 // (a range delete: none is left whatever the M value says) to `batch`.
 Status AddStepMetadataDeletes(rocksdb::DB* db, int64_t step, rocksdb::WriteBatch* batch);

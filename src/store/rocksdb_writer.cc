@@ -339,13 +339,16 @@ class RocksDBStoreWriter final : public StoreWriter {
                                                                         std::to_string(ctx.step)));
     }
     // The step may have been committed by another save on this writer since
-    // Prepare; the DB lock keeps other processes out.
+    // Prepare; the DB lock keeps other processes out, and mu_ other saves of
+    // this writer until the commit.
     RETURN_IF_ERROR(CheckStepFree(ctx.step));
     const std::vector<SaveRef> referenced = ReferencedSaves(metadata);
     if (!referenced.empty()) RETURN_IF_ERROR(CheckReferencesLive(ctx, referenced));
+    const std::vector<std::optional<PiecesGrid>> grids = GridsOf(metadata);
+    RETURN_IF_ERROR(IngestPiecesRecords(ctx, metadata, grids));
     rocksdb::WriteBatch batch;
-    // The step's M record and its entries' pieces records (store format 6).
-    RETURN_IF_ERROR(AddStepMetadataPuts(metadata, &batch));
+    // The step's M record: what makes it exist.
+    RETURN_IF_ERROR(AddStepRecordPut(metadata, grids, &batch));
     if (!referenced.empty()) {
       RETURN_IF_ERROR(FromRocks(batch.Put(ReferencesKey(ctx.step), EncodeReferencesValue(referenced)),
                                 "metadata batch"));
@@ -394,6 +397,41 @@ class RocksDBStoreWriter final : public StoreWriter {
     (void)FlushLocked();
     (void)ReclaimRanges(dropped);
     return Status::OK();
+  }
+
+  // The pieces records of the step `metadata` commits, ingested as one SST
+  // file of their own before the batch that puts its M value: nothing reads
+  // them before that batch lands (a reader finds them through M), and none
+  // passes through a write batch, the log and a memtable, each a copy (a
+  // step of 600,000 pieces: 600,000 records). Records that an earlier save
+  // of this step ingested without committing (a crash between the two) are
+  // deleted first, so the step holds its own only: the step is free (no M
+  // record), so no committed step's are touched.
+  Status IngestPiecesRecords(const SaveContext& ctx, const StepMetadata& metadata,
+                             const std::vector<std::optional<PiecesGrid>>& grids) {
+    const std::string what = "the pieces records of step " + std::to_string(ctx.step);
+    const std::string file = StagingDir(path_, ctx.save_id) + "/pieces.sst";
+    ASSIGN_OR_RETURN(uint64_t records, WritePiecesRecordsFile(metadata, grids, Options(), file));
+    if (records == 0) return Status::OK();
+    {
+      std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+      it->Seek(PiecesStepBegin(ctx.step));
+      if (it->Valid() && it->key().compare(PiecesStepEnd(ctx.step)) < 0) {
+        rocksdb::WriteBatch stale;
+        RETURN_IF_ERROR(FromRocks(
+            stale.DeleteRange(db_->DefaultColumnFamily(), PiecesStepBegin(ctx.step), PiecesStepEnd(ctx.step)),
+            "deleting " + what + " an earlier save left"));
+        RETURN_IF_ERROR(WriteSynced(&stale, "deleting " + what + " an earlier save left"));
+      }
+      RETURN_IF_ERROR(FromRocks(it->status(), "reading " + what));
+    }
+    rocksdb::IngestExternalFileOptions io;
+    io.move_files = true;
+    io.snapshot_consistency = false;
+    io.allow_global_seqno = true;
+    io.allow_blocking_flush = true;
+    io.write_global_seqno = false;
+    return FromRocks(db_->IngestExternalFile({file}, io), "ingesting " + what);
   }
 
   // A save shares chunks only with the step FindReusable offered (and what
@@ -913,12 +951,21 @@ class RocksDBStoreWriter final : public StoreWriter {
     return FromRocks(s, "checking whether step " + std::to_string(step) + " exists");
   }
 
-  // Removes the keys of one save attempt and the files holding only them.
+  // Removes the keys of one save attempt and the files holding only them;
+  // and, when its step has no M record, the step's pieces records (what the
+  // attempt ingested before its commit failed: IngestPiecesRecords). Called
+  // under mu_, so no save of this writer is between that ingestion and its
+  // commit.
   Status DropSaveData(int64_t step, uint64_t save_id) {
     std::string begin = DataSaveBegin(step, save_id);
     std::string end = DataSaveEnd(step, save_id);
     rocksdb::WriteBatch batch;
     RETURN_IF_ERROR(FromRocks(batch.DeleteRange(db_->DefaultColumnFamily(), begin, end), "dropping save data"));
+    if (CheckStepFree(step).ok()) {
+      RETURN_IF_ERROR(FromRocks(
+          batch.DeleteRange(db_->DefaultColumnFamily(), PiecesStepBegin(step), PiecesStepEnd(step)),
+          "dropping save data"));
+    }
     RETURN_IF_ERROR(FromRocks(batch.Delete(PendingKey(step, save_id)), "dropping save data"));
     RETURN_IF_ERROR(WriteSynced(&batch, "dropping the data of a failed save of step " + std::to_string(step)));
     return ReclaimRanges({{begin, end}});
