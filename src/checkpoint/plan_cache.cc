@@ -82,10 +82,10 @@ std::optional<StepMetadata> PlanCache::Resolve(std::vector<std::string>* parts, 
   return std::nullopt;
 }
 
-void PlanCache::Succeeded(const StepMetadata* committed) {
+void PlanCache::Succeeded(std::optional<StepMetadata> committed) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (pending_held_ && pending_held_->merged == nullptr && committed != nullptr) {
-    pending_held_->merged = std::make_shared<const StepMetadata>(PlannedPart(*committed));
+  if (pending_held_ && pending_held_->merged == nullptr && committed.has_value()) {
+    pending_held_->merged = std::make_shared<const StepMetadata>(PlannedPart(std::move(*committed)));
   }
   if (pending_sent_) sent_ = std::move(pending_sent_);
   pending_sent_.reset();

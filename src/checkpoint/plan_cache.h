@@ -50,12 +50,12 @@ class PlanCache : public Communicator::ProtocolState {
                                       const std::map<int, Status>& missing, std::map<int, Status>* failures);
 
   // The save's outcome is success: what it used is remembered. The
-  // coordinator passes the metadata it committed: when it merged the plans
-  // anew, the merged metadata it keeps is that metadata's planned part
-  // (PlannedPart, planner.h), copied now rather than when it merged, so that
-  // the copy does not add to the save's peak memory (a coordinator of
-  // thousands of ranks holds every piece of the step).
-  void Succeeded(const StepMetadata* committed = nullptr);
+  // coordinator hands over the metadata it committed: when it merged the
+  // plans anew, the merged metadata it keeps is that metadata's planned part
+  // (PlannedPart, planner.h), cut out of it now rather than copied when it
+  // merged, so that it does not add to the save's peak memory (a
+  // coordinator of thousands of ranks holds every piece of the step).
+  void Succeeded(std::optional<StepMetadata> committed = std::nullopt);
 
   // What the last calls did, for tests and benchmarks: whether this rank
   // sent a reference; whether the coordinator reused its merged metadata.

@@ -296,27 +296,29 @@ StatusOr<StepMetadata> MergePlans(const std::vector<std::string>& encoded_plans,
   return m;
 }
 
-StepMetadata PlannedPart(const StepMetadata& saved) {
+StepMetadata PlannedPart(StepMetadata saved) {
   StepMetadata m;
   m.format_version = saved.format_version;
   m.world_size = saved.world_size;
   m.coordinator_rank = saved.coordinator_rank;
   m.entries.reserve(saved.entries.size());
-  for (const EntryMetadata& e : saved.entries) {
+  for (EntryMetadata& e : saved.entries) {
     EntryMetadata c;
-    c.fqn = e.fqn;
+    c.fqn = std::move(e.fqn);
     c.kind = e.kind;
     c.dtype = e.dtype;
-    c.shape = e.shape;
+    c.shape = std::move(e.shape);
     c.bytes_encoding = e.bytes_encoding;
-    c.pieces.reserve(e.pieces.size());
-    for (const StoredPiece& p : e.pieces) {
+    c.pieces = std::move(e.pieces);
+    // Each piece in place, the rest of it given back as it goes: no second
+    // copy of the step's pieces is ever held.
+    for (StoredPiece& p : c.pieces) {
       StoredPiece q;
-      q.offsets = p.offsets;
-      q.sizes = p.sizes;
+      q.offsets = std::move(p.offsets);
+      q.sizes = std::move(p.sizes);
       q.key = p.key;
       q.nbytes = p.nbytes;
-      c.pieces.push_back(std::move(q));
+      p = std::move(q);
     }
     m.entries.push_back(std::move(c));
   }

@@ -335,7 +335,7 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
 
   // 5. Every rank returns the same outcome.
   if (is_coordinator) std::vector<WriteResult>().swap(results);  // what the ranks wrote: in the commit now
-  if (is_coordinator && DecodeStatus(outcome).ok()) cache.Succeeded(&metadata);
+  if (is_coordinator && DecodeStatus(outcome).ok()) cache.Succeeded(std::move(metadata));  // (not used after)
   Status told = comm->Broadcast(&outcome, coordinator);
   if (!told.ok()) {
     // The coordinator knows why the save failed (a rank that died while

@@ -167,6 +167,7 @@ StatusOr<EntryMetadata> FromProto(const proto::Entry& e) {
   if (!dt.ok()) return dt.status().WithContext("entry '" + e.fqn() + "'");
   out.dtype = *dt;
   out.shape.assign(e.shape().begin(), e.shape().end());
+  out.pieces.reserve(static_cast<size_t>(e.pieces_size()));
   for (const proto::Piece& q : e.pieces()) out.pieces.push_back(FromProto(q));
   if (e.has_piece_count() && e.has_stored_bytes()) {
     out.recorded_totals = PieceTotals{e.piece_count(), e.stored_bytes()};
