@@ -201,19 +201,31 @@ StatusOr<StepMetadata> FromProto(const proto::Metadata& m) {
 namespace {
 
 Status ValidatePiece(const EntryMetadata& e, size_t index, const StoredPiece& p, bool check_storage) {
-  const std::string where = "entry '" + e.fqn + "' piece " + std::to_string(index);
-  Box box{p.offsets, p.sizes};
-  Status st = CheckBoxWithin(box, e.shape);
-  if (!st.ok()) return st.WithContext(where);
-  uint64_t expect = static_cast<uint64_t>(BoxNumel(box)) * DTypeSize(e.dtype);
+  // (Messages are built only for a piece that fails: a step of thousands of
+  // ranks validates millions.)
+  const auto where = [&] { return "entry '" + e.fqn + "' piece " + std::to_string(index); };
+  const auto box = [&] { return Box{p.offsets, p.sizes}; };
+  // Within the shape, checked in place; what fails here is judged (and
+  // described) by CheckBoxWithin.
+  bool within = p.offsets.size() == e.shape.size() && p.sizes.size() == e.shape.size();
+  for (size_t d = 0; within && d < e.shape.size(); ++d) {
+    within = p.offsets[d] >= 0 && p.sizes[d] >= 0 && p.offsets[d] <= e.shape[d] && p.sizes[d] <= e.shape[d] - p.offsets[d];
+  }
+  if (!within) {
+    Status st = CheckBoxWithin(box(), e.shape);
+    if (!st.ok()) return st.WithContext(where());
+  }
+  uint64_t numel = 1;
+  for (int64_t z : p.sizes) numel *= static_cast<uint64_t>(z);
+  uint64_t expect = numel * DTypeSize(e.dtype);
   if (p.nbytes != expect) {
-    return Status::InvalidArgument(where + " records " + std::to_string(p.nbytes) + " bytes, its region " +
-                                   BoxToString(box) + " holds " + std::to_string(expect));
+    return Status::InvalidArgument(where() + " records " + std::to_string(p.nbytes) + " bytes, its region " +
+                                   BoxToString(box()) + " holds " + std::to_string(expect));
   }
   if (!check_storage) return Status::OK();
   if (p.nbytes > 0) {
     if (p.chunk_bytes == 0 || p.chunk_bytes > kMaxChunkRawBytes) {
-      return Status::InvalidArgument(where + " has invalid chunk size " + std::to_string(p.chunk_bytes));
+      return Status::InvalidArgument(where() + " has invalid chunk size " + std::to_string(p.chunk_bytes));
     }
     uint64_t chunks = (p.nbytes + p.chunk_bytes - 1) / p.chunk_bytes;
     if (!p.chunk_shape.empty()) {
@@ -226,28 +238,28 @@ Status ValidatePiece(const EntryMetadata& e, size_t index, const StoredPiece& p,
         if (fits) box_bytes *= static_cast<uint64_t>(s);
       }
       if (!fits || box_bytes != p.chunk_bytes) {
-        return Status::InvalidArgument(where + " has an invalid chunk shape " + ShapeToString(p.chunk_shape) +
-                                       " for its region " + BoxToString(box) + " (chunk size " +
+        return Status::InvalidArgument(where() + " has an invalid chunk shape " + ShapeToString(p.chunk_shape) +
+                                       " for its region " + BoxToString(box()) + " (chunk size " +
                                        std::to_string(p.chunk_bytes) + ")");
       }
-      chunks = ChunkGrid(Box{p.offsets, p.sizes}, p.chunk_shape).num_chunks();
+      chunks = ChunkGrid(box(), p.chunk_shape).num_chunks();
     }
     if (chunks != p.num_chunks) {
-      return Status::InvalidArgument(where + " records " + std::to_string(p.num_chunks) + " chunks, " +
+      return Status::InvalidArgument(where() + " records " + std::to_string(p.num_chunks) + " chunks, " +
                                      std::to_string(chunks) + " expected");
     }
   } else if (p.num_chunks != 0 || !p.chunk_shape.empty()) {
-    return Status::InvalidArgument(where + " is empty but records " + std::to_string(p.num_chunks) + " chunks");
+    return Status::InvalidArgument(where() + " is empty but records " + std::to_string(p.num_chunks) + " chunks");
   }
   if (!p.chunk_hashes.empty() && p.chunk_hashes.size() != uint64_t{p.num_chunks} * kChunkHashBytes) {
-    return Status::InvalidArgument(where + " records " + std::to_string(p.chunk_hashes.size()) +
+    return Status::InvalidArgument(where() + " records " + std::to_string(p.chunk_hashes.size()) +
                                    " bytes of chunk hashes for " + std::to_string(p.num_chunks) + " chunks");
   }
   uint64_t next = 0;  // references ordered, disjoint, within the piece
   for (const ChunkReference& r : p.references) {
     if (r.count == 0 || r.first < next || uint64_t{r.first} + r.count > p.num_chunks ||
         uint64_t{r.chunk} + r.count > UINT32_MAX || r.step < 0 || r.step > kMaxStep || r.save_id == 0) {
-      return Status::InvalidArgument(where + " has an invalid chunk reference (chunks " + std::to_string(r.first) +
+      return Status::InvalidArgument(where() + " has an invalid chunk reference (chunks " + std::to_string(r.first) +
                                      "+" + std::to_string(r.count) + " of " + std::to_string(p.num_chunks) +
                                      " to step " + std::to_string(r.step) + ")");
     }
@@ -663,22 +675,45 @@ namespace {
 // repeated fields, and every rank of a job decodes the pages it loads; on
 // an arena their memory is taken in blocks and given back at once instead
 // of by a malloc and a free per field.
+// (`what` names the record: called only to describe an error, so that a
+// read of a million one-piece records builds no message.)
+template <typename What>
 StatusOr<proto::EntryPieces*> ParsePiecesRecord(std::string_view value, const StepMetadata& m, const EntryMetadata& e,
-                                                std::optional<uint32_t> page, const std::string& what,
+                                                std::optional<uint32_t> page, const What& what,
                                                 google::protobuf::Arena* arena) {
   auto bytes = DecodeChunkToString(value);
-  if (!bytes.ok()) return Status::DataLoss(what + ": " + bytes.status().message());
+  if (!bytes.ok()) return Status::DataLoss(what() + ": " + bytes.status().message());
   auto* pe = google::protobuf::Arena::CreateMessage<proto::EntryPieces>(arena);
-  if (!pe->ParseFromString(*bytes)) return Status::DataLoss(what + " does not parse as ckptdb.proto.EntryPieces");
+  if (!pe->ParseFromString(*bytes)) return Status::DataLoss(what() + " does not parse as ckptdb.proto.EntryPieces");
   if (pe->fqn() != e.fqn || pe->step() != m.step || pe->save_id() != m.save_id) {
-    return Status::DataLoss(what + " belongs to entry '" + pe->fqn() + "' of step " + std::to_string(pe->step()) +
+    return Status::DataLoss(what() + " belongs to entry '" + pe->fqn() + "' of step " + std::to_string(pe->step()) +
                             " (save " + std::to_string(pe->save_id()) + ")");
   }
   if (pe->has_page() != page.has_value() || (page.has_value() && pe->page() != *page)) {
-    return Status::DataLoss(what + " is " +
+    return Status::DataLoss(what() + " is " +
                             (pe->has_page() ? "page " + std::to_string(pe->page()) : "a whole entry's") + " record");
   }
   return pe;
+}
+
+// An arena whose first block is `block` (on the caller's stack): a record of
+// a few pieces is parsed without a heap allocation.
+google::protobuf::ArenaOptions StackArena(char* block, size_t size) {
+  google::protobuf::ArenaOptions o;
+  o.initial_block = block;
+  o.initial_block_size = size;
+  return o;
+}
+
+// Whether box (offsets, sizes) lies within (lo, extent), both of `dims`
+// dimensions.
+bool BoxWithin(const std::vector<int64_t>& offsets, const std::vector<int64_t>& sizes, const std::vector<int64_t>& lo,
+               const std::vector<int64_t>& extent) {
+  if (offsets.size() != lo.size() || sizes.size() != lo.size() || extent.size() != lo.size()) return false;
+  for (size_t d = 0; d < lo.size(); ++d) {
+    if (offsets[d] < lo[d] || offsets[d] + sizes[d] > lo[d] + extent[d]) return false;
+  }
+  return true;
 }
 
 Status AdoptPieces(std::vector<StoredPiece> pieces, const StepMetadata& m, EntryMetadata* e, const std::string& what) {
@@ -723,31 +758,34 @@ std::string EncodeEntryPiecesCell(const StepMetadata& m, size_t index, const Pie
 
 Status DecodeEntryPiecesPage(std::string_view value, const StepMetadata& m, const EntryMetadata& e, uint32_t page,
                              const PiecesPage* expected, std::vector<StoredPiece>* out, size_t per_page) {
-  const std::string what =
-      "page " + std::to_string(page) + " of the pieces of entry '" + e.fqn + "' of step " + std::to_string(m.step);
-  google::protobuf::Arena arena;
+  const auto what = [&] {
+    return "page " + std::to_string(page) + " of the pieces of entry '" + e.fqn + "' of step " + std::to_string(m.step);
+  };
+  alignas(16) char block[4096];
+  google::protobuf::Arena arena(StackArena(block, sizeof block));
   ASSIGN_OR_RETURN(proto::EntryPieces * parsed, ParsePiecesRecord(value, m, e, page, what, &arena));
   const proto::EntryPieces& pe = *parsed;
   if (expected != nullptr && static_cast<uint64_t>(pe.pieces_size()) != expected->pieces) {
-    return Status::DataLoss(what + " holds " + std::to_string(pe.pieces_size()) + " pieces; the step's record says " +
+    return Status::DataLoss(what() + " holds " + std::to_string(pe.pieces_size()) + " pieces; the step's record says " +
                             std::to_string(expected->pieces));
   }
-  Box bound{std::vector<int64_t>(e.shape.size(), 0), e.shape};
-  if (expected != nullptr) bound = Box{expected->offsets, expected->sizes};
   const size_t first = static_cast<size_t>(page) * per_page;
   for (int i = 0; i < pe.pieces_size(); ++i) {
     StoredPiece p = FromProto(pe.pieces(i));
+    // (Within the entry's shape: ValidatePiece; within the page's box, or
+    // its grid cell exactly: here.)
     Status st = ValidatePiece(e, first + static_cast<size_t>(i), p, /*check_storage=*/true);
-    Box inside;
-    if (st.ok() && (!Intersect(Box{p.offsets, p.sizes}, bound, &inside) || inside.sizes != p.sizes)) {
+    if (st.ok() && expected != nullptr && !BoxWithin(p.offsets, p.sizes, expected->offsets, expected->sizes)) {
       st = Status::InvalidArgument("piece " + std::to_string(first + i) + " " + BoxToString(Box{p.offsets, p.sizes}) +
-                                   " lies outside the page's box " + BoxToString(bound));
+                                   " lies outside the page's box " +
+                                   BoxToString(Box{expected->offsets, expected->sizes}));
     }
-    if (st.ok() && expected != nullptr && expected->exact && (p.offsets != bound.offsets || p.sizes != bound.sizes)) {
+    if (st.ok() && expected != nullptr && expected->exact &&
+        (p.offsets != expected->offsets || p.sizes != expected->sizes)) {
       st = Status::InvalidArgument("piece " + std::to_string(first + i) + " " + BoxToString(Box{p.offsets, p.sizes}) +
-                                   " is not its grid cell " + BoxToString(bound));
+                                   " is not its grid cell " + BoxToString(Box{expected->offsets, expected->sizes}));
     }
-    if (!st.ok()) return Status::DataLoss(what + ": " + st.message());
+    if (!st.ok()) return Status::DataLoss(what() + ": " + st.message());
     out->push_back(std::move(p));
   }
   return Status::OK();
@@ -763,7 +801,8 @@ std::string EncodePiecesSubset(const StepMetadata& m, size_t index, const std::v
 Status DecodePiecesSubset(std::string_view value, const StepMetadata& m, EntryMetadata* e) {
   const std::string what = "the pieces of entry '" + e->fqn + "' of step " + std::to_string(m.step);
   google::protobuf::Arena arena;
-  ASSIGN_OR_RETURN(proto::EntryPieces * parsed, ParsePiecesRecord(value, m, *e, std::nullopt, what, &arena));
+  ASSIGN_OR_RETURN(proto::EntryPieces * parsed,
+                   ParsePiecesRecord(value, m, *e, std::nullopt, [&what] { return what; }, &arena));
   const proto::EntryPieces& pe = *parsed;
   std::vector<StoredPiece> pieces;
   pieces.reserve(pe.pieces_size());
@@ -801,7 +840,8 @@ Status AdoptEntryPieces(std::vector<StoredPiece> pieces, const StepMetadata& m, 
 Status DecodeEntryPiecesValue(std::string_view value, const StepMetadata& m, EntryMetadata* e) {
   const std::string what = "the pieces record of entry '" + e->fqn + "' of step " + std::to_string(m.step);
   google::protobuf::Arena arena;
-  ASSIGN_OR_RETURN(proto::EntryPieces * parsed, ParsePiecesRecord(value, m, *e, std::nullopt, what, &arena));
+  ASSIGN_OR_RETURN(proto::EntryPieces * parsed,
+                   ParsePiecesRecord(value, m, *e, std::nullopt, [&what] { return what; }, &arena));
   const proto::EntryPieces& pe = *parsed;
   std::vector<StoredPiece> pieces;
   pieces.reserve(pe.pieces_size());

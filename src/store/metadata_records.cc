@@ -2,6 +2,7 @@
 
 #include <rocksdb/sst_file_writer.h>
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -53,6 +54,9 @@ Status ReadAllPages(rocksdb::DB* db, StepMetadata* md, uint32_t index) {
   const std::string prefix = PiecesKey(md->step, index);
   std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions()));
   std::vector<StoredPiece> pieces;
+  // (As many as the step records, within reason: a damaged count is found
+  // by the validation below.)
+  if (e.recorded_totals.has_value()) pieces.reserve(std::min<uint64_t>(e.recorded_totals->pieces, 1u << 20));
   uint32_t next = 0;
   for (it->Seek(PiecesPageKey(md->step, index, 0)); it->Valid() && it->key().starts_with(prefix); it->Next()) {
     int64_t step;
