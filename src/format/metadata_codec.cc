@@ -209,7 +209,8 @@ Status ValidatePiece(const EntryMetadata& e, size_t index, const StoredPiece& p,
   // described) by CheckBoxWithin.
   bool within = p.offsets.size() == e.shape.size() && p.sizes.size() == e.shape.size();
   for (size_t d = 0; within && d < e.shape.size(); ++d) {
-    within = p.offsets[d] >= 0 && p.sizes[d] >= 0 && p.offsets[d] <= e.shape[d] && p.sizes[d] <= e.shape[d] - p.offsets[d];
+    within = p.offsets[d] >= 0 && p.sizes[d] >= 0 && p.offsets[d] <= e.shape[d] &&
+             p.sizes[d] <= e.shape[d] - p.offsets[d];
   }
   if (!within) {
     Status st = CheckBoxWithin(box(), e.shape);
@@ -581,7 +582,7 @@ Status ValidateGrid(const EntryMetadata& e, const std::vector<int64_t>& block) {
   const std::string where = "entry '" + e.fqn + "' grid [" + sizes + "]";
   const uint64_t cells = GridCells(e.shape, block);
   if (cells == 0) {
-    return Status::InvalidArgument(where + " does not fit its shape " + BoxToString(Box{std::vector<int64_t>(e.shape.size(), 0), e.shape}));
+    return Status::InvalidArgument(where + " does not fit its shape " + ShapeToString(e.shape));
   }
   if (!e.recorded_totals.has_value() || e.recorded_totals->pieces != cells) {
     return Status::InvalidArgument(where + " has " + std::to_string(cells) + " cells; the record says " +

@@ -228,7 +228,9 @@ Status ForEachPiecesRecord(const StepMetadata& m, const std::vector<std::optiona
       continue;
     }
     const uint32_t pages = static_cast<uint32_t>((n + kPiecesPerPage - 1) / kPiecesPerPage);
-    for (uint32_t p = 0; p < pages; ++p) RETURN_IF_ERROR(put(PiecesPageKey(m.step, entry, p), EncodeEntryPiecesPage(m, i, p)));
+    for (uint32_t p = 0; p < pages; ++p) {
+      RETURN_IF_ERROR(put(PiecesPageKey(m.step, entry, p), EncodeEntryPiecesPage(m, i, p)));
+    }
   }
   return Status::OK();
 }
