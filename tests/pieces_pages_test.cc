@@ -468,6 +468,45 @@ TEST(PiecesGrid, RecordsAnUncommittedSaveLeftAreReplacedWhenTheStepIsSaved) {
   ASSERT_OK(LoadRows(full, *r, 0, kRows));
 }
 
+// A save that failed after ingesting its step's pieces records (a crash
+// before its commit) and wrote no data of its own (every chunk shared)
+// leaves a pending record and those records: the sweep on the next open
+// deletes them with the pending record. A pending record of a committed
+// step leaves that step's records alone.
+TEST(PiecesGrid, TheSweepDeletesThePiecesRecordsOfAStepThatNeverCommitted) {
+  TempDir dir;
+  const std::string store = dir.Sub("s");
+  {
+    auto w = OpenStoreWriter(store);
+    ASSERT_TRUE(w.ok());
+    StateDict sd;
+    ASSERT_OK(sd.Add("other", PatternTensor(DType::kI32, {4}, 1)));
+    ASSERT_OK(testing::SaveNoDist(sd, **w, 2));
+  }
+  WithRawDb(store, [&](rocksdb::DB* db) {
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), PendingKey(5, 77), "").ok());
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), PendingKey(2, 78), "").ok());
+    for (uint32_t c = 0; c < 20; ++c) {
+      ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), PiecesPageKey(5, 0, c), "left by a save of step 5").ok());
+    }
+  });
+  ASSERT_EQ(testing::KeysWithPrefix(store, kPiecesPrefix).size(), 21u);
+  {
+    auto w = OpenStoreWriter(store);  // sweeps on open
+    ASSERT_TRUE(w.ok());
+    StateDict sd;
+    ASSERT_OK(sd.Add("more", PatternTensor(DType::kI32, {4}, 2)));
+    ASSERT_OK(testing::SaveNoDist(sd, **w, 3));
+  }
+  const std::vector<std::string> left = testing::KeysWithPrefix(store, kPiecesPrefix);
+  ASSERT_EQ(left.size(), 2u);
+  EXPECT_EQ(left[0], PiecesKey(2, 0));
+  EXPECT_EQ(left[1], PiecesKey(3, 0));
+  EXPECT_TRUE(testing::KeysWithPrefix(store, kPendingPrefix).empty());
+  auto r = testing::Reader(store);
+  ASSERT_TRUE(r->ReadMetadata(2).ok());
+}
+
 EntryMetadata RowsEntry(int64_t rows, int64_t cols, const std::vector<std::pair<int64_t, int64_t>>& row_runs) {
   EntryMetadata e;
   e.fqn = "e";

@@ -413,17 +413,13 @@ class RocksDBStoreWriter final : public StoreWriter {
     const std::string file = StagingDir(path_, ctx.save_id) + "/pieces.sst";
     ASSIGN_OR_RETURN(uint64_t records, WritePiecesRecordsFile(metadata, grids, Options(), file));
     if (records == 0) return Status::OK();
-    {
-      std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
-      it->Seek(PiecesStepBegin(ctx.step));
-      if (it->Valid() && it->key().compare(PiecesStepEnd(ctx.step)) < 0) {
-        rocksdb::WriteBatch stale;
-        RETURN_IF_ERROR(FromRocks(
-            stale.DeleteRange(db_->DefaultColumnFamily(), PiecesStepBegin(ctx.step), PiecesStepEnd(ctx.step)),
-            "deleting " + what + " an earlier save left"));
-        RETURN_IF_ERROR(WriteSynced(&stale, "deleting " + what + " an earlier save left"));
-      }
-      RETURN_IF_ERROR(FromRocks(it->status(), "reading " + what));
+    ASSIGN_OR_RETURN(bool stale_records, HasPiecesRecords(ctx.step));
+    if (stale_records) {
+      rocksdb::WriteBatch stale;
+      RETURN_IF_ERROR(
+          FromRocks(stale.DeleteRange(db_->DefaultColumnFamily(), PiecesStepBegin(ctx.step), PiecesStepEnd(ctx.step)),
+                    "deleting " + what + " an earlier save left"));
+      RETURN_IF_ERROR(WriteSynced(&stale, "deleting " + what + " an earlier save left"));
     }
     rocksdb::IngestExternalFileOptions io;
     io.move_files = true;
@@ -432,6 +428,15 @@ class RocksDBStoreWriter final : public StoreWriter {
     io.allow_blocking_flush = true;
     io.write_global_seqno = false;
     return FromRocks(db_->IngestExternalFile({file}, io), "ingesting " + what);
+  }
+
+  // Whether some pieces record of `step` is visible.
+  StatusOr<bool> HasPiecesRecords(int64_t step) {
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+    it->Seek(PiecesStepBegin(step));
+    const bool found = it->Valid() && it->key().compare(PiecesStepEnd(step)) < 0;
+    RETURN_IF_ERROR(FromRocks(it->status(), "reading the pieces records of step " + std::to_string(step)));
+    return found;
   }
 
   // A save shares chunks only with the step FindReusable offered (and what
@@ -1050,6 +1055,13 @@ class RocksDBStoreWriter final : public StoreWriter {
         // (DropSaveData removed those of the dropped saves already.)
         if (orphans.count({step, id}) == 0 && complete && in_flight_.count(id) == 0) {
           batch.Delete(PendingKey(step, id)).PermitUncheckedError();
+          // A save that wrote no data (every chunk shared) may still have
+          // ingested its step's pieces records before failing to commit.
+          ASSIGN_OR_RETURN(bool leftovers, HasPiecesRecords(step));
+          if (leftovers && CheckStepFree(step).ok()) {
+            batch.DeleteRange(db_->DefaultColumnFamily(), PiecesStepBegin(step), PiecesStepEnd(step))
+                .PermitUncheckedError();
+          }
         }
       }
       if (batch.Count() > 0) RETURN_IF_ERROR(WriteSynced(&batch, "clearing pending records"));
