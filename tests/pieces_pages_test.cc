@@ -76,6 +76,23 @@ Status LoadRows(const Tensor& full, StoreReader& r, int64_t begin, int64_t end) 
   return Status::OK();
 }
 
+// Saves `sd` as step `step` of `store` (one process).
+void SaveAs(const std::string& store, const StateDict& sd, int64_t step) {
+  auto w = OpenStoreWriter(store);
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_OK(testing::SaveNoDist(sd, **w, step));
+}
+
+// Deletes step `step` of `store`: none of its pieces records is left.
+void DeleteLeavesNoPiecesRecords(const std::string& store, int64_t step) {
+  {
+    auto w = OpenStoreWriter(store);
+    ASSERT_TRUE(w.ok()) << w.status();
+    ASSERT_OK((*w)->DeleteStep(step));
+  }
+  EXPECT_TRUE(testing::KeysWithPrefix(store, kPiecesPrefix).empty());
+}
+
 // 301 pieces of "w" (a row each, the last row in two: not a grid) go into 5
 // pages of 64 (the last 45), the 1-piece entry "s" into one record. A load of rows 130-139 reads page 2
 // only (ReadMetadataFor returns its 64 pieces, pieces_partial), so it works
@@ -166,12 +183,7 @@ TEST(PiecesPages, AnEntryOfManyPiecesIsKeptInPagesAndALoadReadsOnlyThoseItNeeds)
   EXPECT_EQ(st.code(), StatusCode::kDataLoss) << st;
   EXPECT_NE(st.ToString().find("page 2 of the pieces of entry 'w' of step 1 is page 3"), std::string::npos) << st;
   // Deleting the step deletes its pages.
-  {
-    auto w = OpenStoreWriter(store);
-    ASSERT_TRUE(w.ok());
-    ASSERT_OK((*w)->DeleteStep(1));
-  }
-  EXPECT_TRUE(testing::KeysWithPrefix(store, kPiecesPrefix).empty());
+  DeleteLeavesNoPiecesRecords(store, 1);
 }
 
 // A step of many pieces written as store format 6 wrote it (one pieces
@@ -304,12 +316,10 @@ TEST(PiecesGrid, ARegularShardingIsRecordedAsAGridAndALoadReadsOnlyItsCells) {
   const Tensor full = PatternTensor(DType::kF32, {kRows, kCols}, 11);
   const Tensor g = PatternTensor(DType::kF32, {40, 30}, 12);
   {
-    auto w = OpenStoreWriter(store);
-    ASSERT_TRUE(w.ok()) << w.status();
     StateDict sd;
     ASSERT_OK(sd.Add("w", ShardsOf(full, OneRowEach(), false)));
     ASSERT_OK(sd.Add("g", ShardsOf(g, GridBoxes({40, 30}, {3, 7}, &rng), false)));
-    ASSERT_OK(testing::SaveNoDist(sd, **w, 1));
+    SaveAs(store, sd, 1);
   }
   auto rec = DecodeMetadataRecord(MetadataValueOf(store, 1));
   ASSERT_TRUE(rec.ok()) << rec.status();
@@ -399,12 +409,7 @@ TEST(PiecesGrid, ARegularShardingIsRecordedAsAGridAndALoadReadsOnlyItsCells) {
               std::string::npos)
         << st;
   }
-  {
-    auto w = OpenStoreWriter(store);
-    ASSERT_TRUE(w.ok());
-    ASSERT_OK((*w)->DeleteStep(1));
-  }
-  EXPECT_TRUE(testing::KeysWithPrefix(store, kPiecesPrefix).empty());
+  DeleteLeavesNoPiecesRecords(store, 1);
 }
 
 // A one-row-a-rank tensor saved by 100 and by 1,000 ranks: the step's
@@ -414,14 +419,12 @@ TEST(PiecesGrid, TheStepRecordOfAGridDoesNotGrowWithItsPieces) {
   TempDir dir;
   const std::string store = dir.Sub("s");
   auto save = [&](int64_t rows, int64_t step) {
-    auto w = OpenStoreWriter(store);
-    ASSERT_TRUE(w.ok());
     const Tensor full = PatternTensor(DType::kF32, {rows, 2}, 3);
     std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> boxes;
     for (int64_t r = 0; r < rows; ++r) boxes.push_back({{r, 0}, {1, 2}});
     StateDict sd;
     ASSERT_OK(sd.Add("w", ShardsOf(full, boxes, false)));
-    ASSERT_OK(testing::SaveNoDist(sd, **w, step));
+    SaveAs(store, sd, step);
   };
   save(100, 1);
   save(1000, 2);
@@ -442,11 +445,9 @@ TEST(PiecesGrid, RecordsAnUncommittedSaveLeftAreReplacedWhenTheStepIsSaved) {
   const std::string store = dir.Sub("s");
   const Tensor full = PatternTensor(DType::kF32, {kRows, kCols}, 13);
   {
-    auto w = OpenStoreWriter(store);
-    ASSERT_TRUE(w.ok());
     StateDict sd;
     ASSERT_OK(sd.Add("other", PatternTensor(DType::kI32, {4}, 1)));
-    ASSERT_OK(testing::SaveNoDist(sd, **w, 2));
+    SaveAs(store, sd, 2);
   }
   WithRawDb(store, [&](rocksdb::DB* db) {
     for (uint32_t c = 0; c < 500; ++c) {
@@ -454,11 +455,9 @@ TEST(PiecesGrid, RecordsAnUncommittedSaveLeftAreReplacedWhenTheStepIsSaved) {
     }
   });
   {
-    auto w = OpenStoreWriter(store);
-    ASSERT_TRUE(w.ok());
     StateDict sd;
     ASSERT_OK(sd.Add("w", ShardsOf(full, OneRowEach(), false)));
-    ASSERT_OK(testing::SaveNoDist(sd, **w, 1));
+    SaveAs(store, sd, 1);
   }
   EXPECT_EQ(testing::KeysWithPrefix(store, kPiecesPrefix).size(), static_cast<size_t>(kRows) + 1);  // (+ step 2's)
   auto r = testing::Reader(store);
@@ -477,11 +476,9 @@ TEST(PiecesGrid, TheSweepDeletesThePiecesRecordsOfAStepThatNeverCommitted) {
   TempDir dir;
   const std::string store = dir.Sub("s");
   {
-    auto w = OpenStoreWriter(store);
-    ASSERT_TRUE(w.ok());
     StateDict sd;
     ASSERT_OK(sd.Add("other", PatternTensor(DType::kI32, {4}, 1)));
-    ASSERT_OK(testing::SaveNoDist(sd, **w, 2));
+    SaveAs(store, sd, 2);
   }
   WithRawDb(store, [&](rocksdb::DB* db) {
     ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), PendingKey(5, 77), "").ok());
@@ -492,11 +489,9 @@ TEST(PiecesGrid, TheSweepDeletesThePiecesRecordsOfAStepThatNeverCommitted) {
   });
   ASSERT_EQ(testing::KeysWithPrefix(store, kPiecesPrefix).size(), 21u);
   {
-    auto w = OpenStoreWriter(store);  // sweeps on open
-    ASSERT_TRUE(w.ok());
     StateDict sd;
     ASSERT_OK(sd.Add("more", PatternTensor(DType::kI32, {4}, 2)));
-    ASSERT_OK(testing::SaveNoDist(sd, **w, 3));
+    SaveAs(store, sd, 3);  // (its writer sweeps on open)
   }
   const std::vector<std::string> left = testing::KeysWithPrefix(store, kPiecesPrefix);
   ASSERT_EQ(left.size(), 2u);

@@ -253,10 +253,14 @@ StatusOr<uint64_t> WritePiecesRecordsFile(const StepMetadata& m, const std::vect
   return records;
 }
 
+Status AddPiecesRecordsDelete(rocksdb::DB* db, int64_t step, rocksdb::WriteBatch* batch) {
+  return FromRocks(batch->DeleteRange(db->DefaultColumnFamily(), PiecesStepBegin(step), PiecesStepEnd(step)),
+                   "deleting the pieces records of step " + std::to_string(step));
+}
+
 Status AddStepMetadataDeletes(rocksdb::DB* db, int64_t step, rocksdb::WriteBatch* batch) {
   RETURN_IF_ERROR(FromRocks(batch->Delete(MetadataKey(step)), "delete batch"));
-  return FromRocks(batch->DeleteRange(db->DefaultColumnFamily(), PiecesStepBegin(step), PiecesStepEnd(step)),
-                   "delete batch");
+  return AddPiecesRecordsDelete(db, step, batch);
 }
 
 }  // namespace ckptdb

@@ -72,6 +72,8 @@ Status ForEachPiecesRecord(const StepMetadata& m, const std::vector<std::optiona
 // written.
 StatusOr<uint64_t> WritePiecesRecordsFile(const StepMetadata& m, const std::vector<std::optional<PiecesGrid>>& grids,
                                           const rocksdb::Options& options, const std::string& path);
+// Adds the range delete of every pieces record of step `step` to `batch`.
+Status AddPiecesRecordsDelete(rocksdb::DB* db, int64_t step, rocksdb::WriteBatch* batch);
 // Adds the deletes of step `step`'s M value and of every pieces record of it
 // (a range delete: none is left whatever the M value says) to `batch`.
 Status AddStepMetadataDeletes(rocksdb::DB* db, int64_t step, rocksdb::WriteBatch* batch);

@@ -328,15 +328,9 @@ class RocksDBStoreWriter final : public StoreWriter {
     std::vector<std::string> files;
     for (const WriteResult& r : results) files.insert(files.end(), r.files.begin(), r.files.end());
     if (!files.empty()) {
-      rocksdb::IngestExternalFileOptions io;
-      io.move_files = true;             // hard links: no copy of the data
-      io.snapshot_consistency = false;  // no reader needs these keys before the commit
-      io.allow_global_seqno = true;
-      io.allow_blocking_flush = true;
-      io.write_global_seqno = false;
-      RETURN_IF_ERROR(FromRocks(db_->IngestExternalFile(files, io), "ingesting " + std::to_string(files.size()) +
-                                                                        " SST files of step " +
-                                                                        std::to_string(ctx.step)));
+      RETURN_IF_ERROR(FromRocks(db_->IngestExternalFile(files, IngestOptions()),
+                                "ingesting " + std::to_string(files.size()) + " SST files of step " +
+                                    std::to_string(ctx.step)));
     }
     // The step may have been committed by another save on this writer since
     // Prepare; the DB lock keeps other processes out, and mu_ other saves of
@@ -416,18 +410,23 @@ class RocksDBStoreWriter final : public StoreWriter {
     ASSIGN_OR_RETURN(bool stale_records, HasPiecesRecords(ctx.step));
     if (stale_records) {
       rocksdb::WriteBatch stale;
-      RETURN_IF_ERROR(
-          FromRocks(stale.DeleteRange(db_->DefaultColumnFamily(), PiecesStepBegin(ctx.step), PiecesStepEnd(ctx.step)),
-                    "deleting " + what + " an earlier save left"));
+      RETURN_IF_ERROR(AddPiecesRecordsDelete(db_.get(), ctx.step, &stale));
       RETURN_IF_ERROR(WriteSynced(&stale, "deleting " + what + " an earlier save left"));
     }
+    return FromRocks(db_->IngestExternalFile({file}, IngestOptions()), "ingesting " + what);
+  }
+
+  // How a save's files are ingested: hard links (no copy of the data), with
+  // no snapshot kept for them (no reader needs their keys before the
+  // commit).
+  static rocksdb::IngestExternalFileOptions IngestOptions() {
     rocksdb::IngestExternalFileOptions io;
     io.move_files = true;
     io.snapshot_consistency = false;
     io.allow_global_seqno = true;
     io.allow_blocking_flush = true;
     io.write_global_seqno = false;
-    return FromRocks(db_->IngestExternalFile({file}, io), "ingesting " + what);
+    return io;
   }
 
   // Whether some pieces record of `step` is visible.
@@ -966,11 +965,7 @@ class RocksDBStoreWriter final : public StoreWriter {
     std::string end = DataSaveEnd(step, save_id);
     rocksdb::WriteBatch batch;
     RETURN_IF_ERROR(FromRocks(batch.DeleteRange(db_->DefaultColumnFamily(), begin, end), "dropping save data"));
-    if (CheckStepFree(step).ok()) {
-      RETURN_IF_ERROR(FromRocks(
-          batch.DeleteRange(db_->DefaultColumnFamily(), PiecesStepBegin(step), PiecesStepEnd(step)),
-          "dropping save data"));
-    }
+    if (CheckStepFree(step).ok()) RETURN_IF_ERROR(AddPiecesRecordsDelete(db_.get(), step, &batch));
     RETURN_IF_ERROR(FromRocks(batch.Delete(PendingKey(step, save_id)), "dropping save data"));
     RETURN_IF_ERROR(WriteSynced(&batch, "dropping the data of a failed save of step " + std::to_string(step)));
     return ReclaimRanges({{begin, end}});
@@ -1059,8 +1054,7 @@ class RocksDBStoreWriter final : public StoreWriter {
           // ingested its step's pieces records before failing to commit.
           ASSIGN_OR_RETURN(bool leftovers, HasPiecesRecords(step));
           if (leftovers && CheckStepFree(step).ok()) {
-            batch.DeleteRange(db_->DefaultColumnFamily(), PiecesStepBegin(step), PiecesStepEnd(step))
-                .PermitUncheckedError();
+            RETURN_IF_ERROR(AddPiecesRecordsDelete(db_.get(), step, &batch));
           }
         }
       }
