@@ -3,17 +3,20 @@
 // and bytes each read costs, and damaged, truncated and missing objects.
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
+#include <rocksdb/sst_file_reader.h>
 #include <rocksdb/sst_file_writer.h>
 
 #include <atomic>
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "bucket/block_starts.h"
 #include "bucket/object_file_system.h"
 #include "bucket/sst_object_options.h"
 #include "bucket/sst_object_source.h"
@@ -212,10 +215,12 @@ TEST_F(SstObjectTest, AKnownSizeCostsNoHeadAndChunksReadInParallel) {
 // path of a bucket store.
 class BucketChunksReader : public StorageReader {
  public:
-  BucketChunksReader(StorageReader* metadata, const SstObjectSource* chunks) : metadata_(metadata), chunks_(chunks) {}
+  BucketChunksReader(StorageReader* metadata, const SstObjectSource* chunks, bool runs)
+      : metadata_(metadata), chunks_(chunks), runs_(runs) {}
   StatusOr<StepMetadata> ReadMetadata(int64_t step) override { return metadata_->ReadMetadata(step); }
   StatusOr<ReadStats> Read(const StepMetadata& md, const std::vector<ReadItem>& items) override {
-    StatusOr<ReadStats> r = ReadChunksFrom(chunks_->Getter(), md, items, 4);
+    StatusOr<ReadStats> r =
+        ReadChunksFrom(chunks_->Getter(), md, items, 4, runs_ ? chunks_->Planner() : ChunkRunPlanner());
     if (r.ok()) {
       total.chunks_read += r->chunks_read;
       total.stored_bytes_read += r->stored_bytes_read;
@@ -227,6 +232,7 @@ class BucketChunksReader : public StorageReader {
  private:
   StorageReader* metadata_;
   const SstObjectSource* chunks_;
+  bool runs_;
 };
 
 // Saves `saved` as step 5 of a local store (one rank).
@@ -279,8 +285,10 @@ class SstObjectLoadTest : public SstObjectTest {
  protected:
   // Uploads the store's files (see StoreFiles) under their own prefix and
   // loads step 5 into a copy of `saved` through them (metadata from the
-  // local store), checking it bit for bit.
-  void LoadThroughBucket(const std::string& store, const StateDict& saved, bool one_chunk_per_block, BucketLoad* out) {
+  // local store), checking it bit for bit; with `runs`, as a bucket store
+  // loads (adjacent chunks fetched together: SstObjectSource::PlanRuns).
+  void LoadThroughBucket(const std::string& store, const StateDict& saved, bool one_chunk_per_block, BucketLoad* out,
+                         bool runs = false) {
     TempDir scratch;
     std::vector<SstObject> objects;
     std::vector<std::string> contents;
@@ -297,7 +305,7 @@ class SstObjectLoadTest : public SstObjectTest {
 
     auto local = OpenStoreReader(store);
     ASSERT_TRUE(local.ok()) << local.status();
-    BucketChunksReader reader(local->get(), source->get());
+    BucketChunksReader reader(local->get(), source->get(), runs);
     StateDict loaded;
     for (const auto& [fqn, entry] : saved.entries()) {
       if (const Tensor* t = std::get_if<Tensor>(&entry)) {
@@ -312,9 +320,9 @@ class SstObjectLoadTest : public SstObjectTest {
     out->loaded = {after.heads - out->opened.heads, after.gets - out->opened.gets, after.bytes - out->opened.bytes};
     out->chunks = reader.total;
     std::printf(
-        "%s: %zu SST objects, open %llu GETs (%llu bytes); load of %llu chunks (%llu stored bytes): %llu GETs, "
+        "%s%s: %zu SST objects, open %llu GETs (%llu bytes); load of %llu chunks (%llu stored bytes): %llu GETs, "
         "%llu bytes (%.3fx)\n",
-        one_chunk_per_block ? "one chunk per block" : "the store's own files", objects.size(),
+        one_chunk_per_block ? "one chunk per block" : "the store's own files", runs ? ", in runs" : "", objects.size(),
         static_cast<unsigned long long>(out->opened.gets), static_cast<unsigned long long>(out->opened.bytes),
         static_cast<unsigned long long>(out->chunks.chunks_read),
         static_cast<unsigned long long>(out->chunks.stored_bytes_read),
@@ -368,6 +376,156 @@ TEST_F(SstObjectLoadTest, SmallChunksCostOnlyTheirBytesWithOneChunkPerBlock) {
   EXPECT_LE(one_per_block.loaded.gets, one_per_block.chunks.chunks_read);
   EXPECT_LE(one_per_block.loaded.bytes, 1.1 * one_per_block.chunks.stored_bytes_read);
   EXPECT_LE(as_is.loaded.bytes, 1.1 * as_is.chunks.stored_bytes_read);
+
+  // As a bucket store loads: the files say where their blocks lie, and the
+  // load fetches adjacent chunks together, no byte more.
+  BucketLoad runs;
+  LoadThroughBucket(store, saved, true, &runs, /*runs=*/true);
+  if (HasFatalFailure()) return;
+  EXPECT_EQ(runs.chunks.chunks_read, one_per_block.chunks.chunks_read);
+  EXPECT_LE(runs.loaded.gets * 4, one_per_block.loaded.gets);
+  EXPECT_LE(runs.loaded.bytes, one_per_block.loaded.bytes);
+  // The store's own files say nothing of their blocks: chunk by chunk.
+  BucketLoad as_is_runs;
+  LoadThroughBucket(store, saved, false, &as_is_runs, /*runs=*/true);
+  if (HasFatalFailure()) return;
+  EXPECT_EQ(as_is_runs.loaded.gets, as_is.loaded.gets);
+}
+
+// The table property that says where each key's block lies: the blocks
+// tile the data blocks in key order, each holding its key's value.
+TEST(BlockStartsTest, SaysWhereEveryChunksBlockLies) {
+  TempDir dir;
+  const SstFile f = WriteSst(dir, 10, 50 << 10);
+  rocksdb::SstFileReader reader(SstObjectWriteOptions());
+  ASSERT_TRUE(reader.Open(dir.Sub("chunks.sst")).ok());
+  std::shared_ptr<const rocksdb::TableProperties> props = reader.GetTableProperties();
+  auto p = props->user_collected_properties.find(kBlockStartsProperty);
+  ASSERT_NE(p, props->user_collected_properties.end());
+  std::optional<BlockStarts> blocks = BlockStarts::Parse(p->second, props->data_size);
+  ASSERT_TRUE(blocks.has_value());
+  ASSERT_EQ(blocks->size(), f.keys.size());
+  EXPECT_EQ(blocks->Begin(0), 0u);
+  for (size_t i = 0; i < f.keys.size(); ++i) {
+    ASSERT_EQ(blocks->Find(EncodeDataKey(f.keys[i])), static_cast<int64_t>(i));
+    const uint64_t end = i + 1 < f.keys.size() ? blocks->Begin(i + 1) : props->data_size;
+    EXPECT_EQ(blocks->End(i), end) << i;
+    const std::string block = f.bytes.substr(blocks->Begin(i), end - blocks->Begin(i));
+    EXPECT_NE(block.find(f.values[i]), std::string::npos) << i;
+    EXPECT_LE(block.size(), f.values[i].size() + 64) << i;  // the key, the entry's lengths, the trailer
+  }
+  DataKey other = f.keys[0];
+  other.chunk = 99;
+  EXPECT_EQ(blocks->Find(EncodeDataKey(other)), -1);
+  // Damaged, cut, or beyond the data blocks: not used.
+  EXPECT_FALSE(BlockStarts::Parse("", props->data_size).has_value());
+  EXPECT_FALSE(BlockStarts::Parse(p->second.substr(0, p->second.size() - 1), props->data_size).has_value());
+  EXPECT_FALSE(BlockStarts::Parse(p->second, blocks->Begin(f.keys.size() - 1)).has_value());
+  std::string other_format = p->second;
+  other_format[0] = 2;
+  EXPECT_FALSE(BlockStarts::Parse(other_format, props->data_size).has_value());
+}
+
+// A read of adjacent chunks fetches each run of them by one GET of their
+// blocks' bytes, up to the cap; chunks with gaps between them are fetched
+// alone; a value stays valid after its run is done and the runs are gone.
+TEST_F(SstObjectTest, AdjacentChunksAreFetchedByOneGetPerRun) {
+  TempDir dir;
+  // 25 chunks: the last one is 1 MiB of random bytes, so no chunk's block
+  // lies in the object's cached tail (those are read without a GET, alone).
+  const SstFile f = WriteSst(dir, 25, 1 << 20);
+  const std::string key = prefix_ + "runs.sst";
+  Put(key, f.bytes);
+  auto source = SstObjectSource::Open(client_.get(), bucket_, {{key, f.bytes.size(), f.smallest, f.largest}});
+  ASSERT_TRUE(source.ok()) << source.status();
+  ObjectReadStats before = (*source)->stats();
+
+  // One thread: every chunk in one run (about 13 MiB stored), one GET.
+  auto one = (*source)->PlanRuns(f.keys, 1);
+  ASSERT_TRUE(one.ok()) << one.status();
+  ASSERT_EQ((*one)->runs().size(), 1u);
+  std::vector<rocksdb::PinnableSlice> values(f.keys.size());
+  for (size_t i = 0; i < f.keys.size(); ++i) ASSERT_OK((*one)->Get(f.keys[i], &values[i]));
+  ObjectReadStats after = (*source)->stats();
+  EXPECT_EQ(after.gets - before.gets, 1u);
+  EXPECT_GE(after.bytes - before.bytes, f.stored_bytes());
+  EXPECT_LE(after.bytes - before.bytes, f.stored_bytes() + 64 * f.keys.size());
+  (*one)->Done(0);
+  one->reset();
+  for (size_t i = 0; i < f.keys.size(); ++i) EXPECT_TRUE(values[i].ToString() == f.values[i]) << i;
+  values.clear();
+
+  // Four threads: runs of at most max(2 MiB, a quarter), each one GET.
+  before = (*source)->stats();
+  auto four = (*source)->PlanRuns(f.keys, 4);
+  ASSERT_TRUE(four.ok()) << four.status();
+  EXPECT_GE((*four)->runs().size(), 4u);
+  EXPECT_LE((*four)->runs().size(), 8u);
+  for (size_t r = 0; r < (*four)->runs().size(); ++r) {
+    for (size_t i : (*four)->runs()[r]) {
+      rocksdb::PinnableSlice v;
+      ASSERT_OK((*four)->Get(f.keys[i], &v));
+      EXPECT_TRUE(v.ToString() == f.values[i]) << i;
+    }
+    (*four)->Done(r);
+  }
+  after = (*source)->stats();
+  EXPECT_EQ(after.gets - before.gets, (*four)->runs().size());
+  EXPECT_LE(after.bytes - before.bytes, f.stored_bytes() + 64 * f.keys.size());
+  // A key of a run that is done is fetched alone.
+  rocksdb::PinnableSlice again;
+  ASSERT_OK((*four)->Get(f.keys[0], &again));
+  EXPECT_TRUE(again.ToString() == f.values[0]);
+  EXPECT_EQ((*source)->stats().gets, after.gets + 1);
+
+  // Every other chunk: gaps between them, a GET each, no byte between.
+  std::vector<DataKey> even;
+  uint64_t even_bytes = 0;
+  for (size_t i = 0; i < f.keys.size(); i += 2) {
+    even.push_back(f.keys[i]);
+    even_bytes += f.values[i].size();
+  }
+  before = (*source)->stats();
+  auto gaps = (*source)->PlanRuns(even, 1);
+  ASSERT_TRUE(gaps.ok()) << gaps.status();
+  EXPECT_EQ((*gaps)->runs().size(), even.size());
+  for (const DataKey& k : even) {
+    rocksdb::PinnableSlice v;
+    ASSERT_OK((*gaps)->Get(k, &v));
+  }
+  after = (*source)->stats();
+  EXPECT_EQ(after.gets - before.gets, even.size());
+  EXPECT_LE(after.bytes - before.bytes, even_bytes + 64 * even.size());
+
+  // A key no object holds is a run of its own, and NotFound.
+  DataKey missing = f.keys[0];
+  missing.step = 99;
+  auto lone = (*source)->PlanRuns({missing, f.keys[1]}, 1);
+  ASSERT_TRUE(lone.ok()) << lone.status();
+  EXPECT_EQ((*lone)->runs().size(), 2u);
+  rocksdb::PinnableSlice v;
+  EXPECT_EQ((*lone)->Get(missing, &v).code(), StatusCode::kNotFound);
+}
+
+// Objects that do not say where their blocks lie (written before the
+// property, or by the local store) are read chunk by chunk, as before.
+TEST_F(SstObjectTest, ObjectsWithoutBlockStartsAreReadChunkByChunk) {
+  TempDir dir;
+  const SstFile f = WriteSst(dir, 8, 200 << 10, -1, DatabaseOptions());
+  const std::string key = prefix_ + "no-starts.sst";
+  Put(key, f.bytes);
+  auto source = SstObjectSource::Open(client_.get(), bucket_, {{key, f.bytes.size(), f.smallest, f.largest}});
+  ASSERT_TRUE(source.ok()) << source.status();
+  const ObjectReadStats before = (*source)->stats();
+  auto runs = (*source)->PlanRuns(f.keys, 1);
+  ASSERT_TRUE(runs.ok()) << runs.status();
+  EXPECT_EQ((*runs)->runs().size(), f.keys.size());
+  for (size_t i = 0; i < f.keys.size(); ++i) {
+    rocksdb::PinnableSlice v;
+    ASSERT_OK((*runs)->Get(f.keys[i], &v));
+    EXPECT_TRUE(v.ToString() == f.values[i]) << i;
+  }
+  EXPECT_LE((*source)->stats().gets - before.gets, f.keys.size());
 }
 
 TEST_F(SstObjectTest, ATruncatedObjectIsDataLossNamingIt) {
@@ -428,6 +586,37 @@ TEST_F(SstObjectTest, AFlippedByteInAChunkIsDataLoss) {
     EXPECT_EQ(bad.status().code(), StatusCode::kDataLoss) << bad.status();
     EXPECT_NE(bad.status().message().find(ObjectPath(bucket_, key)), std::string::npos) << bad.status();
   }
+}
+
+// A byte flipped in one block of a run: RocksDB's block checksum still
+// finds it where the window serves the block; the run's other chunks read.
+TEST_F(SstObjectTest, AFlippedByteInARunIsDataLossForItsChunkOnly) {
+  TempDir dir;
+  const SstFile f = WriteSst(dir, 7, 64 << 10);  // the last chunk's block before the cached tail
+  std::string bytes = f.bytes;
+  const size_t at = bytes.find(f.values[2].substr(kChunkHeaderSize, 64));
+  ASSERT_NE(at, std::string::npos);
+  bytes[at + 10] ^= 0x01;
+  const std::string key = prefix_ + "bad-run.sst";
+  Put(key, bytes);
+  auto source = SstObjectSource::Open(client_.get(), bucket_, {{key, bytes.size(), f.smallest, f.largest}});
+  ASSERT_TRUE(source.ok()) << source.status();
+  const uint64_t gets = (*source)->stats().gets;
+  auto runs = (*source)->PlanRuns(f.keys, 1);
+  ASSERT_TRUE(runs.ok()) << runs.status();
+  ASSERT_EQ((*runs)->runs().size(), 1u);
+  for (size_t i = 0; i < f.keys.size(); ++i) {
+    rocksdb::PinnableSlice v;
+    Status s = (*runs)->Get(f.keys[i], &v);
+    if (i == 2) {
+      EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s;
+      EXPECT_NE(s.message().find(ObjectPath(bucket_, key)), std::string::npos) << s;
+    } else {
+      ASSERT_OK(s);
+      EXPECT_TRUE(v.ToString() == f.values[i]) << i;
+    }
+  }
+  EXPECT_EQ((*source)->stats().gets, gets + 1);
 }
 
 TEST_F(SstObjectTest, AMissingObjectIsNotFoundNamingIt) {

@@ -914,7 +914,7 @@ class BucketReader : public StoreReader {
 
   StatusOr<ReadStats> Read(const StepMetadata& metadata, const std::vector<ReadItem>& items) override {
     ASSIGN_OR_RETURN(const SstObjectSource* source, SourceOf(SaveRef{metadata.step, metadata.save_id}));
-    return ReadChunksFrom(source->Getter(), metadata, items, threads_);
+    return ReadChunksFrom(source->Getter(), metadata, items, threads_, source->Planner());
   }
 
  private:

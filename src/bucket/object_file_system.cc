@@ -11,6 +11,32 @@ namespace {
 
 constexpr char kScheme[] = "s3://";
 
+thread_local const ObjectWindow* tls_window = nullptr;
+
+rocksdb::IOStatus Truncated(const std::string& path, const s3::S3Client& client, uint64_t ends_by, uint64_t size) {
+  return rocksdb::IOStatus::Corruption(path + " at " + client.settings().endpoint + " is truncated: it ends by byte " +
+                                       std::to_string(ends_by) + " but its size is " + std::to_string(size));
+}
+
+// GETs [offset, offset + n) of bucket/key into out, counted; Corruption
+// naming the object when it ends before that (it is shorter than `size`,
+// the size it was opened with).
+rocksdb::IOStatus FetchRange(s3::S3Client* client, ObjectReadCounters* counters, const std::string& bucket,
+                             const std::string& key, uint64_t size, uint64_t offset, uint64_t n, char* out) {
+  StatusOr<size_t> got = client->GetObjectRangeInto(bucket, key, offset, n, out);
+  counters->gets.fetch_add(1, std::memory_order_relaxed);
+  if (got.ok()) counters->bytes.fetch_add(*got, std::memory_order_relaxed);
+  if (!got.ok()) {
+    // S3's 416: the range starts past the object's end.
+    if (got.status().code() == StatusCode::kInvalidArgument) {
+      return Truncated(ObjectPath(bucket, key), *client, offset, size);
+    }
+    return ToIOStatus(got.status());
+  }
+  if (*got < n) return Truncated(ObjectPath(bucket, key), *client, offset + *got, size);
+  return rocksdb::IOStatus::OK();
+}
+
 // An object read by ranged GETs, its tail cached (see the header).
 class ObjectFile : public rocksdb::FSRandomAccessFile {
  public:
@@ -19,6 +45,7 @@ class ObjectFile : public rocksdb::FSRandomAccessFile {
       : client_(client),
         bucket_(std::move(bucket)),
         key_(std::move(key)),
+        path_(ObjectPath(bucket_, key_)),
         size_(size),
         tail_start_(size > tail_bytes ? size - tail_bytes : 0),
         counters_(std::move(counters)) {}
@@ -30,8 +57,12 @@ class ObjectFile : public rocksdb::FSRandomAccessFile {
       return rocksdb::IOStatus::OK();
     }
     n = static_cast<size_t>(std::min<uint64_t>(n, size_ - offset));
-    if (scratch == nullptr)
-      return rocksdb::IOStatus::InvalidArgument(ObjectPath(bucket_, key_) + ": read without a buffer");
+    if (const ObjectWindow* w = tls_window;
+        w != nullptr && offset >= w->begin && offset - w->begin + n <= w->size && w->path == path_) {
+      *result = rocksdb::Slice(w->data.get() + (offset - w->begin), n);  // no copy: see the header
+      return rocksdb::IOStatus::OK();
+    }
+    if (scratch == nullptr) return rocksdb::IOStatus::InvalidArgument(path_ + ": read without a buffer");
     if (offset >= tail_start_) {
       rocksdb::IOStatus s = LoadTail();
       if (!s.ok()) return s;
@@ -55,25 +86,8 @@ class ObjectFile : public rocksdb::FSRandomAccessFile {
   }
 
  private:
-  // GETs [offset, offset + n) into out; Corruption naming the object when it
-  // ends before that (it is shorter than the size it was opened with).
   rocksdb::IOStatus Fetch(uint64_t offset, size_t n, char* out) const {
-    StatusOr<size_t> got = client_->GetObjectRangeInto(bucket_, key_, offset, n, out);
-    counters_->gets.fetch_add(1, std::memory_order_relaxed);
-    if (got.ok()) counters_->bytes.fetch_add(*got, std::memory_order_relaxed);
-    if (!got.ok()) {
-      // S3's 416: the range starts past the object's end.
-      if (got.status().code() == StatusCode::kInvalidArgument) return Truncated(offset);
-      return ToIOStatus(got.status());
-    }
-    if (*got < n) return Truncated(offset + *got);
-    return rocksdb::IOStatus::OK();
-  }
-
-  rocksdb::IOStatus Truncated(uint64_t ends_by) const {
-    return rocksdb::IOStatus::Corruption(ObjectPath(bucket_, key_) + " at " + client_->settings().endpoint +
-                                         " is truncated: it ends by byte " + std::to_string(ends_by) +
-                                         " but its size is " + std::to_string(size_));
+    return FetchRange(client_, counters_.get(), bucket_, key_, size_, offset, n, out);
   }
 
   rocksdb::IOStatus LoadTail() const {
@@ -90,6 +104,7 @@ class ObjectFile : public rocksdb::FSRandomAccessFile {
   s3::S3Client* const client_;
   const std::string bucket_;
   const std::string key_;
+  const std::string path_;  // s3://BUCKET/KEY
   const uint64_t size_;
   const uint64_t tail_start_;
   const std::shared_ptr<ObjectReadCounters> counters_;
@@ -130,6 +145,10 @@ rocksdb::IOStatus ToIOStatus(const Status& s) {
   }
 }
 
+ScopedObjectWindow::ScopedObjectWindow(const ObjectWindow* window) : previous_(tls_window) { tls_window = window; }
+
+ScopedObjectWindow::~ScopedObjectWindow() { tls_window = previous_; }
+
 ObjectFileSystem::ObjectFileSystem(s3::S3Client* client, ObjectReadOptions options)
     : rocksdb::FileSystemWrapper(rocksdb::FileSystem::Default()),
       client_(client),
@@ -165,6 +184,39 @@ rocksdb::IOStatus ObjectFileSystem::NewRandomAccessFile(const std::string& fname
   if (!size.ok()) return ToIOStatus(size.status());
   result->reset(new ObjectFile(client_, std::move(bucket), std::move(key), *size, options_.tail_bytes, counters_));
   return rocksdb::IOStatus::OK();
+}
+
+std::optional<uint64_t> ObjectFileSystem::TailStart(const std::string& path) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = sizes_.find(path);
+  if (it == sizes_.end()) return std::nullopt;
+  return it->second > options_.tail_bytes ? it->second - options_.tail_bytes : 0;
+}
+
+rocksdb::IOStatus ObjectFileSystem::FetchWindow(const std::string& path, uint64_t begin, uint64_t n,
+                                                ObjectWindow* window) {
+  std::string bucket, key;
+  if (!ParseObjectPath(path, &bucket, &key)) {
+    return rocksdb::IOStatus::InvalidArgument(path + " is not s3://BUCKET/KEY");
+  }
+  StatusOr<uint64_t> size = SizeOf(path, bucket, key);
+  if (!size.ok()) return ToIOStatus(size.status());
+  if (begin > *size || n > *size - begin) {
+    return rocksdb::IOStatus::InvalidArgument(path + ": bytes [" + std::to_string(begin) + ", " +
+                                              std::to_string(begin + n) + ") lie past its end (" +
+                                              std::to_string(*size) + " bytes)");
+  }
+  window->path = path;
+  window->begin = begin;
+  window->size = 0;
+  window->data.reset(new char[n]);
+  rocksdb::IOStatus s = FetchRange(client_, counters_.get(), bucket, key, *size, begin, n, window->data.get());
+  if (!s.ok()) {
+    window->data.reset();
+    return s;
+  }
+  window->size = n;
+  return s;
 }
 
 rocksdb::IOStatus ObjectFileSystem::GetFileSize(const std::string& fname, const rocksdb::IOOptions& options,

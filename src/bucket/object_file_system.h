@@ -15,6 +15,15 @@
 // off (BlockBasedTableOptions::max_auto_readahead_size = 0), which would
 // otherwise fetch bytes beyond a chunk.
 //
+// Windows: a reader that knows which blocks it will read next (where they
+// lie: bucket/block_starts.h) fetches a run of adjacent ones by one GET
+// (FetchWindow) and names that window on its thread (ScopedObjectWindow)
+// while RocksDB reads: a read that lies wholly inside the window is then
+// served from it without a GET and without a copy (the result points into
+// the window, as a read of an mmap'd file points into the mapping), so the
+// window must outlive whatever RocksDB built on those bytes (the block, the
+// iterator, a value pinned there). Any other read is a GET as above.
+//
 // Errors carry the S3 client's text (the operation, s3://BUCKET/KEY, the
 // endpoint, the HTTP status; never a secret) in a rocksdb::IOStatus whose
 // code FromRocks (store/rocksdb_status.h) maps back: NotFound stays NotFound,
@@ -34,6 +43,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "ckptdb/status.h"
@@ -60,6 +70,28 @@ struct ObjectReadStats {
 struct ObjectReadCounters {
   std::atomic<uint64_t> heads{0}, gets{0}, bytes{0};
   ObjectReadStats Get() const { return {heads.load(), gets.load(), bytes.load()}; }
+};
+
+// Bytes [begin, begin + size) of the object at `path`, fetched ahead.
+struct ObjectWindow {
+  std::string path;  // s3://BUCKET/KEY
+  uint64_t begin = 0;
+  uint64_t size = 0;
+  std::unique_ptr<char[]> data;
+};
+
+// While it lives, reads of `window`'s object on this thread that lie inside
+// it are served from it (see above); scopes nest, the innermost naming the
+// window. `window` may be null (no window).
+class ScopedObjectWindow {
+ public:
+  explicit ScopedObjectWindow(const ObjectWindow* window);
+  ~ScopedObjectWindow();
+  ScopedObjectWindow(const ScopedObjectWindow&) = delete;
+  ScopedObjectWindow& operator=(const ScopedObjectWindow&) = delete;
+
+ private:
+  const ObjectWindow* previous_;
 };
 
 // "s3://BUCKET/KEY".
@@ -91,6 +123,15 @@ class ObjectFileSystem : public rocksdb::FileSystemWrapper {
                                 rocksdb::IODebugContext* dbg) override;
   rocksdb::IOStatus FileExists(const std::string& fname, const rocksdb::IOOptions& options,
                                rocksdb::IODebugContext* dbg) override;
+
+  // Where the object's cached tail begins (reads from there cost no GET
+  // once it is fetched): nullopt while its size is not known.
+  std::optional<uint64_t> TailStart(const std::string& path);
+
+  // Fetches bytes [begin, begin + n) of the object at `path` by one GET
+  // (counted in stats()): Corruption, as a read, when the object ends
+  // before them; the S3 client's error otherwise.
+  rocksdb::IOStatus FetchWindow(const std::string& path, uint64_t begin, uint64_t n, ObjectWindow* window);
 
   ObjectReadStats stats() const { return counters_->Get(); }
 

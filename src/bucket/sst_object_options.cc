@@ -3,6 +3,7 @@
 #include <rocksdb/flush_block_policy.h>
 #include <rocksdb/table.h>
 
+#include "bucket/block_starts.h"
 #include "store/rocksdb_options.h"
 
 namespace ckptdb {
@@ -47,6 +48,7 @@ rocksdb::Options SstObjectWriteOptions() {
   rocksdb::BlockBasedTableOptions table = TableOptionsOf(o);
   table.flush_block_policy_factory = std::make_shared<EveryKeyPolicyFactory>();
   o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  o.table_properties_collector_factories.push_back(NewBlockStartsCollectorFactory());
   return o;
 }
 

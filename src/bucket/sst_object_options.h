@@ -17,7 +17,9 @@
 // with zstd (zero moments, small biases, 64 KiB chunks) loaded from the
 // store's own files fetched 4.18x its stored chunk bytes, from the same
 // entries rewritten one chunk per block 0.89x (the rest came with the
-// objects' cached tails). The files stay ordinary SSTs: RocksDB reads and
+// objects' cached tails). Each file also records where every key's block
+// starts (bucket/block_starts.h), so that a load fetches the blocks of
+// adjacent chunks by one GET. The files stay ordinary SSTs: RocksDB reads and
 // ingests them like any other.
 #ifndef CKPTDB_SRC_BUCKET_SST_OBJECT_OPTIONS_H_
 #define CKPTDB_SRC_BUCKET_SST_OBJECT_OPTIONS_H_

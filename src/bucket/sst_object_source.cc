@@ -5,8 +5,12 @@
 
 #include <algorithm>
 #include <mutex>
+#include <optional>
+#include <tuple>
+#include <unordered_map>
 #include <utility>
 
+#include "bucket/block_starts.h"
 #include "bucket/sst_object_options.h"
 #include "format/chunk_codec.h"
 #include "store/rocksdb_status.h"
@@ -23,6 +27,8 @@ struct SstObjectSource::Table {
   std::mutex open_mu;
   bool open_tried = false;  // guarded by open_mu; reader usable once tried and open_status is OK
   Status open_status;       // guarded by open_mu
+  // Where its blocks lie, when the object says (set with a successful open).
+  std::optional<BlockStarts> blocks;
 
   bool MayHold(const std::string& key) const {
     if (object.smallest_key.empty() && object.largest_key.empty()) return true;
@@ -36,6 +42,12 @@ std::string DescribeChunk(const DataKey& k) {
   return "chunk " + std::to_string(k.chunk) + " of step " + std::to_string(k.step) + " rank " + std::to_string(k.rank) +
          " item " + std::to_string(k.item);
 }
+
+// A run's bytes: at most kMaxRunBytes (a GET of 16 MiB costs the server
+// about what whole objects do), and smaller for a small read so that every
+// thread fetches, but not below kMinRunBytes.
+constexpr uint64_t kMaxRunBytes = 16u << 20;
+constexpr uint64_t kMinRunBytes = 2u << 20;
 
 rocksdb::ReadOptions ChunkReadOptions() {
   rocksdb::ReadOptions ro;
@@ -74,6 +86,13 @@ Status SstObjectSource::EnsureOpen(Table& table) {
   std::lock_guard<std::mutex> lock(table.open_mu);
   if (!table.open_tried) {
     table.open_status = FromRocks(table.reader->Open(table.path), "opening the SST object " + table.path);
+    if (table.open_status.ok()) {
+      std::shared_ptr<const rocksdb::TableProperties> props = table.reader->GetTableProperties();
+      if (props != nullptr) {
+        auto p = props->user_collected_properties.find(kBlockStartsProperty);
+        if (p != props->user_collected_properties.end()) table.blocks = BlockStarts::Parse(p->second, props->data_size);
+      }
+    }
     table.open_tried = true;
   }
   return table.open_status;
@@ -102,7 +121,8 @@ Status SstObjectSource::Get(const DataKey& key, rocksdb::PinnableSlice* value) c
   return Lookup(key, value, nullptr);
 }
 
-Status SstObjectSource::Lookup(const DataKey& key, rocksdb::PinnableSlice* value, std::string* path) const {
+Status SstObjectSource::Lookup(const DataKey& key, rocksdb::PinnableSlice* value, std::string* path,
+                              std::shared_ptr<const ObjectWindow> window) const {
   const std::string k = EncodeDataKey(key);
   for (const auto& table : tables_) {
     if (!table->MayHold(k)) continue;
@@ -112,20 +132,196 @@ Status SstObjectSource::Lookup(const DataKey& key, rocksdb::PinnableSlice* value
       return open.code() == StatusCode::kNotFound ? Status::DataLoss(open.message()) : open;
     }
     std::unique_ptr<rocksdb::Iterator> it(table->reader->NewIterator(ChunkReadOptions()));
-    it->Seek(k);
+    {
+      const bool here = window != nullptr && window->path == table->path;
+      ScopedObjectWindow scope(here ? window.get() : nullptr);
+      it->Seek(k);
+    }
     RETURN_IF_ERROR(FromRocks(it->status(), "reading " + DescribeChunk(key) + " from the SST object " + table->path));
     if (it->Valid() && it->key() == rocksdb::Slice(k)) {
       if (path != nullptr) *path = table->path;
-      // The value lies in the iterator's block (the bytes the GET wrote):
-      // pinned by handing the iterator to the slice, not copied.
+      // The value lies in the iterator's block (the bytes the GET wrote, or
+      // the window's): pinned by handing the iterator, and the window, to
+      // the slice, not copied. The iterator goes first.
       const rocksdb::Slice v = it->value();
       value->Reset();  // a slice pinned before lets its block go first
+      auto* keep = window != nullptr ? new std::shared_ptr<const ObjectWindow>(std::move(window)) : nullptr;
       value->PinSlice(
-          v, [](void* iterator, void*) { delete static_cast<rocksdb::Iterator*>(iterator); }, it.release(), nullptr);
+          v,
+          [](void* iterator, void* w) {
+            delete static_cast<rocksdb::Iterator*>(iterator);
+            delete static_cast<std::shared_ptr<const ObjectWindow>*>(w);
+          },
+          it.release(), keep);
       return Status::OK();
     }
   }
   return Status::NotFound("missing");
+}
+
+// A read's runs (see PlanRuns): each run's blocks fetched into a window by
+// the first Get of one of its keys, kept until Done or its last value goes.
+class SstObjectSource::Runs : public ChunkRuns {
+ public:
+  struct Run {
+    const Table* table = nullptr;  // null: a chunk read alone, by Get
+    uint64_t begin = 0, end = 0;   // the blocks' bytes in the object
+    std::mutex mu;
+    bool fetched = false, done = false;         // guarded by mu
+    Status status;                              // guarded by mu: the fetch's
+    std::shared_ptr<const ObjectWindow> window;  // guarded by mu
+  };
+
+  explicit Runs(const SstObjectSource* source) : source_(source) {}
+
+  const std::vector<std::vector<size_t>>& runs() const override { return groups_; }
+
+  Status Get(const DataKey& key, rocksdb::PinnableSlice* value) override {
+    auto at = run_of_.find(EncodeDataKey(key));
+    if (at == run_of_.end() || runs_[at->second]->table == nullptr) return source_->Get(key, value);
+    Run& run = *runs_[at->second];
+    std::shared_ptr<const ObjectWindow> window;
+    {
+      std::lock_guard<std::mutex> lock(run.mu);
+      if (!run.done && !run.fetched) {
+        auto w = std::make_shared<ObjectWindow>();
+        run.status = FromRocks(source_->fs_->FetchWindow(run.table->path, run.begin, run.end - run.begin, w.get()),
+                               "reading " + DescribeChunk(key) + " and the chunks beside it from the SST object " +
+                                   run.table->path);
+        run.fetched = true;
+        if (run.status.ok()) run.window = std::move(w);
+      }
+      if (!run.done) {
+        RETURN_IF_ERROR(run.status);
+        window = run.window;
+      }
+    }
+    return source_->Lookup(key, value, nullptr, std::move(window));
+  }
+
+  void Done(size_t r) override {
+    Run& run = *runs_[r];
+    std::lock_guard<std::mutex> lock(run.mu);
+    run.done = true;
+    run.window.reset();
+  }
+
+  // Adds a run of the keys `indices` (of `keys`).
+  void Add(const Table* table, uint64_t begin, uint64_t end, std::vector<size_t> indices,
+           const std::vector<std::string>& keys) {
+    auto run = std::make_unique<Run>();
+    run->table = table;
+    run->begin = begin;
+    run->end = end;
+    for (size_t i : indices) run_of_.emplace(keys[i], runs_.size());
+    runs_.push_back(std::move(run));
+    groups_.push_back(std::move(indices));
+  }
+
+  // Puts the runs in the order of their first keys in the read.
+  void Order() {
+    std::vector<size_t> order(runs_.size());
+    for (size_t r = 0; r < order.size(); ++r) order[r] = r;
+    auto first = [this](size_t r) { return *std::min_element(groups_[r].begin(), groups_[r].end()); };
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return first(a) < first(b); });
+    std::vector<std::unique_ptr<Run>> runs;
+    std::vector<std::vector<size_t>> groups;
+    std::vector<size_t> position(order.size());
+    for (size_t r : order) {
+      position[r] = runs.size();
+      runs.push_back(std::move(runs_[r]));
+      groups.push_back(std::move(groups_[r]));
+    }
+    for (auto& [key, r] : run_of_) r = position[r];
+    runs_ = std::move(runs);
+    groups_ = std::move(groups);
+  }
+
+ private:
+  const SstObjectSource* source_;
+  std::vector<std::unique_ptr<Run>> runs_;
+  std::vector<std::vector<size_t>> groups_;
+  std::unordered_map<std::string, size_t> run_of_;  // encoded key -> run
+};
+
+StatusOr<std::unique_ptr<ChunkRuns>> SstObjectSource::PlanRuns(const std::vector<DataKey>& keys, int threads) const {
+  std::vector<std::string> encoded;
+  encoded.reserve(keys.size());
+  for (const DataKey& k : keys) encoded.push_back(EncodeDataKey(k));
+  // The objects the keys fall in, opened (their tails fetched) in parallel.
+  std::vector<Table*> first(encoded.size(), nullptr);
+  std::vector<Table*> to_open;
+  for (size_t i = 0; i < encoded.size(); ++i) {
+    for (const auto& table : tables_) {
+      if (!table->MayHold(encoded[i])) continue;
+      first[i] = table.get();
+      if (std::find(to_open.begin(), to_open.end(), table.get()) == to_open.end()) to_open.push_back(table.get());
+      break;
+    }
+  }
+  const int open_threads = std::max(1, threads);
+  RETURN_IF_ERROR(RunOrdered(
+      to_open.size(), open_threads, 2 * static_cast<size_t>(open_threads),
+      [&to_open](size_t t, std::string*) {
+        (void)EnsureOpen(*to_open[t]);  // a failed open is the run's Get's to report
+        return Status::OK();
+      },
+      [](size_t, std::string&) { return Status::OK(); }));
+
+  // Each key's block, where its object says (as Lookup finds the key: the
+  // first object of its range that holds it).
+  struct Want {
+    const Table* table;
+    uint64_t begin, end;
+    size_t index;
+  };
+  std::vector<Want> wants;
+  auto runs = std::make_unique<Runs>(this);
+  uint64_t total = 0;
+  for (size_t i = 0; i < encoded.size(); ++i) {
+    bool placed = false;
+    for (const auto& table : tables_) {
+      if (!table->MayHold(encoded[i])) continue;
+      if (!EnsureOpen(*table).ok() || !table->blocks.has_value()) break;
+      const int64_t b = table->blocks->Find(encoded[i]);
+      if (b < 0) continue;
+      const Want w{table.get(), table->blocks->Begin(b), table->blocks->End(b), i};
+      // A block in the object's cached tail costs no GET: read alone.
+      const std::optional<uint64_t> tail = fs_->TailStart(table->path);
+      if (tail.has_value() && w.begin >= *tail) break;
+      total += w.end - w.begin;
+      wants.push_back(w);
+      placed = true;
+      break;
+    }
+    if (!placed) runs->Add(nullptr, 0, 0, {i}, encoded);
+  }
+  // Adjacent blocks of one object, up to the cap, make a run.
+  const uint64_t cap = std::clamp<uint64_t>(total / static_cast<uint64_t>(open_threads), kMinRunBytes, kMaxRunBytes);
+  std::sort(wants.begin(), wants.end(), [](const Want& a, const Want& b) {
+    return std::tie(a.table, a.begin, a.index) < std::tie(b.table, b.begin, b.index);
+  });
+  for (size_t i = 0; i < wants.size();) {
+    const Want& head = wants[i];
+    uint64_t end = head.end;
+    std::vector<size_t> indices{head.index};
+    size_t j = i + 1;
+    for (; j < wants.size() && wants[j].table == head.table; ++j) {
+      const Want& w = wants[j];
+      const bool same_block = w.begin == wants[j - 1].begin;
+      if (!same_block && (w.begin != end || w.end - head.begin > cap)) break;
+      end = std::max(end, w.end);
+      indices.push_back(w.index);
+    }
+    runs->Add(head.table, head.begin, end, std::move(indices), encoded);
+    i = j;
+  }
+  runs->Order();
+  return std::unique_ptr<ChunkRuns>(std::move(runs));
+}
+
+ChunkRunPlanner SstObjectSource::Planner() const {
+  return [this](const std::vector<DataKey>& keys, int threads) { return PlanRuns(keys, threads); };
 }
 
 ChunkValueGetter SstObjectSource::Getter() const {

@@ -115,10 +115,32 @@ StatusOr<ReadStats> ReadChunks(rocksdb::DB* db, const StepMetadata& md, const st
                         md, items, threads);
 }
 
-StatusOr<ReadStats> ReadChunksFrom(const ChunkValueGetter& get_value, const StepMetadata& md,
-                                   const std::vector<ReadItem>& items, int threads) {
+StatusOr<ReadStats> ReadChunksFrom(const ChunkValueGetter& get_chunk, const StepMetadata& md,
+                                   const std::vector<ReadItem>& items, int threads, const ChunkRunPlanner& plan) {
   std::vector<Job> jobs;
   RETURN_IF_ERROR(PlanJobs(items, &jobs));
+  std::unique_ptr<ChunkRuns> runs;
+  if (plan && !jobs.empty()) {
+    std::vector<DataKey> keys;
+    keys.reserve(jobs.size());
+    for (const Job& j : jobs) keys.push_back(KeyOf(md, *j.piece, j.chunk));
+    ASSIGN_OR_RETURN(runs, plan(keys, threads));
+    std::vector<bool> seen(jobs.size());
+    size_t planned = 0;
+    for (const std::vector<size_t>& run : runs->runs()) {
+      for (size_t j : run) {
+        if (j >= jobs.size() || seen[j]) return Status::Internal("a read's runs name a chunk twice or one it lacks");
+        seen[j] = true;
+        ++planned;
+      }
+    }
+    if (planned != jobs.size()) return Status::Internal("a read's runs leave chunks out");
+  }
+  const ChunkValueGetter get_value =
+      runs ? ChunkValueGetter([&runs](const DataKey& key, rocksdb::PinnableSlice* value) {
+        return runs->Get(key, value);
+      })
+           : get_chunk;
 
   std::atomic<uint64_t> stored{0}, raw{0};
   auto where = [&](const ReadItem& item, uint32_t c) {
@@ -224,8 +246,18 @@ StatusOr<ReadStats> ReadChunksFrom(const ChunkValueGetter& get_value, const Step
   };
   // The chunks land in disjoint places, so "consume" has nothing to do; the
   // ordered runner just gives bounded parallelism and first-error semantics.
-  RETURN_IF_ERROR(RunOrdered(jobs.size(), threads, static_cast<size_t>(std::max(1, threads)) * 4, fetch,
-                             [](size_t, std::string&) { return Status::OK(); }));
+  const auto none = [](size_t, std::string&) { return Status::OK(); };
+  if (runs) {
+    const std::vector<std::vector<size_t>>& groups = runs->runs();
+    const auto read_run = [&](size_t r, std::string* scratch) -> Status {
+      for (size_t j : groups[r]) RETURN_IF_ERROR(fetch(j, scratch));
+      runs->Done(r);
+      return Status::OK();
+    };
+    RETURN_IF_ERROR(RunOrdered(groups.size(), threads, static_cast<size_t>(std::max(1, threads)) * 2, read_run, none));
+  } else {
+    RETURN_IF_ERROR(RunOrdered(jobs.size(), threads, static_cast<size_t>(std::max(1, threads)) * 4, fetch, none));
+  }
   ReadStats stats;
   stats.chunks_read = jobs.size();
   stats.stored_bytes_read = stored.load();

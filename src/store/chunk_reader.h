@@ -7,6 +7,7 @@
 #include <rocksdb/db.h>
 
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "format/keys.h"
@@ -33,11 +34,34 @@ Status GetChunkValue(rocksdb::DB* db, const DataKey& key, rocksdb::PinnableSlice
 // lacks it (the read then fails with DataLoss naming the chunk).
 using ChunkValueGetter = std::function<Status(const DataKey& key, rocksdb::PinnableSlice* value)>;
 
+// A read's chunks grouped into runs that a store fetches by one request
+// each (a bucket's adjacent blocks: one ranged GET instead of one per
+// chunk). Thread safety: Get and Done from any thread.
+class ChunkRuns {
+ public:
+  virtual ~ChunkRuns() = default;
+  // The runs, in the order they are read: indices into the keys they were
+  // planned for, each index in exactly one run.
+  virtual const std::vector<std::vector<size_t>>& runs() const = 0;
+  // A ChunkValueGetter: the first Get of a key of a run fetches the run.
+  virtual Status Get(const DataKey& key, rocksdb::PinnableSlice* value) = 0;
+  // Run r's chunks are read: the run lets go of what it fetched (values
+  // still pinned keep it); a later Get of its keys fetches that chunk alone.
+  virtual void Done(size_t r) = 0;
+};
+
+// Plans the runs of `keys` for a read on `threads` threads.
+using ChunkRunPlanner =
+    std::function<StatusOr<std::unique_ptr<ChunkRuns>>(const std::vector<DataKey>& keys, int threads)>;
+
 // ReadChunks with the values fetched by `get`: with one thread, in exactly
 // the order of ChunksToRead (plus, for pieces whose chunks split elements
 // delivered to a sink, the chunk after one whose last element it cuts).
+// With `plan`, the chunks are read run by run instead (each thread reads
+// one run at a time, its chunks in order) and fetched by the runs' Get.
 StatusOr<ReadStats> ReadChunksFrom(const ChunkValueGetter& get, const StepMetadata& md,
-                                   const std::vector<ReadItem>& items, int threads);
+                                   const std::vector<ReadItem>& items, int threads,
+                                   const ChunkRunPlanner& plan = nullptr);
 
 // The stored chunks `items` need, each once, in the order ReadChunksFrom
 // fetches them: what a rank without the store asks the coordinator for.
