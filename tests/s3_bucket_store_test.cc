@@ -662,6 +662,12 @@ namespace {
 TEST_F(BucketStoreTest, ARanksShareStreamsIntoObjectsWithNoLocalFile) {
   const Tensor full = PatternTensor(DType::kF32, {512, 512}, 12);  // 1 MiB
   ::ckptdb::testing::TempDir local;
+  // Put back when the test ends, pass or fail: the tests after it in this
+  // process make their temporary directories under TMPDIR.
+  struct RestoreTmpdir {
+    std::optional<std::string> was;
+    ~RestoreTmpdir() { was.has_value() ? setenv("TMPDIR", was->c_str(), 1) : unsetenv("TMPDIR"); }
+  } restore{std::getenv("TMPDIR") != nullptr ? std::optional<std::string>(std::getenv("TMPDIR")) : std::nullopt};
   setenv("TMPDIR", local.path().c_str(), 1);
   BucketWriteOptions wo;
   wo.upload_file_bytes = 64 << 10;

@@ -17,7 +17,7 @@
 # medians (min-max), ratios and the CPU seconds the client and the server
 # used (the two share this machine's cores); then, once, a resharded read's
 # bytes fetched over bytes needed (each tensor's left column half, counted
-# by a proxy).
+# by a proxy) and a whole load's bytes and requests.
 #   tools/bench-s3.sh [--size BYTES] [--tensors N] [--cols C] [--repeat R]
 #                     [--raw-objects N] [--s3tc-threads N] [--systems LIST]
 #   --systems: a comma-separated subset of raw,ckptdb,ckptdb_dcp,s3tc (all)

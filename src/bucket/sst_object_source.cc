@@ -45,9 +45,11 @@ std::string DescribeChunk(const DataKey& k) {
 
 // A run's bytes: at most kMaxRunBytes (a GET of 16 MiB costs the server
 // about what whole objects do), and smaller for a small read so that every
-// thread fetches, but not below kMinRunBytes.
+// thread fetches, but not below kMinRunBytes; either give or take
+// kRunFraming, the blocks' keys and trailers (four 4 MiB chunks are one run).
 constexpr uint64_t kMaxRunBytes = 16u << 20;
 constexpr uint64_t kMinRunBytes = 2u << 20;
+constexpr uint64_t kRunFraming = 64u << 10;
 
 rocksdb::ReadOptions ChunkReadOptions() {
   rocksdb::ReadOptions ro;
@@ -309,7 +311,7 @@ StatusOr<std::unique_ptr<ChunkRuns>> SstObjectSource::PlanRuns(const std::vector
     for (; j < wants.size() && wants[j].table == head.table; ++j) {
       const Want& w = wants[j];
       const bool same_block = w.begin == wants[j - 1].begin;
-      if (!same_block && (w.begin != end || w.end - head.begin > cap)) break;
+      if (!same_block && (w.begin != end || w.end - head.begin > cap + kRunFraming)) break;
       end = std::max(end, w.end);
       indices.push_back(w.index);
     }

@@ -13,7 +13,8 @@ Systems, on the same state dict (--size bytes of fp32 in --tensors tensors of
               (and from as many threads by s3torchconnector's client)
   reshard     ckptdb: each tensor's left column half read from the ckptdb
               step (Store.read of a slice) through a counting proxy: bytes
-              the server sent / bytes needed
+              the server sent / bytes needed; then a whole load: the same,
+              and its GET and HEAD requests
 The server's settings come from AWS_ENDPOINT_URL_S3, AWS_ACCESS_KEY_ID,
 AWS_SECRET_ACCESS_KEY, AWS_REGION (the script sets them).
 """
@@ -222,11 +223,14 @@ def raw_curl(a, body: memoryview, keys: list[str]) -> dict:
 
 class CountingProxy:
     """A TCP forwarder on 127.0.0.1 to the server that counts the bytes the
-    server sends back (the bodies of GETs, with their headers)."""
+    server sends back (the bodies of GETs, with their headers) and the GET
+    and HEAD requests sent to it (reads send no bodies, so every request
+    line is one)."""
 
     def __init__(self, host: str, port: int) -> None:
         self.target = (host, port)
         self.received = 0
+        self.requests = 0
         self._lock = threading.Lock()
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
@@ -242,6 +246,7 @@ class CountingProxy:
             threading.Thread(target=self._pipe, args=(server, client, True), daemon=True).start()
 
     def _pipe(self, src, dst, count: bool) -> None:
+        tail = b""  # a request line may span two reads
         try:
             while True:
                 data = src.recv(1 << 20)
@@ -250,6 +255,13 @@ class CountingProxy:
                 if count:
                     with self._lock:
                         self.received += len(data)
+                else:
+                    seen = tail + data
+                    n = seen.count(b"GET /") + seen.count(b"HEAD /")
+                    tail = seen[-5:]
+                    n -= tail.count(b"GET /") + tail.count(b"HEAD /")  # counted with the next read
+                    with self._lock:
+                        self.requests += n
                 dst.sendall(data)
         except OSError:
             pass
@@ -280,12 +292,12 @@ def phase_reshard(a) -> dict:
         columns = proxy.received - before
     needed_half = sum(r * half * 4 for r, _ in shapes(a.size, a.tensors, a.cols))
     sd = fresh_state(a.size, a.tensors, a.cols)
-    before = proxy.received
+    before, requests = proxy.received, proxy.requests
     ckptdb.load(sd, url, step=1)
-    whole = proxy.received - before
+    whole, requests = proxy.received - before, proxy.requests - requests
     needed = sum(r * c * 4 for r, c in shapes(a.size, a.tensors, a.cols))
     return {"column_half_fetched": columns, "column_half_needed": needed_half, "column_half_seconds": t,
-            "load_fetched": whole, "load_needed": needed}
+            "load_fetched": whole, "load_needed": needed, "load_requests": requests}
 
 
 def report(d: str) -> None:
@@ -343,7 +355,8 @@ def report(d: str) -> None:
     for r in rows.get("reshard", []):
         print(f"reshard (column halves, Store.read): fetched/needed "
               f"{r['column_half_fetched'] / r['column_half_needed']:.3f} in {r['column_half_seconds']:.3f} s; "
-              f"whole load fetched/needed {r['load_fetched'] / r['load_needed']:.3f}")
+              f"whole load fetched/needed {r['load_fetched'] / r['load_needed']:.3f} "
+              f"in {r.get('load_requests', '?')} GET/HEAD requests")
     bad = [name for name, rs in rows.items() if name.startswith("load-") and
            any(r["digest"] != rows["save-" + name[5:]][0]["digest"] for r in rs)]
     if bad:
