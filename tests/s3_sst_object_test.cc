@@ -440,22 +440,35 @@ TEST_F(SstObjectTest, AdjacentChunksAreFetchedByOneGetPerRun) {
   ASSERT_TRUE(source.ok()) << source.status();
   ObjectReadStats before = (*source)->stats();
 
-  // One thread: every chunk in one run (about 13 MiB stored), one GET.
+  // One thread: runs of at most a quarter of the read (at least 2 MiB, at
+  // most 16), of adjacent chunks in key order, as few as fit, a GET each.
+  const uint64_t cap = SstObjectSource::RunCap(f.stored_bytes(), 1);
+  EXPECT_EQ(cap, f.stored_bytes() / 4);
+  EXPECT_EQ(SstObjectSource::RunCap(1ull << 30, 8), 16u << 20);
+  EXPECT_EQ(SstObjectSource::RunCap(1u << 20, 8), 2u << 20);
   auto one = (*source)->PlanRuns(f.keys, 1);
   ASSERT_TRUE(one.ok()) << one.status();
-  ASSERT_EQ((*one)->runs().size(), 1u);
+  const std::vector<std::vector<size_t>>& planned = (*one)->runs();
+  size_t next = 0;
+  for (const std::vector<size_t>& run : planned) {
+    for (size_t i : run) EXPECT_EQ(i, next++);
+  }
+  EXPECT_EQ(next, f.keys.size());
+  const uint64_t framing = 64 << 10, largest = (1 << 20) + framing;
+  EXPECT_GE(planned.size(), (f.stored_bytes() + cap + framing - 1) / (cap + framing));
+  EXPECT_LE(planned.size(), f.stored_bytes() / (cap - largest) + 1);
   std::vector<rocksdb::PinnableSlice> values(f.keys.size());
   for (size_t i = 0; i < f.keys.size(); ++i) ASSERT_OK((*one)->Get(f.keys[i], &values[i]));
   ObjectReadStats after = (*source)->stats();
-  EXPECT_EQ(after.gets - before.gets, 1u);
+  EXPECT_EQ(after.gets - before.gets, planned.size());
   EXPECT_GE(after.bytes - before.bytes, f.stored_bytes());
   EXPECT_LE(after.bytes - before.bytes, f.stored_bytes() + 64 * f.keys.size());
-  (*one)->Done(0);
+  for (size_t r = 0; r < planned.size(); ++r) (*one)->Done(r);
   one->reset();
   for (size_t i = 0; i < f.keys.size(); ++i) EXPECT_TRUE(values[i].ToString() == f.values[i]) << i;
   values.clear();
 
-  // Four threads: runs of at most max(2 MiB, a quarter), each one GET.
+  // Four threads: runs of at most 2 MiB (a sixteenth is less), a GET each.
   before = (*source)->stats();
   auto four = (*source)->PlanRuns(f.keys, 4);
   ASSERT_TRUE(four.ok()) << four.status();

@@ -209,13 +209,13 @@ rocksdb::IOStatus ObjectFileSystem::FetchWindow(const std::string& path, uint64_
   window->path = path;
   window->begin = begin;
   window->size = 0;
-  window->data.reset(new char[n]);
-  rocksdb::IOStatus s = FetchRange(client_, counters_.get(), bucket, key, *size, begin, n, window->data.get());
-  if (!s.ok()) {
-    window->data.reset();
-    return s;
+  if (window->capacity < n || window->data == nullptr) {
+    window->data.reset();  // the old buffer goes before the new one comes
+    window->data.reset(new char[n]);
+    window->capacity = n;
   }
-  window->size = n;
+  rocksdb::IOStatus s = FetchRange(client_, counters_.get(), bucket, key, *size, begin, n, window->data.get());
+  if (s.ok()) window->size = n;
   return s;
 }
 

@@ -72,11 +72,14 @@ struct ObjectReadCounters {
   ObjectReadStats Get() const { return {heads.load(), gets.load(), bytes.load()}; }
 };
 
-// Bytes [begin, begin + size) of the object at `path`, fetched ahead.
+// Bytes [begin, begin + size) of the object at `path`, fetched ahead into
+// `data` (of `capacity` bytes: a window is refilled without allocating when
+// its buffer is large enough, so a read's windows fault their pages in once).
 struct ObjectWindow {
   std::string path;  // s3://BUCKET/KEY
   uint64_t begin = 0;
   uint64_t size = 0;
+  uint64_t capacity = 0;
   std::unique_ptr<char[]> data;
 };
 
@@ -129,8 +132,9 @@ class ObjectFileSystem : public rocksdb::FileSystemWrapper {
   std::optional<uint64_t> TailStart(const std::string& path);
 
   // Fetches bytes [begin, begin + n) of the object at `path` by one GET
-  // (counted in stats()): Corruption, as a read, when the object ends
-  // before them; the S3 client's error otherwise.
+  // (counted in stats()) into `window`, reusing its buffer when it holds n
+  // bytes: Corruption, as a read, when the object ends before them; the S3
+  // client's error otherwise (the window then holds nothing).
   rocksdb::IOStatus FetchWindow(const std::string& path, uint64_t begin, uint64_t n, ObjectWindow* window);
 
   ObjectReadStats stats() const { return counters_->Get(); }

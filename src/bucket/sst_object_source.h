@@ -14,9 +14,9 @@
 //
 // PlanRuns groups a read's chunks into runs of adjacent blocks of one object
 // (where they lie: bucket/block_starts.h), each fetched by one ranged GET
-// of up to max_run_bytes: a load of every chunk of an object of 4 MiB
-// chunks costs a GET per 16 MiB instead of one per chunk, and fetches no
-// byte it does not need (runs never span a gap). Objects without the
+// of up to 16 MiB: a load of every chunk of an object of 4 MiB chunks costs
+// a GET per 16 MiB instead of one per chunk, and fetches no byte it does
+// not need (runs never span a gap). Objects without the
 // property (written before it) are read chunk by chunk as above.
 //
 // Thread safety: Get, ReadChunks and PlanRuns (and the runs' own methods)
@@ -82,12 +82,19 @@ class SstObjectSource {
   ChunkValueGetter Getter() const;
 
   // The runs of a read of `keys` on `threads` threads (see above): runs of
-  // at most min(16 MiB, max(2 MiB, bytes / threads)) bytes, so that every
-  // thread has runs to fetch; a key whose object lacks the property, or that
-  // no object holds, is a run of its own. Opens the objects the keys fall in
-  // (an object that fails to open is left to the run's Get to report).
-  // Valid while the source lives. Memory: a thread holds the run it reads.
+  // at most min(16 MiB, max(2 MiB, bytes / (4 x threads))) bytes, so that
+  // every thread has runs to fetch; a key in the object's cached tail, whose
+  // object lacks the property, or that no object holds, is a run of its
+  // own. Opens the objects the keys fall in (an object that fails to open is
+  // left to the run's Get to report). Valid while the source lives.
+  // Memory: a thread holds the window of the run it reads; the runs keep
+  // up to `threads` windows for reuse until they are destroyed.
   StatusOr<std::unique_ptr<ChunkRuns>> PlanRuns(const std::vector<DataKey>& keys, int threads) const;
+
+  // The most bytes PlanRuns puts in one run of a read of `bytes` bytes of
+  // blocks on `threads` threads (a run may pass it by its blocks' framing,
+  // 64 KiB at most).
+  static uint64_t RunCap(uint64_t bytes, int threads);
 
   // PlanRuns as a ChunkRunPlanner; valid while the source lives.
   ChunkRunPlanner Planner() const;
