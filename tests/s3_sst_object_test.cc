@@ -114,6 +114,14 @@ class SstObjectTest : public ::testing::Test {
     ASSERT_TRUE(etag.ok()) << etag.status();
   }
 
+  // Puts `bytes` at `key` and opens it as the one object of a source, its
+  // size given (no HEAD) and its key range f's.
+  StatusOr<std::unique_ptr<SstObjectSource>> PutAndOpen(const std::string& key, const std::string& bytes,
+                                                        const SstFile& f) {
+    Put(key, bytes);
+    return SstObjectSource::Open(client_.get(), bucket_, {{key, bytes.size(), f.smallest, f.largest}});
+  }
+
   std::unique_ptr<s3::S3Client> client_;
   std::string bucket_;
   std::string prefix_;
@@ -168,8 +176,7 @@ TEST_F(SstObjectTest, ReadsTheLocalStoresBlockLayoutToo) {
   TempDir dir;
   const SstFile f = WriteSst(dir, 9, 200 << 10, -1, DatabaseOptions());
   const std::string key = prefix_ + "local-layout.sst";
-  Put(key, f.bytes);
-  auto source = SstObjectSource::Open(client_.get(), bucket_, {{key, f.bytes.size(), f.smallest, f.largest}});
+  auto source = PutAndOpen(key, f.bytes, f);
   ASSERT_TRUE(source.ok()) << source.status();
   const ObjectReadStats opened = (*source)->stats();
   auto chunks = (*source)->ReadChunks(f.keys);
@@ -190,8 +197,7 @@ TEST_F(SstObjectTest, AKnownSizeCostsNoHeadAndChunksReadInParallel) {
   // cached tail, so every chunk costs its GET.
   const SstFile f = WriteSst(dir, 13, 64 << 10);
   const std::string key = prefix_ + "rank-1-0.sst";
-  Put(key, f.bytes);
-  auto source = SstObjectSource::Open(client_.get(), bucket_, {{key, f.bytes.size(), f.smallest, f.largest}});
+  auto source = PutAndOpen(key, f.bytes, f);
   ASSERT_TRUE(source.ok()) << source.status();
   EXPECT_EQ((*source)->stats().heads, 0u);
   EXPECT_EQ((*source)->stats().gets, 1u);
@@ -435,8 +441,7 @@ TEST_F(SstObjectTest, AdjacentChunksAreFetchedByOneGetPerRun) {
   // lies in the object's cached tail (those are read without a GET, alone).
   const SstFile f = WriteSst(dir, 25, 1 << 20);
   const std::string key = prefix_ + "runs.sst";
-  Put(key, f.bytes);
-  auto source = SstObjectSource::Open(client_.get(), bucket_, {{key, f.bytes.size(), f.smallest, f.largest}});
+  auto source = PutAndOpen(key, f.bytes, f);
   ASSERT_TRUE(source.ok()) << source.status();
   ObjectReadStats before = (*source)->stats();
 
@@ -526,8 +531,7 @@ TEST_F(SstObjectTest, ObjectsWithoutBlockStartsAreReadChunkByChunk) {
   TempDir dir;
   const SstFile f = WriteSst(dir, 8, 200 << 10, -1, DatabaseOptions());
   const std::string key = prefix_ + "no-starts.sst";
-  Put(key, f.bytes);
-  auto source = SstObjectSource::Open(client_.get(), bucket_, {{key, f.bytes.size(), f.smallest, f.largest}});
+  auto source = PutAndOpen(key, f.bytes, f);
   ASSERT_TRUE(source.ok()) << source.status();
   const ObjectReadStats before = (*source)->stats();
   auto runs = (*source)->PlanRuns(f.keys, 1);
@@ -611,8 +615,7 @@ TEST_F(SstObjectTest, AFlippedByteInARunIsDataLossForItsChunkOnly) {
   ASSERT_NE(at, std::string::npos);
   bytes[at + 10] ^= 0x01;
   const std::string key = prefix_ + "bad-run.sst";
-  Put(key, bytes);
-  auto source = SstObjectSource::Open(client_.get(), bucket_, {{key, bytes.size(), f.smallest, f.largest}});
+  auto source = PutAndOpen(key, bytes, f);
   ASSERT_TRUE(source.ok()) << source.status();
   const uint64_t gets = (*source)->stats().gets;
   auto runs = (*source)->PlanRuns(f.keys, 1);

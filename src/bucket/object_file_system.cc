@@ -13,6 +13,9 @@ constexpr char kScheme[] = "s3://";
 
 thread_local const ObjectWindow* tls_window = nullptr;
 
+// Where an object's cached tail (its last tail_bytes) begins.
+uint64_t TailStartOf(uint64_t size, uint64_t tail_bytes) { return size > tail_bytes ? size - tail_bytes : 0; }
+
 rocksdb::IOStatus Truncated(const std::string& path, const s3::S3Client& client, uint64_t ends_by, uint64_t size) {
   return rocksdb::IOStatus::Corruption(path + " at " + client.settings().endpoint + " is truncated: it ends by byte " +
                                        std::to_string(ends_by) + " but its size is " + std::to_string(size));
@@ -47,7 +50,7 @@ class ObjectFile : public rocksdb::FSRandomAccessFile {
         key_(std::move(key)),
         path_(ObjectPath(bucket_, key_)),
         size_(size),
-        tail_start_(size > tail_bytes ? size - tail_bytes : 0),
+        tail_start_(TailStartOf(size, tail_bytes)),
         counters_(std::move(counters)) {}
 
   rocksdb::IOStatus Read(uint64_t offset, size_t n, const rocksdb::IOOptions& /*options*/, rocksdb::Slice* result,
@@ -190,7 +193,7 @@ std::optional<uint64_t> ObjectFileSystem::TailStart(const std::string& path) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = sizes_.find(path);
   if (it == sizes_.end()) return std::nullopt;
-  return it->second > options_.tail_bytes ? it->second - options_.tail_bytes : 0;
+  return TailStartOf(it->second, options_.tail_bytes);
 }
 
 rocksdb::IOStatus ObjectFileSystem::FetchWindow(const std::string& path, uint64_t begin, uint64_t n,

@@ -247,7 +247,7 @@ class SstObjectSource::Runs : public ChunkRuns {
     run.window.reset();
   }
 
-  // Adds a run of the keys `indices` (of `keys`).
+  // Adds a run of the keys `indices` (of `keys`), read after those before.
   void Add(const Table* table, uint64_t begin, uint64_t end, std::vector<size_t> indices,
            const std::vector<std::string>& keys) {
     auto run = std::make_unique<Run>();
@@ -257,25 +257,6 @@ class SstObjectSource::Runs : public ChunkRuns {
     for (size_t i : indices) run_of_.emplace(keys[i], runs_.size());
     runs_.push_back(std::move(run));
     groups_.push_back(std::move(indices));
-  }
-
-  // Puts the runs in the order of their first keys in the read.
-  void Order() {
-    std::vector<size_t> order(runs_.size());
-    for (size_t r = 0; r < order.size(); ++r) order[r] = r;
-    auto first = [this](size_t r) { return *std::min_element(groups_[r].begin(), groups_[r].end()); };
-    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return first(a) < first(b); });
-    std::vector<std::unique_ptr<Run>> runs;
-    std::vector<std::vector<size_t>> groups;
-    std::vector<size_t> position(order.size());
-    for (size_t r : order) {
-      position[r] = runs.size();
-      runs.push_back(std::move(runs_[r]));
-      groups.push_back(std::move(groups_[r]));
-    }
-    for (auto& [key, r] : run_of_) r = position[r];
-    runs_ = std::move(runs);
-    groups_ = std::move(groups);
   }
 
  private:
@@ -291,12 +272,10 @@ StatusOr<std::unique_ptr<ChunkRuns>> SstObjectSource::PlanRuns(const std::vector
   encoded.reserve(keys.size());
   for (const DataKey& k : keys) encoded.push_back(EncodeDataKey(k));
   // The objects the keys fall in, opened (their tails fetched) in parallel.
-  std::vector<Table*> first(encoded.size(), nullptr);
   std::vector<Table*> to_open;
-  for (size_t i = 0; i < encoded.size(); ++i) {
+  for (const std::string& k : encoded) {
     for (const auto& table : tables_) {
-      if (!table->MayHold(encoded[i])) continue;
-      first[i] = table.get();
+      if (!table->MayHold(k)) continue;
       if (std::find(to_open.begin(), to_open.end(), table.get()) == to_open.end()) to_open.push_back(table.get());
       break;
     }
@@ -318,7 +297,13 @@ StatusOr<std::unique_ptr<ChunkRuns>> SstObjectSource::PlanRuns(const std::vector
     size_t index;
   };
   std::vector<Want> wants;
-  auto runs = std::make_unique<Runs>(this, open_threads);
+  // The runs as planned, before they are put in the read's order.
+  struct Planned {
+    const Table* table;  // null: read alone
+    uint64_t begin, end;
+    std::vector<size_t> indices;
+  };
+  std::vector<Planned> planned;
   uint64_t total = 0;
   for (size_t i = 0; i < encoded.size(); ++i) {
     bool placed = false;
@@ -336,7 +321,7 @@ StatusOr<std::unique_ptr<ChunkRuns>> SstObjectSource::PlanRuns(const std::vector
       placed = true;
       break;
     }
-    if (!placed) runs->Add(nullptr, 0, 0, {i}, encoded);
+    if (!placed) planned.push_back({nullptr, 0, 0, {i}});
   }
   // Adjacent blocks of one object, up to the cap, make a run.
   const uint64_t cap = RunCap(total, open_threads);
@@ -355,10 +340,14 @@ StatusOr<std::unique_ptr<ChunkRuns>> SstObjectSource::PlanRuns(const std::vector
       end = std::max(end, w.end);
       indices.push_back(w.index);
     }
-    runs->Add(head.table, head.begin, end, std::move(indices), encoded);
+    planned.push_back({head.table, head.begin, end, std::move(indices)});
     i = j;
   }
-  runs->Order();
+  // Read in the order of each run's first key in the read.
+  const auto first = [](const Planned& p) { return *std::min_element(p.indices.begin(), p.indices.end()); };
+  std::sort(planned.begin(), planned.end(), [&](const Planned& a, const Planned& b) { return first(a) < first(b); });
+  auto runs = std::make_unique<Runs>(this, open_threads);
+  for (Planned& p : planned) runs->Add(p.table, p.begin, p.end, std::move(p.indices), encoded);
   return std::unique_ptr<ChunkRuns>(std::move(runs));
 }
 
