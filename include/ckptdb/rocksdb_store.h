@@ -432,6 +432,35 @@ struct ReaderOptions {
 // not a ckptdb store.
 StatusOr<std::unique_ptr<StoreReader>> OpenStoreReader(const std::string& path, const ReaderOptions& options = {});
 
+// A reader for Load on every rank of a job whose store every rank sees (a
+// directory on a shared file system, StoreAccess::kShared) that opens the
+// store's database on the coordinator only. A rank's own OpenStoreReader
+// replays the database's MANIFEST, which lists a file per rank and step of
+// the whole history, and lists its directory: W ranks restarting a job do
+// that W times on the shared file system, and ranks run as threads of one
+// process pay it W times over (at 4,096 thread-ranks, 12 ms each). Here the
+// coordinator opens the database (on its first ReadMetadata or
+// ReadMetadataFor, so that an error there reaches every rank) and answers
+// each rank, as OpenRemoteStoreReader's does, with the step's entries and
+// only the pieces that meet its regions, and also with the few table files
+// its chunks lie in (a rank's own chunks lie in its own file); the rank then
+// reads its chunks from those files alone (mmap when options.mmap_reads),
+// each value checked by RocksDB's block checksum and its own, on
+// options.threads threads, and never opens the database. What a rank
+// receives does not grow with the world size. A file a rank cannot open
+// (deleted since the coordinator listed it, or a store that is not on a
+// file system the rank's host shares) fails that rank's read with IOError
+// naming the file, and Load makes every rank fail alike.
+// The calls are collective, as OpenRemoteStoreReader's: every rank calls
+// ReadMetadata (or ReadMetadataFor) and then Read, for the same step. For a
+// bucket (s3://) every rank opens its own reader (OpenStoreReader: its open
+// is one GET of the store's index, whatever the history), and `comm` is not
+// used. `comm` (not owned) must outlive the reader. InvalidArgument when
+// comm is null or coordinator_rank not one of its ranks.
+StatusOr<std::unique_ptr<StorageReader>> OpenSharedStoreReader(const std::string& path, Communicator* comm,
+                                                               int coordinator_rank = 0,
+                                                               const ReaderOptions& options = {});
+
 // A reader for Load on every rank of a job whose store is on the
 // coordinator's host only (StoreAccess::kCoordinatorOnly). The coordinator
 // opens the store at `path` (on its first ReadMetadata or ReadMetadataFor,

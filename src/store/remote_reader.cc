@@ -21,6 +21,12 @@
 //                 frame, after which it sends no more. Each rank verifies
 //                 and decodes the values as its own reads would.
 //
+// The same reader serves a store every rank sees (OpenSharedStoreReader,
+// ChunkPath::kFiles): ReadMetadata and ReadMetadataFor also name each rank
+// the table files its chunks lie in (store/data_files.h), and Read on a
+// rank other than the coordinator reads them from those files, with no
+// message to the coordinator and no database opened.
+//
 // A rank receives on a thread of its own (ValueStream) while its reader
 // threads verify, decode and place the values that arrived before; the
 // coordinator serves each rank on a thread of its own (ServeValues).
@@ -48,6 +54,7 @@
 #include "model/box_index.h"
 #include "model/region.h"
 #include "store/chunk_reader.h"
+#include "store/data_files.h"
 #include "store/rocksdb_store_internal.h"
 #include "util/le_bytes.h"
 #include "util/ordered_parallel.h"
@@ -327,10 +334,15 @@ std::vector<size_t> PiecesMeeting(const PieceBoxes& pieces, const std::vector<co
   return out;
 }
 
+// How the other ranks get their chunks: from the coordinator (kServe: the
+// store is on its host only), or from the store's files, which every rank
+// sees (kFiles: the coordinator names each rank the files its chunks lie in).
+enum class ChunkPath { kServe, kFiles };
+
 class RemoteStoreReader final : public StorageReader {
  public:
-  RemoteStoreReader(std::string path, Communicator* comm, int coordinator, ReaderOptions options)
-      : path_(std::move(path)), comm_(comm), coordinator_(coordinator), options_(options) {}
+  RemoteStoreReader(std::string path, Communicator* comm, int coordinator, ReaderOptions options, ChunkPath chunks)
+      : path_(std::move(path)), comm_(comm), coordinator_(coordinator), options_(options), chunks_(chunks) {}
 
   StatusOr<StepMetadata> ReadMetadata(int64_t step) override {
     std::string message;
@@ -342,6 +354,18 @@ class RemoteStoreReader final : public StorageReader {
       AppendLE64(&message, static_cast<uint64_t>(step));
       AppendLE64(&message, status.size());
       message += status;
+      if (md.ok() && chunks_ == ChunkPath::kFiles) {
+        // The files of the whole step, ahead of its metadata.
+        const DataFileIndex index(files_source_->ListTableFiles());
+        std::vector<size_t> files;
+        for (const EntryMetadata& e : md->entries) {
+          for (const StoredPiece& p : e.pieces) index.AddFilesOf(md->step, md->save_id, p, &files);
+        }
+        std::string listed;
+        AppendDataFiles(index, std::move(files), &listed);
+        AppendLE64(&message, listed.size());
+        message += listed;
+      }
       if (md.ok()) message += EncodeMetadataValue(*md);
       RETURN_IF_ERROR(comm_->Broadcast(&message, coordinator_).WithContext("load: sending the step's metadata"));
       return md;
@@ -362,7 +386,21 @@ class RemoteStoreReader final : public StorageReader {
     Status st = DecodeStatus(in.substr(0, status_len));
     if (!st.ok()) return st.WithContext("on the coordinator's host");
     in.remove_prefix(status_len);
-    return DecodeMetadataValue(in);
+    std::vector<DataFile> files;
+    if (chunks_ == ChunkPath::kFiles) {
+      uint64_t listed_len = 0;
+      if (!ConsumeLE64(&in, &listed_len) || in.size() < listed_len) {
+        return Status::Internal("the coordinator's metadata message is malformed");
+      }
+      LECursor listed(in.substr(0, listed_len));
+      if (!ConsumeDataFiles(&listed, &files) || !listed.empty()) {
+        return Status::Internal("the coordinator's list of the step's files is malformed");
+      }
+      in.remove_prefix(listed_len);
+    }
+    ASSIGN_OR_RETURN(StepMetadata md, DecodeMetadataValue(in));
+    KeepFiles(md, std::move(files));
+    return md;
   }
 
   StatusOr<StepMetadata> ReadMetadataFor(int64_t step, const std::vector<std::string>& fqns,
@@ -384,10 +422,18 @@ class RemoteStoreReader final : public StorageReader {
       RETURN_IF_ERROR(comm_->Scatter({}, coordinator_, &answer)
                           .WithContext("load: receiving the step's metadata from the coordinator"));
     }
-    return DecodeAnswer(answer);
+    std::vector<DataFile> files;
+    ASSIGN_OR_RETURN(StepMetadata md, DecodeAnswer(answer, chunks_ == ChunkPath::kFiles ? &files : nullptr));
+    if (!IsCoordinator()) KeepFiles(md, std::move(files));
+    return md;
   }
 
   StatusOr<ReadStats> Read(const StepMetadata& md, const std::vector<ReadItem>& items) override {
+    if (chunks_ == ChunkPath::kFiles) {
+      if (!IsCoordinator()) return ReadFiles(md, items);
+      RETURN_IF_ERROR(Local());
+      return local_->Read(md, items);
+    }
     if (IsCoordinator()) return Serve(md, items);
     return Fetch(md, items);
   }
@@ -395,13 +441,34 @@ class RemoteStoreReader final : public StorageReader {
  private:
   bool IsCoordinator() const { return comm_->rank() == coordinator_; }
 
+  // A rank other than the coordinator (kFiles): the files the coordinator
+  // named for the metadata it sent last.
+  void KeepFiles(const StepMetadata& md, std::vector<DataFile> files) {
+    files_of_ = {md.step, md.save_id};
+    files_ = std::move(files);
+  }
+
+  // A rank other than the coordinator (kFiles): reads its chunks from the
+  // files the coordinator named, opening no database.
+  StatusOr<ReadStats> ReadFiles(const StepMetadata& md, const std::vector<ReadItem>& items) {
+    if (!files_of_ || *files_of_ != std::make_pair(md.step, md.save_id)) {
+      return Status::FailedPrecondition("rank " + std::to_string(comm_->rank()) + " reads step " +
+                                        std::to_string(md.step) +
+                                        " without having read its metadata through this reader (ReadMetadataFor)");
+    }
+    DataFileChunks chunks(path_, files_, options_.mmap_reads);
+    return ReadChunksFrom([&](const DataKey& key, rocksdb::PinnableSlice* value) { return chunks.Get(key, value); },
+                          md, items, options_.threads > 0 ? options_.threads : DefaultParallelism());
+  }
+
   // The coordinator's own reader, opened on first use.
   Status Local() {
     if (local_) return Status::OK();
     StatusOr<std::unique_ptr<StoreReader>> r = OpenDirectoryStoreReader(path_, options_);
     if (!r.ok()) return r.status();
     source_ = dynamic_cast<ChunkValueSource*>(r->get());
-    if (source_ == nullptr) return Status::Internal("the store reader cannot serve chunks");
+    files_source_ = dynamic_cast<DataFileSource*>(r->get());
+    if (source_ == nullptr || files_source_ == nullptr) return Status::Internal("the store reader cannot serve chunks");
     local_ = std::move(r).value();
     return Status::OK();
   }
@@ -488,10 +555,13 @@ class RemoteStoreReader final : public StorageReader {
     // index, and the record of all its pieces.
     std::vector<std::unique_ptr<PieceBoxes>> indexes;
     std::vector<std::optional<std::string>> whole;
+    // kFiles: the database's files, to name each rank those it reads.
+    DataFileIndex files;
     if (md.ok()) {
       header = EncodeMetadataRecord(*md);
       indexes.resize(md->entries.size());
       whole.resize(md->entries.size());
+      if (chunks_ == ChunkPath::kFiles) files = DataFileIndex(files_source_->ListTableFiles());
     }
     std::vector<std::string> parts(world);
     for (int r = 0; r < world; ++r) {
@@ -514,6 +584,7 @@ class RemoteStoreReader final : public StorageReader {
         for (const EntryRegion& region : q.regions) by_entry[region.fqn].push_back(&region);
         std::string items;
         uint32_t n = 0;
+        std::vector<size_t> rank_files;
         for (size_t i = 0; i < md->entries.size(); ++i) {
           const EntryMetadata& e = md->entries[i];
           if (wanted.count(e.fqn) == 0 || e.pieces_omitted) continue;
@@ -524,14 +595,18 @@ class RemoteStoreReader final : public StorageReader {
             if (!whole[i]) whole[i] = EncodeEntryPiecesValue(*md, i);
             items.push_back(0);
             AppendLEString(&items, *whole[i]);
+            for (const StoredPiece& p : e.pieces) files.AddFilesOf(md->step, md->save_id, p, &rank_files);
             continue;
           }
           if (!indexes[i]) indexes[i] = std::make_unique<PieceBoxes>(e);
           items.push_back(1);
-          AppendLEString(&items, EncodePiecesSubset(*md, i, PiecesMeeting(*indexes[i], found->second)));
+          const std::vector<size_t> meeting = PiecesMeeting(*indexes[i], found->second);
+          AppendLEString(&items, EncodePiecesSubset(*md, i, meeting));
+          for (size_t j : meeting) files.AddFilesOf(md->step, md->save_id, e.pieces[j], &rank_files);
         }
         AppendLE32(&out, n);
         out += items;
+        if (chunks_ == ChunkPath::kFiles) AppendDataFiles(files, std::move(rank_files), &out);
       }
       parts[r] = std::move(out);
     }
@@ -539,7 +614,8 @@ class RemoteStoreReader final : public StorageReader {
     return parts;
   }
 
-  static StatusOr<StepMetadata> DecodeAnswer(std::string_view in) {
+  // `files`: with kFiles, where the files the coordinator named go.
+  static StatusOr<StepMetadata> DecodeAnswer(std::string_view in, std::vector<DataFile>* files) {
     LECursor c(in);
     std::string status, header;
     if (!c.String(&status)) return Status::Internal("the coordinator's metadata message is malformed");
@@ -558,6 +634,9 @@ class RemoteStoreReader final : public StorageReader {
       EntryMetadata& e = rec.metadata.entries[i];
       RETURN_IF_ERROR(partial[0] != 0 ? DecodePiecesSubset(pieces, rec.metadata, &e)
                                       : DecodeEntryPiecesValue(pieces, rec.metadata, &e));
+    }
+    if (files != nullptr && !ConsumeDataFiles(&c, files)) {
+      return Status::Internal("the coordinator's list of the step's files is malformed");
     }
     if (!c.empty()) return Status::Internal("the coordinator's metadata message is malformed");
     return std::move(rec.metadata);
@@ -704,13 +783,45 @@ class RemoteStoreReader final : public StorageReader {
   Communicator* const comm_;
   const int coordinator_;
   const ReaderOptions options_;
+  const ChunkPath chunks_;
   std::unique_ptr<StoreReader> local_;  // the coordinator's
   // The coordinator: what its last ReadMetadataFor read for every rank.
   std::optional<StepMetadata> served_;
-  ChunkValueSource* source_ = nullptr;  // local_, as a server of chunks
+  ChunkValueSource* source_ = nullptr;       // local_, as a server of chunks
+  DataFileSource* files_source_ = nullptr;   // local_, as a lister of its files
+  // The other ranks with kFiles: the files the coordinator named, and the
+  // step (number, save id) they are of.
+  std::optional<std::pair<int64_t, uint64_t>> files_of_;
+  std::vector<DataFile> files_;
 };
 
 }  // namespace
+
+namespace {
+
+Status CheckCoordinator(const Communicator& comm, int coordinator_rank) {
+  if (coordinator_rank < 0 || coordinator_rank >= comm.world_size()) {
+    return Status::InvalidArgument("coordinator rank " + std::to_string(coordinator_rank) +
+                                   " is not in the world of size " + std::to_string(comm.world_size()));
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<StorageReader>> OpenSharedStoreReader(const std::string& path, Communicator* comm,
+                                                               int coordinator_rank, const ReaderOptions& options) {
+  if (comm == nullptr) return Status::InvalidArgument("OpenSharedStoreReader needs the job's communicator");
+  if (path.rfind("s3://", 0) == 0) {
+    // A bucket reader's open is one GET of the store's index, whatever the
+    // history: every rank opens its own.
+    ASSIGN_OR_RETURN(std::unique_ptr<StoreReader> r, OpenStoreReader(path, options));
+    return std::unique_ptr<StorageReader>(std::move(r));
+  }
+  RETURN_IF_ERROR(CheckCoordinator(*comm, coordinator_rank));
+  return std::unique_ptr<StorageReader>(
+      new RemoteStoreReader(path, comm, coordinator_rank, options, ChunkPath::kFiles));
+}
 
 StatusOr<std::unique_ptr<StorageReader>> OpenRemoteStoreReader(const std::string& path, Communicator* comm,
                                                                int coordinator_rank, const ReaderOptions& options) {
@@ -720,11 +831,9 @@ StatusOr<std::unique_ptr<StorageReader>> OpenRemoteStoreReader(const std::string
                                    " is a bucket, which every rank reaches: open it with OpenStoreReader on every "
                                    "rank (no coordinator-only load)");
   }
-  if (coordinator_rank < 0 || coordinator_rank >= comm->world_size()) {
-    return Status::InvalidArgument("coordinator rank " + std::to_string(coordinator_rank) +
-                                   " is not in the world of size " + std::to_string(comm->world_size()));
-  }
-  return std::unique_ptr<StorageReader>(new RemoteStoreReader(path, comm, coordinator_rank, options));
+  RETURN_IF_ERROR(CheckCoordinator(*comm, coordinator_rank));
+  return std::unique_ptr<StorageReader>(
+      new RemoteStoreReader(path, comm, coordinator_rank, options, ChunkPath::kServe));
 }
 
 }  // namespace ckptdb

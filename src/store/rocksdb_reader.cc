@@ -35,7 +35,7 @@ namespace {
 // How many times Refresh tries to open a consistent view.
 constexpr int kOpenAttempts = 25;
 
-class RocksDBStoreReader final : public StoreReader, public ChunkValueSource {
+class RocksDBStoreReader final : public StoreReader, public ChunkValueSource, public DataFileSource {
  public:
   RocksDBStoreReader(std::string path, ReaderOptions options) : path_(std::move(path)), options_(options) {}
   ~RocksDBStoreReader() override {
@@ -239,6 +239,19 @@ class RocksDBStoreReader final : public StoreReader, public ChunkValueSource {
 
   Status GetChunkValue(const DataKey& key, rocksdb::PinnableSlice* value) override {
     return ckptdb::GetChunkValue(db_.get(), key, value);
+  }
+
+  std::vector<DataFile> ListTableFiles() override {
+    std::vector<rocksdb::LiveFileMetaData> live;
+    db_->GetLiveFilesMetaData(&live);
+    std::vector<DataFile> out;
+    out.reserve(live.size());
+    for (rocksdb::LiveFileMetaData& f : live) {
+      std::string name = std::move(f.name);  // "/000123.sst"
+      if (!name.empty() && name[0] == '/') name.erase(0, 1);
+      out.push_back(DataFile{std::move(name), std::move(f.smallestkey), std::move(f.largestkey)});
+    }
+    return out;
   }
 
 

@@ -1,0 +1,156 @@
+#include "store/data_files.h"
+
+#include <rocksdb/iterator.h>
+#include <rocksdb/options.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "store/rocksdb_options.h"
+#include "store/rocksdb_status.h"
+#include "store/store_dir.h"
+
+namespace ckptdb {
+
+namespace {
+
+bool IsDataKey(const std::string& k) { return k.size() == kDataKeySize && k[0] == kDataPrefix; }
+
+// A table file of the database directory, by RocksDB's naming: digits and
+// ".sst", nothing that could reach outside the directory.
+bool IsTableFileName(const std::string& name) {
+  constexpr std::string_view kSuffix = ".sst";
+  if (name.size() <= kSuffix.size() || name.size() > 32 || name.compare(name.size() - 4, 4, kSuffix) != 0) {
+    return false;
+  }
+  return std::all_of(name.begin(), name.end() - 4, [](char c) { return c >= '0' && c <= '9'; });
+}
+
+}  // namespace
+
+DataFileIndex::DataFileIndex(std::vector<DataFile> files) {
+  for (DataFile& f : files) {
+    if (IsDataKey(f.smallest) && IsDataKey(f.largest)) files_.push_back(std::move(f));
+  }
+  std::sort(files_.begin(), files_.end(), [](const DataFile& a, const DataFile& b) { return a.smallest < b.smallest; });
+  reach_.resize(files_.size());
+  for (size_t i = 0; i < files_.size(); ++i) {
+    reach_[i] = i > 0 && files_[reach_[i - 1]].largest > files_[i].largest ? reach_[i - 1] : i;
+  }
+}
+
+void DataFileIndex::AddFilesMeeting(const std::string& begin, const std::string& end, std::vector<size_t>* out) const {
+  // The files starting at or before `end`, walked back while one of those
+  // left could still reach `begin`.
+  size_t i = std::upper_bound(files_.begin(), files_.end(), end,
+                              [](const std::string& k, const DataFile& f) { return k < f.smallest; }) -
+             files_.begin();
+  while (i > 0 && files_[reach_[i - 1]].largest >= begin) {
+    --i;
+    if (files_[i].largest >= begin) out->push_back(i);
+  }
+}
+
+void DataFileIndex::AddFilesOf(int64_t step, uint64_t save_id, const StoredPiece& p, std::vector<size_t>* out) const {
+  if (files_.empty()) return;
+  if (p.num_chunks > 0) {
+    AddFilesMeeting(EncodeDataKey({step, save_id, p.key.rank, p.key.item, 0}),
+                    EncodeDataKey({step, save_id, p.key.rank, p.key.item, p.num_chunks - 1}), out);
+  }
+  for (const ChunkReference& r : p.references) {
+    if (r.count == 0) continue;
+    AddFilesMeeting(EncodeDataKey({r.step, r.save_id, r.key.rank, r.key.item, r.chunk}),
+                    EncodeDataKey({r.step, r.save_id, r.key.rank, r.key.item, r.chunk + (r.count - 1)}), out);
+  }
+}
+
+std::vector<size_t> DataFileIndex::FilesHolding(const std::string& key) const {
+  std::vector<size_t> out;
+  AddFilesMeeting(key, key, &out);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void AppendDataFiles(const DataFileIndex& index, std::vector<size_t> indices, std::string* out) {
+  std::sort(indices.begin(), indices.end());
+  indices.erase(std::unique(indices.begin(), indices.end()), indices.end());
+  AppendLE32(out, static_cast<uint32_t>(indices.size()));
+  for (size_t i : indices) {
+    const DataFile& f = index.files().at(i);
+    AppendLEString(out, f.name);
+    AppendLEString(out, f.smallest);
+    AppendLEString(out, f.largest);
+  }
+}
+
+bool ConsumeDataFiles(LECursor* in, std::vector<DataFile>* files) {
+  uint32_t n = 0;
+  if (!in->U32(&n)) return false;
+  files->clear();
+  for (uint32_t i = 0; i < n; ++i) {
+    DataFile f;
+    if (!in->String(&f.name) || !in->String(&f.smallest) || !in->String(&f.largest) || !IsTableFileName(f.name)) {
+      return false;
+    }
+    files->push_back(std::move(f));
+  }
+  return true;
+}
+
+DataFileChunks::DataFileChunks(std::string store, std::vector<DataFile> files, bool mmap_reads)
+    : db_dir_(DbDir(store)), index_(std::move(files)), mmap_reads_(mmap_reads) {
+  readers_.resize(index_.files().size());
+}
+
+DataFileChunks::~DataFileChunks() = default;
+
+size_t DataFileChunks::files_opened() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<size_t>(std::count_if(readers_.begin(), readers_.end(), [](const auto& r) { return r != nullptr; }));
+}
+
+StatusOr<rocksdb::SstFileReader*> DataFileChunks::Open(size_t i) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (readers_[i]) return readers_[i].get();
+  rocksdb::Options o = DatabaseOptions();
+  o.allow_mmap_reads = mmap_reads_;
+  auto reader = std::make_unique<rocksdb::SstFileReader>(o);
+  const std::string path = (std::filesystem::path(db_dir_) / index_.files()[i].name).string();
+  rocksdb::Status s = reader->Open(path);
+  if (!s.ok()) {
+    Status st = FromRocks(s, "opening " + path);
+    if (st.code() == StatusCode::kDataLoss) return st;
+    return Status::IOError(st.message() +
+                           " (a file of the step the coordinator named: deleted since it listed it, or the store "
+                           "is not on a file system this host shares with the coordinator's; a store on the "
+                           "coordinator's host only is loaded with OpenRemoteStoreReader)");
+  }
+  readers_[i] = std::move(reader);
+  return readers_[i].get();
+}
+
+Status DataFileChunks::Get(const DataKey& key, rocksdb::PinnableSlice* value) {
+  const std::string k = EncodeDataKey(key);
+  rocksdb::ReadOptions ro;
+  ro.fill_cache = false;
+  // As the database's reads (chunk_reader.cc): a damaged block is DataLoss,
+  // never a parse of damaged bytes.
+  ro.verify_checksums = true;
+  for (size_t i : index_.FilesHolding(k)) {
+    StatusOr<rocksdb::SstFileReader*> reader = Open(i);
+    if (!reader.ok()) return reader.status();
+    std::unique_ptr<rocksdb::Iterator> it((*reader)->NewIterator(ro));
+    it->Seek(k);
+    if (it->Valid() && it->key() == rocksdb::Slice(k)) {
+      // The value stays where the iterator holds it until it is let go.
+      const rocksdb::Slice v = it->value();
+      value->PinSlice(
+          v, [](void* iterator, void*) { delete static_cast<rocksdb::Iterator*>(iterator); }, it.release(), nullptr);
+      return Status::OK();
+    }
+    if (!it->status().ok()) return FromRocks(it->status(), "reading " + index_.files()[i].name + " in " + db_dir_);
+  }
+  return Status::NotFound("missing");
+}
+
+}  // namespace ckptdb
