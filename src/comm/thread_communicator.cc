@@ -69,12 +69,17 @@ struct ThreadJob::Hub {
     std::string data;
   };
 
-  Hub(int world, std::chrono::milliseconds t) : world_size(world), timeout(t), ranks(world) {}
+  Hub(int world, std::chrono::milliseconds t) : world_size(world), timeout(t), wake(world), ranks(world) {}
 
   const int world_size;
   const std::chrono::milliseconds timeout;
   mutable std::mutex mu;
-  std::condition_variable cv;
+  // One per rank: what its threads wait on, notified when something for
+  // that rank arrives (a message, its round complete, a rank leaving). One
+  // variable for the whole job woke every waiting thread-rank for each
+  // message: W wake-ups a message, O(W^2) a collective, which at thousands
+  // of thread-ranks was most of a job's time.
+  std::vector<std::condition_variable> wake;
   std::map<uint64_t, Round> rounds;                         // guarded by mu
   std::vector<RankState> ranks;                             // guarded by mu
   std::map<std::pair<int, int>, std::deque<std::string>> mail;  // (from, to); guarded by mu
@@ -85,14 +90,18 @@ struct ThreadJob::Hub {
     Count(from, to, data.size(), 0);
     ranks[from].stats.messages_sent++;
     rooted[{from, to}].push_back(Rooted{kind, root, std::move(data)});
-    cv.notify_all();
+    wake[to].notify_all();
+  }
+  // Something every rank may be waiting for: a round complete, a rank gone.
+  void WakeAll() {
+    for (std::condition_variable& cv : wake) cv.notify_all();
   }
   // Takes the next rooted message from `from` to `to`, waiting until
   // `deadline`.
   Status Take(std::unique_lock<std::mutex>& lock, int from, int to, Kind kind, int root,
               std::chrono::steady_clock::time_point deadline, std::string* data) {
     auto& box = rooted[{from, to}];
-    cv.wait_until(lock, deadline, [&] { return !box.empty() || ranks[from].left; });
+    wake[to].wait_until(lock, deadline, [&] { return !box.empty() || ranks[from].left; });
     const std::string what =
         std::string(KindName(kind)) + " on rank " + std::to_string(to) + ": rank " + std::to_string(from);
     if (box.empty()) {
@@ -176,8 +185,7 @@ struct ThreadJob::Hub {
     if (r.kind != kind || r.root != root) r.mismatch = true;
     r.slots[rank] = std::move(mine);
     r.present[rank] = true;
-    ++r.arrived;
-    cv.notify_all();
+    if (++r.arrived == world_size) WakeAll();
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     auto missing_left = [&] {
       std::vector<int> gone;
@@ -186,7 +194,7 @@ struct ThreadJob::Hub {
       }
       return gone;
     };
-    cv.wait_until(lock, deadline, [&] { return r.arrived == world_size || !missing_left().empty(); });
+    wake[rank].wait_until(lock, deadline, [&] { return r.arrived == world_size || !missing_left().empty(); });
     Status st;
     const std::string what = std::string(KindName(kind)) + " on rank " + std::to_string(rank);
     if (r.arrived == world_size) {
@@ -223,7 +231,7 @@ class ThreadCommunicator final : public Communicator {
   ~ThreadCommunicator() override {
     std::lock_guard<std::mutex> lock(hub_->mu);
     hub_->ranks[rank_].left = true;
-    hub_->cv.notify_all();
+    hub_->WakeAll();
   }
 
   int rank() const override { return rank_; }
@@ -293,7 +301,7 @@ class ThreadCommunicator final : public Communicator {
     hub_->mail[{rank_, peer}].emplace_back(static_cast<const char*>(data), n);
     hub_->Count(rank_, peer, n, 0);
     hub_->ranks[rank_].stats.messages_sent++;
-    hub_->cv.notify_all();
+    hub_->wake[peer].notify_all();
     return Status::OK();
   }
 
@@ -302,7 +310,8 @@ class ThreadCommunicator final : public Communicator {
     if (n == 0) return Status::OK();
     std::unique_lock<std::mutex> lock(hub_->mu);
     auto& box = hub_->mail[{peer, rank_}];
-    const bool got = hub_->cv.wait_for(lock, hub_->timeout, [&] { return !box.empty() || hub_->ranks[peer].left; });
+    const bool got =
+        hub_->wake[rank_].wait_for(lock, hub_->timeout, [&] { return !box.empty() || hub_->ranks[peer].left; });
     const std::string what = "receive from rank " + std::to_string(peer) + " on rank " + std::to_string(rank_);
     if (box.empty()) {
       return got ? Status::Unavailable(what + ": rank " + std::to_string(peer) + " left the job")

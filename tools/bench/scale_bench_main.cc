@@ -31,7 +31,9 @@
 // the entries, as loads did before format 7, for the comparison). And each
 // phase's wall time, one reader's open of the finished store (what a rank
 // of a real job pays once: the thread-ranks pay it W times), and the
-// process's peak anonymous memory.
+// process's peak anonymous memory. Loads go through OpenSharedStoreReader
+// (only the coordinator opens the store's database; --loads own: every
+// thread-rank opens its own reader, as each rank did before).
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -141,6 +143,10 @@ struct Options {
   bool load_whole = false;    // loads read every piece of their entries (before store format 7)
   int reader_files = 16;      // each thread-rank's ReaderOptions::max_open_files
   bool reader_mmap = true;    // each thread-rank's ReaderOptions::mmap_reads
+  // The loads of the last step, in this order: "shared" (OpenSharedStoreReader:
+  // the coordinator alone opens the store's database) and/or "own" (every
+  // thread-rank opens a reader of its own, as each rank did before).
+  std::vector<std::string> loads = {"shared"};
   std::string dir;
 };
 
@@ -153,7 +159,9 @@ struct PerSave {
 struct Result {
   CollectiveStats coordinator, busiest;  // busiest: the other rank that received the most
   std::vector<PerSave> saves;
-  std::vector<double> phases;  // wall seconds on the coordinator: each save, then the open and load
+  // Wall seconds on the coordinator: each save, then each load (its open
+  // included).
+  std::vector<std::pair<std::string, double>> phases;
   // One reader's open of the store after the job (what each rank of a real
   // job pays once): median seconds over 9 opens, and the files in its
   // database directory.
@@ -173,9 +181,9 @@ Result Run(const Options& o, int world, bool baseline) {
   ThreadJob job(world, std::chrono::minutes(10));
   std::mutex mu;
   std::string failure;
-  uint64_t metadata_bytes = 0, load_pieces = 0, load_piece_bytes = 0;
+  uint64_t load_pieces = 0, load_piece_bytes = 0;
   std::vector<PerSave> per_save;
-  std::vector<double> phases;
+  std::vector<std::pair<std::string, double>> phases;
   const double c0 = CpuSeconds();
   const auto t0 = Clock::now();
   RunRanksAsThreads(job, [&](int rank, Communicator& inner) {
@@ -207,7 +215,9 @@ Result Run(const Options& o, int world, bool baseline) {
         const auto s0 = Clock::now();
         if (Status st = Save(sd, **w, so); !st.ok()) return fail(st);
         const double cpu = ThreadCpuSeconds() - cpu0;
-        if (rank == 0) phases.push_back(std::chrono::duration<double>(Clock::now() - s0).count());
+        if (rank == 0) {
+          phases.emplace_back("save " + std::to_string(s), std::chrono::duration<double>(Clock::now() - s0).count());
+        }
         const CollectiveStats after = comm.stats();
         if (rank <= 1) {
           std::lock_guard<std::mutex> lock(mu);
@@ -225,31 +235,28 @@ Result Run(const Options& o, int world, bool baseline) {
     // at once; RocksDB opens up to (max_open_files - 10) / 4 of them (at
     // most 16) whenever a database opens, which at thousands of thread-ranks
     // exceeds the process's descriptor limit (--reader-files).
-    ReaderOptions ro;
-    ro.max_open_files = o.reader_files;
-    ro.mmap_reads = o.reader_mmap;
-    const auto l0 = Clock::now();
-    auto r = OpenStoreReader(store, ro);
-    if (!r.ok()) return fail(r.status());
-    StateDict target;
-    for (int e = 0; e < o.entries; ++e) (void)target.Add("layer" + std::to_string(e) + ".weight", shard(e, true));
-    LoadOptions lo;
-    lo.step = o.saves;
-    lo.communicator = &comm;
-    CountingReader counting(**r, o.load_whole);
-    if (Status st = Load(target, counting, lo); !st.ok()) return fail(st);
-    if (rank == 0) phases.push_back(std::chrono::duration<double>(Clock::now() - l0).count());
-    {
+    for (const std::string& how : o.loads) {
+      ReaderOptions ro;
+      ro.max_open_files = o.reader_files;
+      ro.mmap_reads = o.reader_mmap;
+      const auto l0 = Clock::now();
+      StatusOr<std::unique_ptr<StorageReader>> r = OpenSharedStoreReader(store, &comm, 0, ro);
+      if (how == "own") {
+        StatusOr<std::unique_ptr<StoreReader>> own = OpenStoreReader(store, ro);
+        r = own.ok() ? StatusOr<std::unique_ptr<StorageReader>>(std::move(own).value()) : own.status();
+      }
+      if (!r.ok()) return fail(r.status());
+      StateDict target;
+      for (int e = 0; e < o.entries; ++e) (void)target.Add("layer" + std::to_string(e) + ".weight", shard(e, true));
+      LoadOptions lo;
+      lo.step = o.saves;
+      lo.communicator = &comm;
+      CountingReader counting(**r, o.load_whole);
+      if (Status st = Load(target, counting, lo); !st.ok()) return fail(st);
+      if (rank == 0) phases.emplace_back("load (" + how + ")", std::chrono::duration<double>(Clock::now() - l0).count());
       std::lock_guard<std::mutex> lock(mu);
       load_pieces = std::max(load_pieces, counting.pieces);
       load_piece_bytes = std::max(load_piece_bytes, counting.piece_bytes);
-    }
-    if (rank == 0) {
-      StatusOr<StepMetadata> md = (*r)->ReadMetadata(o.saves);
-      if (md.ok()) {
-        std::lock_guard<std::mutex> lock(mu);
-        metadata_bytes = EncodeMetadataValue(*md).size();
-      }
     }
   });
   Result res;
@@ -261,11 +268,15 @@ Result Run(const Options& o, int world, bool baseline) {
     CollectiveStats s = job.stats(r);
     if (r == 1 || s.bytes_received > res.busiest.bytes_received) res.busiest = s;
   }
-  res.metadata_bytes = metadata_bytes;
   res.load_pieces = load_pieces;
   res.load_piece_bytes = load_piece_bytes;
   res.saves = per_save;
   res.phases = phases;
+  {
+    auto r = OpenStoreReader(store);
+    StatusOr<StepMetadata> md = r.ok() ? (*r)->ReadMetadata(o.saves) : StatusOr<StepMetadata>(r.status());
+    if (md.ok()) res.metadata_bytes = EncodeMetadataValue(*md).size();
+  }
   {
     std::vector<double> opens;
     for (int k = 0; k < 9; ++k) {
@@ -294,7 +305,7 @@ std::string Kb(uint64_t b) {
 void Usage() {
   std::printf(
       "usage: ckptdb-scale-bench [--world 8,64,512] [--entries 20] [--saves 3] [--dir DIR] [--baseline-up-to 1024]\n"
-      "                          [--load-whole 0|1] [--reader-files 16] [--reader-mmap 1|0]\n"
+      "                          [--load-whole 0|1] [--reader-files 16] [--reader-mmap 1|0] [--loads shared,own]\n"
       "Runs W ranks as threads of this process (one job per world size), each saving one row of each of\n"
       "--entries [W, 64] f32 tensors --saves times and loading the last step, with the protocol as it is\n"
       "(rooted: ranks exchange with the coordinator only) and with the all-gather baseline (every rank\n"
@@ -308,7 +319,10 @@ void Usage() {
       "--reader-files: each thread-rank's ReaderOptions::max_open_files (default 16, the least: RocksDB\n"
       "opens a quarter of it, up to 16 files, whenever a reader opens, and thousands of thread-ranks share\n"
       "one process's descriptor limit). --reader-mmap: each thread-rank's ReaderOptions::mmap_reads (default\n"
-      "1, as a reader's default). Also prints each phase's wall time on the coordinator, one reader's open of\n"
+      "1, as a reader's default). --loads: the loads of the last step, in order: shared (OpenSharedStoreReader:\n"
+      "the coordinator alone opens the store's database and names each rank its files; the default) and/or\n"
+      "own (every thread-rank opens a reader of its own, as each rank did before; what each rank of a real\n"
+      "job pays once, the thread-ranks pay W times). Also prints each phase's wall time on the coordinator, one reader's open of\n"
       "the finished store (what a rank of a real job pays once, here W times), and the process's peak\n"
       "anonymous memory (its peak RSS counts the store's files once per thread-rank's mapping).\n");
 }
@@ -347,6 +361,14 @@ int main(int argc, char** argv) {
       if (o.reader_files < 16) Die("--reader-files must be at least 16 (ReaderOptions::max_open_files)");
     } else if (a == "--reader-mmap") {
       o.reader_mmap = next() == "1";
+    } else if (a == "--loads") {
+      o.loads.clear();
+      std::stringstream ss(next());
+      for (std::string l; std::getline(ss, l, ',');) {
+        if (l != "shared" && l != "own") Die("--loads: '" + l + "' is not one of shared, own");
+        o.loads.push_back(l);
+      }
+      if (o.loads.empty()) Die("--loads needs shared, own or both");
     } else if (a == "--load-whole") {
       o.load_whole = next() == "1";
     } else if (a == "--dir") {
@@ -416,10 +438,7 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
     std::printf("%6d phases (rooted, coordinator's wall s):", world);
-    for (size_t k = 0; k < res[0].phases.size(); ++k) {
-      std::printf(" %s %.2f", k + 1 < res[0].phases.size() ? ("save " + std::to_string(k + 1)).c_str() : "open+load",
-                  res[0].phases[k]);
-    }
+    for (const auto& [phase, seconds] : res[0].phases) std::printf(" %s %.2f", phase.c_str(), seconds);
     std::printf("; one reader's open %.1f ms (median of 9, the store holding %zu files)\n",
                 res[0].open_seconds * 1e3, res[0].db_files);
     const std::vector<PerSave>& ps = res[0].saves;
