@@ -186,19 +186,24 @@ void BindCheckpoint(nb::module_& m) {
   m.def(
       "load",
       [](PyStateDict& sd, PyReader* reader, int64_t step, PyCommunicator* comm, int coordinator,
-         const std::vector<std::string>& keys, bool allow_missing, bool convert_dtype, const std::string& remote) {
+         const std::vector<std::string>& keys, bool allow_missing, bool convert_dtype, const std::string& remote,
+         bool shared) {
         if (reader == nullptr && (remote.empty() || comm == nullptr)) {
           throw nb::value_error("load needs a reader, or a store path and a communicator for a remote load");
         }
         LoadStats stats;
         Check(RunInterruptible([&](const std::atomic<bool>& cancel) {
-          // A store on the coordinator's host only: a reader over this
-          // load's communicator (the coordinator serves, the others fetch).
+          // A reader over this load's communicator whose database only the
+          // coordinator opens: `shared`, every rank reads the files the
+          // coordinator names it (OpenSharedStoreReader); else the store is on
+          // the coordinator's host only, and it serves the others their
+          // chunks (OpenRemoteStoreReader).
           std::unique_ptr<StorageReader> remote_reader;
           std::unique_lock<std::mutex> rl;
           if (reader == nullptr) {
             StatusOr<std::unique_ptr<StorageReader>> opened =
-                OpenRemoteStoreReader(remote, CommOf(comm), coordinator);
+                shared ? OpenSharedStoreReader(remote, CommOf(comm), coordinator)
+                       : OpenRemoteStoreReader(remote, CommOf(comm), coordinator);
             if (!opened.ok()) return opened.status();
             remote_reader = std::move(opened).value();
           } else {
@@ -227,7 +232,7 @@ void BindCheckpoint(nb::module_& m) {
       },
       nb::arg("state_dict"), nb::arg("reader").none(), nb::arg("step"), nb::arg("comm").none(),
       nb::arg("coordinator"), nb::arg("keys"), nb::arg("allow_missing"), nb::arg("convert_dtype"),
-      nb::arg("remote") = "");
+      nb::arg("remote") = "", nb::arg("shared") = false);
 
   nb::class_<SaveHandle>(m, "SaveHandle", "The outcome of one asynchronous save")
       .def_prop_ro("step", &SaveHandle::step)
