@@ -17,6 +17,8 @@
 
 #include "ckptdb/ckptdb.h"
 #include "format/keys.h"
+#include "store/data_files.h"
+#include "store/rocksdb_options.h"
 #include "test_util.h"
 #include "thread_communicator.h"
 
@@ -202,6 +204,92 @@ TEST_F(SharedReaderTest, AFileARankCannotReadFailsEveryRankAlikeNamingIt) {
   // The store itself is whole.
   std::vector<std::string> paths(kWorld, store_);
   for (const Status& s : LoadOn(kWorld, 1, paths, false)) EXPECT_TRUE(s.ok()) << s;
+}
+
+// RocksDB's own compactions may merge data files with the memtable's
+// flushes (metadata, range deletions): a file that then holds data values
+// and metadata records is still read.
+TEST_F(SharedReaderTest, ChunksInAFileThatAlsoHoldsMetadataAreRead) {
+  constexpr int kWorld = 4;
+  SaveSteps(kWorld, 2);
+  {
+    rocksdb::DB* raw = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(DatabaseOptions(), store_ + "/db", &raw).ok());
+    std::unique_ptr<rocksdb::DB> db(raw);
+    rocksdb::CompactRangeOptions co;
+    co.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
+    ASSERT_TRUE(db->CompactRange(co, nullptr, nullptr).ok());
+    std::vector<rocksdb::LiveFileMetaData> files;
+    db->GetLiveFilesMetaData(&files);
+    ASSERT_EQ(files.size(), 1u);
+    EXPECT_EQ(files[0].smallestkey[0], kDataPrefix);
+    EXPECT_NE(files[0].largestkey[0], kDataPrefix);
+  }
+  std::vector<std::string> paths(kWorld, View("one-file", {}));
+  for (int64_t step : {1, 2}) {
+    for (const Status& s : LoadOn(kWorld, step, paths, false)) EXPECT_TRUE(s.ok()) << s;
+  }
+}
+
+// Data keys of (step, save, rank): narrow files hold data keys alone; a
+// wide file runs from a data key past them all.
+TEST(DataFileIndexTest, NamesTheFilesAPiecesChunksMayLieIn) {
+  auto key = [](int64_t step, uint32_t rank, uint32_t item, uint32_t chunk) {
+    return EncodeDataKey({step, 7, rank, item, chunk});
+  };
+  std::vector<DataFile> files;
+  for (uint32_t rank = 0; rank < 4; ++rank) {
+    files.push_back({std::to_string(10 + rank) + ".sst", key(1, rank, 0, 0), key(1, rank, 5, 3)});
+    files.push_back({std::to_string(20 + rank) + ".sst", key(2, rank, 0, 0), key(2, rank, 5, 3)});
+  }
+  files.push_back({"30.sst", key(2, 2, 9, 0), MetadataKey(5)});  // wide: from step 2 rank 2 on
+  files.push_back({"31.sst", MetadataKey(1), SummaryKey(5)});     // no data key at all
+  const DataFileIndex index(files);
+  ASSERT_EQ(index.files().size(), 9u);
+  auto names = [&](const std::vector<size_t>& at) {
+    std::vector<std::string> out;
+    for (size_t i : at) out.push_back(index.files()[i].name);
+    return out;
+  };
+  EXPECT_EQ(names(index.FilesHolding(key(1, 1, 2, 0))), std::vector<std::string>({"11.sst"}));
+  EXPECT_EQ(names(index.FilesHolding(key(2, 3, 0, 0))), std::vector<std::string>({"23.sst", "30.sst"}));
+  EXPECT_TRUE(index.FilesHolding(key(3, 0, 0, 0)).size() == 1u);  // the wide file alone
+  EXPECT_TRUE(index.FilesHolding(key(0, 0, 0, 0)).empty());
+
+  // A piece of step 2, rank 1, item 4, sharing chunks with step 1's rank 3.
+  StoredPiece p;
+  p.key.rank = 1;
+  p.key.item = 4;
+  p.num_chunks = 2;
+  ChunkReference r;
+  r.count = 1;
+  r.step = 1;
+  r.save_id = 7;
+  r.key.rank = 3;
+  r.key.item = 1;
+  p.references.push_back(r);
+  std::vector<size_t> at;
+  index.AddFilesOf(2, 7, p, &at);
+  std::vector<std::string> got = names(at);
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, std::vector<std::string>({"13.sst", "21.sst"}));
+
+  // What a rank receives names the files, each once; a name that is not a
+  // table file of the directory is refused.
+  std::string listed;
+  AppendDataFiles(index, {0, 0, 8}, &listed);
+  LECursor in(listed);
+  std::vector<DataFile> back;
+  ASSERT_TRUE(ConsumeDataFiles(&in, &back));
+  ASSERT_EQ(back.size(), 2u);
+  EXPECT_EQ(back[1].name, "30.sst");
+  for (const std::string bad : {"../CURRENT", "MANIFEST-000001", "1.sst/x", ".sst"}) {
+    std::string out;
+    AppendLE32(&out, 1);
+    for (const std::string& f : {bad, key(1, 0, 0, 0), key(1, 0, 0, 1)}) AppendLEString(&out, f);
+    LECursor c(out);
+    EXPECT_FALSE(ConsumeDataFiles(&c, &back)) << bad;
+  }
 }
 
 TEST_F(SharedReaderTest, ABadCommunicatorOrCoordinatorIsRefused) {

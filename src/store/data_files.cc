@@ -29,26 +29,36 @@ bool IsTableFileName(const std::string& name) {
 }  // namespace
 
 DataFileIndex::DataFileIndex(std::vector<DataFile> files) {
+  std::vector<DataFile> wide;
   for (DataFile& f : files) {
-    if (IsDataKey(f.smallest) && IsDataKey(f.largest)) files_.push_back(std::move(f));
+    if (f.smallest.empty() || f.smallest[0] != kDataPrefix) continue;  // past the data keys
+    (IsDataKey(f.smallest) && IsDataKey(f.largest) ? files_ : wide).push_back(std::move(f));
   }
-  std::sort(files_.begin(), files_.end(), [](const DataFile& a, const DataFile& b) { return a.smallest < b.smallest; });
-  reach_.resize(files_.size());
-  for (size_t i = 0; i < files_.size(); ++i) {
+  auto by_start = [](const DataFile& a, const DataFile& b) { return a.smallest < b.smallest; };
+  std::sort(files_.begin(), files_.end(), by_start);
+  std::sort(wide.begin(), wide.end(), by_start);
+  narrow_ = files_.size();
+  reach_.resize(narrow_);
+  for (size_t i = 0; i < narrow_; ++i) {
     reach_[i] = i > 0 && files_[reach_[i - 1]].largest > files_[i].largest ? reach_[i - 1] : i;
   }
+  for (DataFile& f : wide) files_.push_back(std::move(f));
 }
 
 void DataFileIndex::AddFilesMeeting(const std::string& begin, const std::string& end, std::vector<size_t>* out) const {
-  // The files starting at or before `end`, walked back while one of those
-  // left could still reach `begin`.
-  size_t i = std::upper_bound(files_.begin(), files_.end(), end,
+  // The narrow files starting at or before `end`, walked back while one of
+  // those left could still reach `begin`.
+  const auto narrow_end = files_.begin() + static_cast<std::ptrdiff_t>(narrow_);
+  size_t i = std::upper_bound(files_.begin(), narrow_end, end,
                               [](const std::string& k, const DataFile& f) { return k < f.smallest; }) -
              files_.begin();
   while (i > 0 && files_[reach_[i - 1]].largest >= begin) {
     --i;
     if (files_[i].largest >= begin) out->push_back(i);
   }
+  // A wide file reaches past every data key: it meets the range when it
+  // starts at or before its end.
+  for (size_t w = narrow_; w < files_.size() && files_[w].smallest <= end; ++w) out->push_back(w);
 }
 
 void DataFileIndex::AddFilesOf(int64_t step, uint64_t save_id, const StoredPiece& p, std::vector<size_t>* out) const {
@@ -67,7 +77,7 @@ void DataFileIndex::AddFilesOf(int64_t step, uint64_t save_id, const StoredPiece
 std::vector<size_t> DataFileIndex::FilesHolding(const std::string& key) const {
   std::vector<size_t> out;
   AddFilesMeeting(key, key, &out);
-  std::sort(out.begin(), out.end());
+  std::sort(out.begin(), out.end());  // (the wide files have the greatest indices)
   return out;
 }
 

@@ -38,10 +38,15 @@ struct DataFile {
 };
 
 // The table files of a database that may hold data ('D') keys, by key
-// range. Data values are only ever written through SST files (a rank's, or
-// gc's rewrite), which hold data keys alone; a file whose range reaches
-// past them (a flush of the memtable: metadata, and range deletions of
-// data) holds no data value and is left out.
+// range. Data values are written through SST files that hold data keys
+// alone (a rank's, or gc's rewrite of one): their ranges are narrow and
+// mostly disjoint, and are searched by range. A file whose range starts
+// among data keys and ends past them (a flush of the memtable: metadata,
+// and range deletions of dropped steps' data; or what RocksDB's own
+// compactions make of such files and data files together) is "wide": it
+// may hold a data value, so it is a candidate for every key from its
+// start on, tried after the narrow ones. Files that start past the data
+// keys are left out.
 class DataFileIndex {
  public:
   DataFileIndex() = default;
@@ -51,7 +56,8 @@ class DataFileIndex {
   // that may hold a chunk of piece `p` of save (step, save_id): its own
   // chunks and those it shares with earlier steps.
   void AddFilesOf(int64_t step, uint64_t save_id, const StoredPiece& p, std::vector<size_t>* out) const;
-  // The files that may hold `key` (indices, increasing).
+  // The files that may hold `key`: the narrow ones (indices, increasing),
+  // then the wide ones.
   std::vector<size_t> FilesHolding(const std::string& key) const;
 
   const std::vector<DataFile>& files() const { return files_; }
@@ -59,10 +65,12 @@ class DataFileIndex {
  private:
   void AddFilesMeeting(const std::string& begin, const std::string& end, std::vector<size_t>* out) const;
 
-  std::vector<DataFile> files_;  // by smallest key
-  // reach_[i]: the index, among files 0..i, of one whose largest key is the
-  // greatest; a search walks back from the last file starting at or before
-  // its range's end while that reach still meets the range.
+  std::vector<DataFile> files_;  // the narrow files by smallest key, then the wide ones
+  size_t narrow_ = 0;            // how many of files_ are narrow
+  // reach_[i] (narrow files): the index, among files 0..i, of one whose
+  // largest key is the greatest; a search walks back from the last file
+  // starting at or before its range's end while that reach still meets
+  // the range.
   std::vector<size_t> reach_;
 };
 
