@@ -17,6 +17,9 @@ namespace ckptdb {
 
 namespace {
 
+// Below this many raw bytes a read runs on one thread.
+constexpr uint64_t kSmallReadBytes = 4u << 20;
+
 // One job per chunk, with every item that wants part of it: several target
 // shards on one rank that overlap one chunk read (and verify) it once.
 struct Job {
@@ -119,6 +122,13 @@ StatusOr<ReadStats> ReadChunksFrom(const ChunkValueGetter& get_chunk, const Step
                                    const std::vector<ReadItem>& items, int threads, const ChunkRunPlanner& plan) {
   std::vector<Job> jobs;
   RETURN_IF_ERROR(PlanJobs(items, &jobs));
+  // A read of less than a chunk's worth of bytes runs on the calling thread:
+  // handing each small chunk to a worker (a wake-up and a handoff each)
+  // costs more than reading it. (Loads of small entries: optimizer scalars,
+  // biases, a rank's row of each of many tensors.)
+  uint64_t raw_bytes = 0;
+  for (const Job& j : jobs) raw_bytes += std::min(j.piece->chunk_bytes, j.piece->nbytes);
+  if (raw_bytes < kSmallReadBytes) threads = 1;
   std::unique_ptr<ChunkRuns> runs;
   if (plan && !jobs.empty()) {
     std::vector<DataKey> keys;

@@ -2,6 +2,7 @@
 
 #include <rocksdb/iterator.h>
 #include <rocksdb/options.h>
+#include <rocksdb/table.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -119,12 +120,33 @@ size_t DataFileChunks::files_opened() const {
   return static_cast<size_t>(std::count_if(readers_.begin(), readers_.end(), [](const auto& r) { return r != nullptr; }));
 }
 
+namespace {
+
+// The options a rank's file readers are opened with, made once (making
+// rocksdb::Options, a table factory and its block cache for every read cost
+// more than a small read itself): the database's, with no block cache
+// (every chunk is read once).
+const rocksdb::Options& FileReaderOptions(bool mmap_reads) {
+  static const auto make = [](bool mmap) {
+    rocksdb::Options o = DatabaseOptions();
+    rocksdb::BlockBasedTableOptions table;
+    if (const auto* t = o.table_factory->GetOptions<rocksdb::BlockBasedTableOptions>()) table = *t;
+    table.no_block_cache = true;
+    table.block_cache.reset();
+    o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+    o.allow_mmap_reads = mmap;
+    return o;
+  };
+  static const rocksdb::Options with_mmap = make(true), without = make(false);
+  return mmap_reads ? with_mmap : without;
+}
+
+}  // namespace
+
 StatusOr<rocksdb::SstFileReader*> DataFileChunks::Open(size_t i) {
   std::lock_guard<std::mutex> lock(mu_);
   if (readers_[i]) return readers_[i].get();
-  rocksdb::Options o = DatabaseOptions();
-  o.allow_mmap_reads = mmap_reads_;
-  auto reader = std::make_unique<rocksdb::SstFileReader>(o);
+  auto reader = std::make_unique<rocksdb::SstFileReader>(FileReaderOptions(mmap_reads_));
   const std::string path = (std::filesystem::path(db_dir_) / index_.files()[i].name).string();
   rocksdb::Status s = reader->Open(path);
   if (!s.ok()) {
