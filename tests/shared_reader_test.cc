@@ -206,6 +206,31 @@ TEST_F(SharedReaderTest, AFileARankCannotReadFailsEveryRankAlikeNamingIt) {
   for (const Status& s : LoadOn(kWorld, 1, paths, false)) EXPECT_TRUE(s.ok()) << s;
 }
 
+// Every rank reading a whole entry (ReadMetadata, every piece) reads it
+// from every rank's files.
+TEST_F(SharedReaderTest, EveryRankReadsWholeEntriesFromTheFilesItIsNamed) {
+  constexpr int kWorld = 4;
+  SaveSteps(kWorld, 2);
+  const std::string all = View("all", {});
+  std::vector<Status> st(kWorld);
+  std::mutex mu;
+  testing::RunRanksAsThreads(kWorld, [&](int rank, Communicator& comm) {
+    auto r = OpenSharedStoreReader(rank == 0 ? store_ : all, &comm, 0);
+    StatusOr<StateDict> got = r.ok() ? LoadWhole(**r, 2, {"w", "v"}) : StatusOr<StateDict>(r.status());
+    Status s = got.status();
+    if (s.ok()) {
+      StateDict want;
+      for (const char* name : {"w", "v"}) {
+        (void)want.Add(name, testing::PatternTensor(DType::kF32, {kRows, 64}, name[0] == 'w' ? 1 : 12));
+      }
+      if (!testing::SameContents(want, *got)) s = Status::Internal("other values than were saved");
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    st[rank] = s;
+  });
+  for (int rank = 0; rank < kWorld; ++rank) EXPECT_TRUE(st[rank].ok()) << rank << ": " << st[rank];
+}
+
 // RocksDB's own compactions may merge data files with the memtable's
 // flushes (metadata, range deletions): a file that then holds data values
 // and metadata records is still read.
