@@ -563,9 +563,15 @@ class RemoteStoreReader final : public StorageReader {
       whole.resize(md->entries.size());
       if (chunks_ == ChunkPath::kFiles) files = DataFileIndex(files_source_->ListTableFiles());
     }
+    // Each entry's index and whole record are built once, by the first rank
+    // that needs them.
+    const size_t entries = md.ok() ? md->entries.size() : 0;
+    std::unique_ptr<std::once_flag[]> index_built(new std::once_flag[entries]);
+    std::unique_ptr<std::once_flag[]> whole_built(new std::once_flag[entries]);
     std::vector<std::string> parts(world);
-    for (int r = 0; r < world; ++r) {
-      if (missing.count(r) > 0) continue;
+    auto answer_rank = [&](size_t r64, std::string*) -> Status {
+      const int r = static_cast<int>(r64);
+      if (missing.count(r) > 0) return Status::OK();
       Status st = md.status();
       if (st.ok()) st = asked[r].status();
       if (st.ok() && asked[r]->step != step) {
@@ -592,13 +598,13 @@ class RemoteStoreReader final : public StorageReader {
           AppendLE32(&items, static_cast<uint32_t>(i));
           ++n;
           if (found == by_entry.end()) {
-            if (!whole[i]) whole[i] = EncodeEntryPiecesValue(*md, i);
+            std::call_once(whole_built[i], [&] { whole[i] = EncodeEntryPiecesValue(*md, i); });
             items.push_back(0);
             AppendLEString(&items, *whole[i]);
             for (const StoredPiece& p : e.pieces) files.AddFilesOf(md->step, md->save_id, p, &rank_files);
             continue;
           }
-          if (!indexes[i]) indexes[i] = std::make_unique<PieceBoxes>(e);
+          std::call_once(index_built[i], [&] { indexes[i] = std::make_unique<PieceBoxes>(e); });
           items.push_back(1);
           const std::vector<size_t> meeting = PiecesMeeting(*indexes[i], found->second);
           AppendLEString(&items, EncodePiecesSubset(*md, i, meeting));
@@ -609,7 +615,13 @@ class RemoteStoreReader final : public StorageReader {
         if (chunks_ == ChunkPath::kFiles) AppendDataFiles(files, std::move(rank_files), &out);
       }
       parts[r] = std::move(out);
-    }
+      return Status::OK();
+    };
+    // The ranks' answers are independent: on the coordinator's cores at once
+    // (at thousands of ranks they are its one serial part of a load).
+    const int threads = world >= 64 ? std::min(DefaultParallelism(), 16) : 1;
+    const auto none = [](size_t, std::string&) { return Status::OK(); };
+    (void)RunOrdered(static_cast<size_t>(world), threads, static_cast<size_t>(threads) * 4, answer_rank, none);
     if (md.ok()) served_ = std::move(md).value();
     return parts;
   }
