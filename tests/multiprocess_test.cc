@@ -144,6 +144,11 @@ TEST_F(MultiProcessTest, SavedOnFourLoadedOnTwoAndThree) {
   for (const RankResult& r : saved3.ranks) ASSERT_EQ(r.code, "OK") << r.text;
   JobResult on5 = LoadStep(5, 41);
   for (const RankResult& r : on5.ranks) EXPECT_EQ(r.code, "OK") << r.text;
+  // (Loads go through OpenSharedStoreReader; ranks opening readers of their
+  // own load alike.)
+  JobResult own = LoadStep(3, 40, {"--own-reader", "--layout", "cols"});
+  ASSERT_EQ(own.ranks.size(), 3u);
+  for (const RankResult& r : own.ranks) EXPECT_EQ(r.code, "OK") << r.text;
 }
 
 // Save failures (PyTorch 1.13's matrix). In every case every rank fails with
@@ -187,6 +192,7 @@ TEST_F(MultiProcessTest, LoadFailureMatrix) {
       {"read_metadata on rank 0", {"--fail", "read_metadata@0"}, "0"},
       {"read on rank 3", {"--fail", "read@3"}, "3"},
       {"coordinator 2, read on rank 0", {"--coordinator", "2", "--fail", "read@0"}, "0"},
+      {"read on rank 3 of ranks with readers of their own", {"--own-reader", "--fail", "read@3"}, "3"},
       // Checked on every rank before any rank reads: no target changes.
       {"a target the step does not match on rank 1", {"--bad-target", "1"}, "1"},
   };

@@ -4,7 +4,7 @@
 //       [--layout rows|cols] [--fail OP@RANK]... [--kill-in-write RANK]...
 //       [--stall-in-write RANK]...
 //       [--bad-target RANK] [--tag T] [--coordinator-only] [--kill-in-send RANK]...
-//       [--async] [--stop-in-write PID] [--stop-in-read PID]
+//       [--async] [--stop-in-write PID] [--stop-in-read PID] [--own-reader]
 //
 // Joins the job from the environment (DistributedConfig::FromEnvironment),
 // saves or loads a state dict of fixed global contents split over however
@@ -26,6 +26,9 @@
 // a rank that dies after the rendezvous, while the ranks connect.
 // --coordinator-only: the store is on the coordinator's host only
 // (StoreAccess::kCoordinatorOnly; loads through OpenRemoteStoreReader).
+// Loads of a shared store go through OpenSharedStoreReader (only the
+// coordinator opens the database); --own-reader: every rank opens its own
+// (OpenStoreReader).
 // --async: the save goes through an AsyncSaver (over a second connection
 // of the job, as its background thread needs) and is waited for.
 // --kill-in-send R: rank R dies (SIGKILL) in the middle of sending its files
@@ -170,6 +173,7 @@ int main(int argc, char** argv) {
   std::set<int> stall_ranks;  // --stall-in-write: sleep 3 s after writing
   std::set<int> kill_send_ranks;  // --kill-in-send
   bool coordinator_only = false;
+  bool own_reader = false;
   bool async_save = false;
   bool by_columns = false;
   pid_t stop_in_write = 0, stop_in_read = 0;
@@ -195,6 +199,8 @@ int main(int argc, char** argv) {
       async_save = true;
     } else if (a == "--coordinator-only") {
       coordinator_only = true;
+    } else if (a == "--own-reader") {
+      own_reader = true;
     } else if (a == "--kill-in-send" && i + 1 < argc) {
       kill_send_ranks.insert(std::atoi(argv[++i]));
     } else if (a == "--stop-in-write" && i + 1 < argc) {
@@ -284,6 +290,7 @@ int main(int argc, char** argv) {
       } else {
         auto open_reader = [&]() -> StatusOr<std::unique_ptr<StorageReader>> {
           if (coordinator_only) return OpenRemoteStoreReader(store, comm->get(), coordinator);
+          if (!own_reader) return OpenSharedStoreReader(store, comm->get(), coordinator);
           auto r = OpenStoreReader(store);
           if (!r.ok()) return r.status();
           return std::unique_ptr<StorageReader>(std::move(r).value());

@@ -317,6 +317,33 @@ TEST(DataFileIndexTest, NamesTheFilesAPiecesChunksMayLieIn) {
   }
 }
 
+// A rank whose own checks fail before the metadata is read (here: a step
+// that is not a step) still takes part in the reader's exchange with the
+// coordinator: every rank fails alike at once, naming it.
+TEST_F(SharedReaderTest, ARankThatAsksForNoStepFailsEveryRankAlikeNamingIt) {
+  constexpr int kWorld = 4;
+  SaveSteps(kWorld, 1);
+  std::vector<Status> st(kWorld);
+  std::mutex mu;
+  const auto t0 = std::chrono::steady_clock::now();
+  testing::RunRanksAsThreads(kWorld, [&](int rank, Communicator& comm) {
+    auto r = OpenSharedStoreReader(store_, &comm, 0);
+    StateDict target = State(rank, kWorld, 1, true);
+    LoadOptions o;
+    o.step = rank == 2 ? -1 : 1;
+    o.communicator = &comm;
+    Status s = r.ok() ? Load(target, **r, o) : r.status();
+    std::lock_guard<std::mutex> lock(mu);
+    st[rank] = s;
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30)) << "not within the job's timeout";
+  for (int rank = 0; rank < kWorld; ++rank) {
+    EXPECT_EQ(st[rank].code(), StatusCode::kInvalidArgument) << rank << ": " << st[rank];
+    EXPECT_EQ(st[rank].ToString(), st[0].ToString()) << rank;
+  }
+  EXPECT_NE(st[0].ToString().find("failed ranks: 2)"), std::string::npos) << st[0];
+}
+
 TEST_F(SharedReaderTest, ABadCommunicatorOrCoordinatorIsRefused) {
   EXPECT_EQ(OpenSharedStoreReader(store_, nullptr).status().code(), StatusCode::kInvalidArgument);
   testing::RunRanksAsThreads(2, [&](int, Communicator& comm) {

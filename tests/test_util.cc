@@ -236,12 +236,23 @@ void FaultyWriter::Abort(const SaveContext& ctx) {
   if (forward_abort) inner_->Abort(ctx);
 }
 
-StatusOr<StepMetadata> FaultyReader::ReadMetadata(int64_t step) {
+StatusOr<StepMetadata> FaultyReader::Injected(StatusOr<StepMetadata> md) {
   if (on_read_metadata) {
     Status s = on_read_metadata();
     if (!s.ok()) return s;
   }
-  return inner_->ReadMetadata(step);
+  return md;
+}
+
+StatusOr<StepMetadata> FaultyReader::ReadMetadata(int64_t step) { return Injected(inner_->ReadMetadata(step)); }
+
+StatusOr<StepMetadata> FaultyReader::ReadMetadataOf(int64_t step, const std::vector<std::string>& fqns) {
+  return Injected(inner_->ReadMetadataOf(step, fqns));
+}
+
+StatusOr<StepMetadata> FaultyReader::ReadMetadataFor(int64_t step, const std::vector<std::string>& fqns,
+                                                     const std::vector<EntryRegion>& regions) {
+  return Injected(inner_->ReadMetadataFor(step, fqns, regions));
 }
 
 StatusOr<ReadStats> FaultyReader::Read(const StepMetadata& m, const std::vector<ReadItem>& items) {

@@ -132,16 +132,23 @@ class FaultyWriter : public StorageWriter {
   StorageWriter* inner_;
 };
 
-// A StorageReader that forwards to another and can fail chosen calls.
+// A StorageReader that forwards to another and can fail chosen calls. A
+// failed ReadMetadata (Of, For) calls the inner reader first (a reader whose calls
+// are collective, OpenSharedStoreReader's, needs every rank in them), then
+// returns the injected failure.
 class FaultyReader : public StorageReader {
  public:
   explicit FaultyReader(StorageReader* inner) : inner_(inner) {}
   std::function<Status()> on_read_metadata, on_read;
 
   StatusOr<StepMetadata> ReadMetadata(int64_t step) override;
+  StatusOr<StepMetadata> ReadMetadataOf(int64_t step, const std::vector<std::string>& fqns) override;
+  StatusOr<StepMetadata> ReadMetadataFor(int64_t step, const std::vector<std::string>& fqns,
+                                         const std::vector<EntryRegion>& regions) override;
   StatusOr<ReadStats> Read(const StepMetadata& m, const std::vector<ReadItem>& items) override;
 
  private:
+  StatusOr<StepMetadata> Injected(StatusOr<StepMetadata> md);
   StorageReader* inner_;
 };
 

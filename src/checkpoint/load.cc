@@ -340,24 +340,23 @@ Status Load(StateDict& target, StorageReader& reader, const LoadOptions& options
   //    early return on one rank would leave the others waiting out the
   //    timeout).
   LoadPlan plan;
-  StatusOr<StepMetadata> md = Status::OK();
   Status planned = ValidateStep(options.step);
-  // (Read first whatever the keys: a reader on a store that only the
-  // coordinator's host has gets the metadata from it, which every rank must
-  // then ask for.)
+  // (Read first, whatever the keys and even when this rank's own checks
+  // failed: a reader whose metadata comes through the coordinator
+  // (OpenSharedStoreReader, OpenRemoteStoreReader) needs every rank in its
+  // exchange, and a rank that skipped it would leave the others in it
+  // until the timeout, each with another error.)
   // Only the pieces of the entries this rank loads are read (those PlanLoad
   // looks at: options.keys, or every entry of the target); the names,
   // kinds and shapes of the others come with them.
-  if (planned.ok()) {
-    std::vector<std::string> fqns = options.keys;
-    if (fqns.empty()) {
-      fqns.reserve(target.entries().size());
-      for (const auto& [fqn, entry] : target.entries()) fqns.push_back(fqn);
-    }
-    md = GuardedCall("read_metadata",
-                     [&] { return reader.ReadMetadataFor(options.step, fqns, TargetBoxes(target, fqns)); });
-    planned = md.status();
+  std::vector<std::string> fqns = options.keys;
+  if (fqns.empty()) {
+    fqns.reserve(target.entries().size());
+    for (const auto& [fqn, entry] : target.entries()) fqns.push_back(fqn);
   }
+  StatusOr<StepMetadata> md = GuardedCall(
+      "read_metadata", [&] { return reader.ReadMetadataFor(options.step, fqns, TargetBoxes(target, fqns)); });
+  if (planned.ok()) planned = md.status();
   if (planned.ok()) planned = CheckDistinctKeys(options.keys, "LoadOptions::keys");
   // CUDA targets: the application's kernels are done with them first.
   if (planned.ok()) planned = GuardedCall("checking devices", [&] { return CheckAndSynchronizeDevices(target, options.keys); });
