@@ -115,11 +115,6 @@ DataFileChunks::DataFileChunks(std::string store, std::vector<DataFile> files, b
 
 DataFileChunks::~DataFileChunks() = default;
 
-size_t DataFileChunks::files_opened() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return static_cast<size_t>(std::count_if(readers_.begin(), readers_.end(), [](const auto& r) { return r != nullptr; }));
-}
-
 namespace {
 
 // The options a rank's file readers are opened with, made once (making

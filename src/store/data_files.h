@@ -96,16 +96,13 @@ class DataFileChunks {
   // a block is damaged.
   Status Get(const DataKey& key, rocksdb::PinnableSlice* value);
 
-  // Files opened so far.
-  size_t files_opened() const;
-
  private:
   StatusOr<rocksdb::SstFileReader*> Open(size_t i);
 
   const std::string db_dir_;
   const DataFileIndex index_;
   const bool mmap_reads_;
-  mutable std::mutex mu_;
+  std::mutex mu_;
   std::vector<std::unique_ptr<rocksdb::SstFileReader>> readers_;  // by index_.files(); null until opened
 };
 

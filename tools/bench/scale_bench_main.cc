@@ -253,7 +253,9 @@ Result Run(const Options& o, int world, bool baseline) {
       lo.communicator = &comm;
       CountingReader counting(**r, o.load_whole);
       if (Status st = Load(target, counting, lo); !st.ok()) return fail(st);
-      if (rank == 0) phases.emplace_back("load (" + how + ")", std::chrono::duration<double>(Clock::now() - l0).count());
+      if (rank == 0) {
+        phases.emplace_back("load (" + how + ")", std::chrono::duration<double>(Clock::now() - l0).count());
+      }
       std::lock_guard<std::mutex> lock(mu);
       load_pieces = std::max(load_pieces, counting.pieces);
       load_piece_bytes = std::max(load_piece_bytes, counting.piece_bytes);
@@ -322,9 +324,10 @@ void Usage() {
       "1, as a reader's default). --loads: the loads of the last step, in order: shared (OpenSharedStoreReader:\n"
       "the coordinator alone opens the store's database and names each rank its files; the default) and/or\n"
       "own (every thread-rank opens a reader of its own, as each rank did before; what each rank of a real\n"
-      "job pays once, the thread-ranks pay W times). Also prints each phase's wall time on the coordinator, one reader's open of\n"
-      "the finished store (what a rank of a real job pays once, here W times), and the process's peak\n"
-      "anonymous memory (its peak RSS counts the store's files once per thread-rank's mapping).\n");
+      "job pays once, the thread-ranks pay W times). Also prints each phase's wall time on the coordinator,\n"
+      "one reader's open of the finished store (what a rank of a real job pays once, here W times), and the\n"
+      "process's peak anonymous memory (its peak RSS counts the store's files once per thread-rank's\n"
+      "mapping).\n");
 }
 
 }  // namespace
