@@ -257,6 +257,12 @@ int main(int argc, char** argv) {
   LoadOptions lo;
   lo.no_dist = comm == nullptr;
   lo.communicator = comm.get();
+  // A job's loads: only the coordinator opens the store's database, and
+  // names each rank the files its chunks lie in (OpenSharedStoreReader).
+  auto job_reader = [&]() -> std::unique_ptr<StorageReader> {
+    if (!comm) return Must(OpenStoreReader(store), "opening the store");
+    return Must(OpenSharedStoreReader(store, comm.get()), "opening the store");
+  };
 
   int64_t last = latest;
   StateDict model = Build(specs, rank, world, /*steps=*/latest + 1, /*zeros=*/latest >= 0);
@@ -272,7 +278,7 @@ int main(int argc, char** argv) {
   if (!verify_only) {
     if (latest >= 0) {
       lo.step = latest;
-      CHECK_OK(Load(model, **reader, lo));
+      CHECK_OK(Load(model, *job_reader(), lo));
       say("resumed from step " + std::to_string(latest));
     }
     auto writer = Must(OpenStoreWriter(store, [] {
@@ -293,8 +299,6 @@ int main(int argc, char** argv) {
       say(line);
     }
     last = latest + steps;
-    reader = OpenStoreReader(store);
-    if (!reader.ok()) Die("opening " + store, reader.status());
   } else if (latest < 0) {
     Die("verifying", Status::NotFound("store '" + store + "' has no step to verify"));
   }
@@ -305,7 +309,7 @@ int main(int argc, char** argv) {
   lo.step = last;
   LoadStats stats;
   auto t0 = std::chrono::steady_clock::now();
-  CHECK_OK(Load(loaded, **reader, lo, &stats));
+  CHECK_OK(Load(loaded, *job_reader(), lo, &stats));
   double s = Since(t0);
   std::string bad;
   bool ok = Same(Build(specs, rank, world, last + 1, false), loaded, &bad);
