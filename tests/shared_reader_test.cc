@@ -347,9 +347,11 @@ TEST_F(SharedReaderTest, ARankThatAsksForNoStepFailsEveryRankAlikeNamingIt) {
 TEST_F(SharedReaderTest, ABadCommunicatorOrCoordinatorIsRefused) {
   EXPECT_EQ(OpenSharedStoreReader(store_, nullptr).status().code(), StatusCode::kInvalidArgument);
   testing::RunRanksAsThreads(2, [&](int, Communicator& comm) {
-    auto r = OpenSharedStoreReader(store_, &comm, 2);
-    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
-    EXPECT_NE(r.status().ToString().find("coordinator rank 2"), std::string::npos) << r.status();
+    for (const std::string& path : {store_, std::string("s3://bucket/store")}) {
+      auto r = OpenSharedStoreReader(path, &comm, 2);
+      EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << path;
+      EXPECT_NE(r.status().ToString().find("coordinator rank 2"), std::string::npos) << r.status();
+    }
   });
 }
 

@@ -824,13 +824,13 @@ Status CheckCoordinator(const Communicator& comm, int coordinator_rank) {
 StatusOr<std::unique_ptr<StorageReader>> OpenSharedStoreReader(const std::string& path, Communicator* comm,
                                                                int coordinator_rank, const ReaderOptions& options) {
   if (comm == nullptr) return Status::InvalidArgument("OpenSharedStoreReader needs the job's communicator");
+  RETURN_IF_ERROR(CheckCoordinator(*comm, coordinator_rank));
   if (path.rfind("s3://", 0) == 0) {
     // A bucket reader's open is one GET of the store's index, whatever the
     // history: every rank opens its own.
     ASSIGN_OR_RETURN(std::unique_ptr<StoreReader> r, OpenStoreReader(path, options));
     return std::unique_ptr<StorageReader>(std::move(r));
   }
-  RETURN_IF_ERROR(CheckCoordinator(*comm, coordinator_rank));
   return std::unique_ptr<StorageReader>(
       new RemoteStoreReader(path, comm, coordinator_rank, options, ChunkPath::kFiles));
 }
