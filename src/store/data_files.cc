@@ -109,9 +109,12 @@ bool ConsumeDataFiles(LECursor* in, std::vector<DataFile>* files) {
 }
 
 DataFileChunks::DataFileChunks(std::string store, std::vector<DataFile> files, bool mmap_reads)
-    : db_dir_(DbDir(store)), index_(std::move(files)), mmap_reads_(mmap_reads) {
-  readers_.resize(index_.files().size());
-}
+    : db_dir_(DbDir(store)),
+      index_(std::move(files)),
+      mmap_reads_(mmap_reads),
+      opened_(new std::once_flag[index_.files().size()]),
+      readers_(index_.files().size()),
+      open_errors_(index_.files().size()) {}
 
 DataFileChunks::~DataFileChunks() = default;
 
@@ -139,20 +142,26 @@ const rocksdb::Options& FileReaderOptions(bool mmap_reads) {
 }  // namespace
 
 StatusOr<rocksdb::SstFileReader*> DataFileChunks::Open(size_t i) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (readers_[i]) return readers_[i].get();
-  auto reader = std::make_unique<rocksdb::SstFileReader>(FileReaderOptions(mmap_reads_));
-  const std::string path = (std::filesystem::path(db_dir_) / index_.files()[i].name).string();
-  rocksdb::Status s = reader->Open(path);
-  if (!s.ok()) {
+  // Once per file; threads opening different files do not wait on each
+  // other (an open reads the file's footer, index and properties).
+  std::call_once(opened_[i], [&] {
+    auto reader = std::make_unique<rocksdb::SstFileReader>(FileReaderOptions(mmap_reads_));
+    const std::string path = (std::filesystem::path(db_dir_) / index_.files()[i].name).string();
+    rocksdb::Status s = reader->Open(path);
+    if (s.ok()) {
+      readers_[i] = std::move(reader);
+      return;
+    }
     Status st = FromRocks(s, "opening " + path);
-    if (st.code() == StatusCode::kDataLoss) return st;
-    return Status::IOError(st.message() +
-                           " (a file of the step the coordinator named: deleted since it listed it, or the store "
-                           "is not on a file system this host shares with the coordinator's; a store on the "
-                           "coordinator's host only is loaded with OpenRemoteStoreReader)");
-  }
-  readers_[i] = std::move(reader);
+    open_errors_[i] = st.code() == StatusCode::kDataLoss
+                          ? st
+                          : Status::IOError(st.message() +
+                                            " (a file of the step the coordinator named: deleted since it listed "
+                                            "it, or the store is not on a file system this host shares with the "
+                                            "coordinator's; a store on the coordinator's host only is loaded with "
+                                            "OpenRemoteStoreReader)");
+  });
+  if (!readers_[i]) return open_errors_[i];
   return readers_[i].get();
 }
 

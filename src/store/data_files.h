@@ -102,8 +102,11 @@ class DataFileChunks {
   const std::string db_dir_;
   const DataFileIndex index_;
   const bool mmap_reads_;
-  std::mutex mu_;
-  std::vector<std::unique_ptr<rocksdb::SstFileReader>> readers_;  // by index_.files(); null until opened
+  // By index_.files(): each file is opened once (opened_), into its reader,
+  // or its error when the open failed.
+  std::unique_ptr<std::once_flag[]> opened_;
+  std::vector<std::unique_ptr<rocksdb::SstFileReader>> readers_;
+  std::vector<Status> open_errors_;
 };
 
 }  // namespace ckptdb

@@ -240,10 +240,12 @@ Result Run(const Options& o, int world, bool baseline) {
       ro.max_open_files = o.reader_files;
       ro.mmap_reads = o.reader_mmap;
       const auto l0 = Clock::now();
-      StatusOr<std::unique_ptr<StorageReader>> r = OpenSharedStoreReader(store, &comm, 0, ro);
+      StatusOr<std::unique_ptr<StorageReader>> r = Status::OK();
       if (how == "own") {
         StatusOr<std::unique_ptr<StoreReader>> own = OpenStoreReader(store, ro);
         r = own.ok() ? StatusOr<std::unique_ptr<StorageReader>>(std::move(own).value()) : own.status();
+      } else {
+        r = OpenSharedStoreReader(store, &comm, 0, ro);
       }
       if (!r.ok()) return fail(r.status());
       StateDict target;
