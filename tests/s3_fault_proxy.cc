@@ -156,6 +156,7 @@ void S3FaultProxy::Serve(int client) {
   std::string fail_containing, corrupt_containing;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    request_lines_.push_back(request.substr(0, request.find("\r\n")));
     fail_containing = fail_containing_;
     corrupt_containing = corrupt_containing_;
   }

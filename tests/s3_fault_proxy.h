@@ -64,6 +64,14 @@ class S3FaultProxy {
     corrupt_containing_ = part;
   }
   int requests() const { return requests_.load(); }
+  // How many requests so far had a request line (method, path, query)
+  // containing `part`.
+  int requests_containing(const std::string& part) {
+    std::lock_guard<std::mutex> lock(mu_);
+    int n = 0;
+    for (const std::string& line : request_lines_) n += line.find(part) != std::string::npos ? 1 : 0;
+    return n;
+  }
   int forwarded() const { return forwarded_.load(); }
   // Requests held (kHold...) so far: counted once the action took effect
   // (after the server's answer, for kHoldAfterForwarding).
@@ -89,6 +97,7 @@ class S3FaultProxy {
   std::string fail_containing_;       // guarded by mu_
   std::string corrupt_containing_;    // guarded by mu_
   std::vector<std::thread> workers_;  // guarded by mu_
+  std::vector<std::string> request_lines_;  // of every request, in order; guarded by mu_
   std::thread acceptor_;
 };
 

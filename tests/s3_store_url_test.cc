@@ -5,7 +5,9 @@
 // deletes, retention in the commit, keep-best); deduplication against the
 // latest step; gc of a save that died before its commit and of deleted
 // steps, never of a running save; clear errors for a missing bucket, a
-// missing store and refused credentials.
+// missing store and refused credentials; a job's load through
+// OpenSharedStoreReader, where only the coordinator reads the store's index
+// and the step's record.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -20,6 +22,7 @@
 #include "bucket/bucket_index.h"
 #include "ckptdb/ckptdb.h"
 #include "s3/s3_client.h"
+#include "s3_fault_proxy.h"
 #include "s3_test_server.h"
 #include "test_util.h"
 #include "thread_communicator.h"
@@ -104,6 +107,42 @@ class S3StoreUrlTest : public ::testing::Test {
     return out;
   }
 
+  // Loads `step` (saved by SaveOn in rows) on `world` ranks, each its
+  // rows, through OpenSharedStoreReader (or, `own`, a reader of each
+  // rank's own): each rank's status, and whether its rows came back as
+  // `full` holds them.
+  std::vector<Status> LoadRowsOn(int world, int64_t step, const Tensor& full, bool own = false) {
+    std::vector<Status> statuses(world);
+    std::mutex mu;
+    ::ckptdb::testing::RunRanksAsThreads(world, [&](int rank, Communicator& comm) {
+      StatusOr<std::unique_ptr<StorageReader>> reader = [&]() -> StatusOr<std::unique_ptr<StorageReader>> {
+        if (!own) return OpenSharedStoreReader(url_, &comm);
+        StatusOr<std::unique_ptr<StoreReader>> r = OpenStoreReader(url_);
+        if (!r.ok()) return r.status();
+        return std::unique_ptr<StorageReader>(std::move(r).value());
+      }();
+      Status st = reader.status();
+      if (st.ok()) {
+        const int64_t rows = full.shape()[0] / world;
+        Tensor target = Tensor::Zeros(full.dtype(), {rows, full.shape()[1]}).value();
+        StateDict sd;
+        std::vector<Shard> shards{Shard{{rank * rows, 0}, target}};
+        (void)sd.Add("t", ShardedTensor::Create(full.dtype(), full.shape(), std::move(shards)).value());
+        LoadOptions o;
+        o.step = step;
+        o.communicator = &comm;
+        o.allow_missing = true;  // ("note" is not loaded)
+        st = Load(sd, **reader, o);
+        if (st.ok() && !target.BitwiseEquals(Rows(full, rank * rows, rows))) {
+          st = Status::Internal("rank " + std::to_string(rank) + " loaded other rows than were saved");
+        }
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      statuses[rank] = st;
+    });
+    return statuses;
+  }
+
   size_t ObjectsUnder(const std::string& sub) {
     auto objects = client_->ListAll(Server().bucket, prefix_ + sub);
     EXPECT_TRUE(objects.ok()) << objects.status();
@@ -163,6 +202,73 @@ TEST_F(S3StoreUrlTest, SavedOnFourRanksLoadsOnThreeColumnsAndOnOne) {
   EXPECT_EQ((*steps)[0].logical_bytes, full.nbytes() + std::strlen("step 10"));
   EXPECT_EQ((*reader)->path(), url_);
   EXPECT_EQ((*reader)->LatestStep().value(), 10);
+}
+
+// A job's load through OpenSharedStoreReader: the coordinator alone GETs
+// the store's index and the step's record, whose head lists every object of
+// the step; each other rank GETs only the objects that hold its rows. With
+// every rank's own reader, each rank GETs the index and the record.
+TEST_F(S3StoreUrlTest, ASharedReaderReadsTheIndexAndTheRecordOnTheCoordinatorOnly) {
+  const Tensor full = PatternTensor(DType::kF32, {64, 32}, 5);
+  SaveOn(8, full, 1);
+  SaveOn(8, full, 2);  // every chunk shared with step 1: its objects are step 1's
+  ::ckptdb::testing::S3FaultProxy proxy(Server().port);
+  setenv("AWS_ENDPOINT_URL", proxy.endpoint().c_str(), 1);
+  struct Counts {
+    int index, records, data;
+  };
+  auto load = [&](int world, int64_t step, bool own) {
+    const int index0 = proxy.requests_containing(prefix_ + "index");
+    const int records0 = proxy.requests_containing(prefix_ + "steps/");
+    const int data0 = proxy.requests_containing(prefix_ + "data/");
+    for (const Status& st : LoadRowsOn(world, step, full, own)) EXPECT_TRUE(st.ok()) << st;
+    return Counts{proxy.requests_containing(prefix_ + "index") - index0,
+                  proxy.requests_containing(prefix_ + "steps/") - records0,
+                  proxy.requests_containing(prefix_ + "data/") - data0};
+  };
+  for (int64_t step : {1, 2}) {
+    SCOPED_TRACE(step);
+    const Counts two = load(2, step, false), eight = load(8, step, false), own = load(8, step, true);
+    EXPECT_EQ(two.index, 1);
+    EXPECT_EQ(eight.index, 1);
+    EXPECT_EQ(two.records, eight.records);
+    EXPECT_GE(eight.records, 1);
+    EXPECT_LE(eight.records, 2);  // the head, and the run of the entries' pieces
+    // 8 ranks each read 1 object, with its tail (1 GET) and its rows (0 or 1 more).
+    EXPECT_GE(eight.data, 8);
+    EXPECT_LE(eight.data, 16);
+    EXPECT_EQ(own.index, 8);
+    EXPECT_GE(own.records, 8);
+  }
+  ::ckptdb::testing::SetAwsVariablesForTestServer();
+}
+
+// An object a rank's rows lie in is gone: that rank's read fails with
+// DataLoss naming it, and every rank fails alike, naming the rank.
+TEST_F(S3StoreUrlTest, AnObjectARankCannotReadFailsEveryRankAlikeThroughTheSharedReader) {
+  const Tensor full = PatternTensor(DType::kF32, {64, 32}, 6);
+  SaveOn(4, full, 3);
+  auto objects = client_->ListAll(Server().bucket, prefix_ + "data/");
+  ASSERT_TRUE(objects.ok()) << objects.status();
+  std::string gone;
+  for (const s3::ObjectInfo& o : *objects) {
+    if (o.key.find("/rank-2-") != std::string::npos) gone = o.key;
+  }
+  ASSERT_FALSE(gone.empty());
+  ASSERT_TRUE(client_->DeleteObject(Server().bucket, gone).ok());
+  const std::vector<Status> st = LoadRowsOn(4, 3, full);
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_EQ(st[rank].code(), StatusCode::kDataLoss) << rank << ": " << st[rank];
+    EXPECT_EQ(st[rank].ToString(), st[0].ToString()) << rank;
+  }
+  EXPECT_NE(st[0].ToString().find("rank 2"), std::string::npos) << st[0];
+  EXPECT_NE(st[0].ToString().find(gone.substr(gone.rfind('/') + 1)), std::string::npos) << st[0];
+  // No store there: every rank gets the coordinator's NotFound.
+  url_ += "nothing-here/";
+  for (const Status& s : LoadRowsOn(3, 1, full)) {
+    EXPECT_EQ(s.code(), StatusCode::kNotFound) << s;
+    EXPECT_NE(s.ToString().find("no ckptdb store"), std::string::npos) << s;
+  }
 }
 
 TEST_F(S3StoreUrlTest, TagsDeletesAndRetentionInTheCommit) {

@@ -433,8 +433,8 @@ struct ReaderOptions {
 StatusOr<std::unique_ptr<StoreReader>> OpenStoreReader(const std::string& path, const ReaderOptions& options = {});
 
 // A reader for Load on every rank of a job whose store every rank sees (a
-// directory on a shared file system, StoreAccess::kShared) that opens the
-// store's database on the coordinator only. A rank's own OpenStoreReader
+// directory on a shared file system, StoreAccess::kShared, or a bucket)
+// that opens the store on the coordinator only. A rank's own OpenStoreReader
 // replays the database's MANIFEST, which lists a file per rank and step of
 // the whole history, and lists its directory: W ranks restarting a job do
 // that W times on the shared file system, and ranks run as threads of one
@@ -451,12 +451,19 @@ StatusOr<std::unique_ptr<StoreReader>> OpenStoreReader(const std::string& path, 
 // (deleted since the coordinator listed it, or a store that is not on a
 // file system the rank's host shares) fails that rank's read with IOError
 // naming the file, and Load makes every rank fail alike.
+// A bucket (s3://BUCKET/PREFIX) is read the same way: the coordinator
+// alone GETs the store's index and the step's record (whose head lists
+// every object of the step, a few hundred KiB at thousands of ranks) and
+// names each rank the objects its chunks lie in; the rank GETs those
+// objects' tails and its chunks, with a client made from the environment's
+// settings (as OpenStoreReader's, options.s3_stall_timeout_seconds
+// applying), and nothing else. An object a rank cannot read is DataLoss
+// naming it, and Load makes every rank fail alike.
 // The calls are collective, as OpenRemoteStoreReader's: every rank calls
-// ReadMetadata (or ReadMetadataFor) and then Read, for the same step. For a
-// bucket (s3://) every rank opens its own reader (OpenStoreReader: its open
-// is one GET of the store's index, whatever the history), and `comm` is not
-// used. `comm` (not owned) must outlive the reader. InvalidArgument when
-// comm is null or coordinator_rank not one of its ranks.
+// ReadMetadata (or ReadMetadataFor) and then Read, for the same step.
+// `comm` (not owned) must outlive the reader. InvalidArgument when comm is
+// null, coordinator_rank not one of its ranks, or
+// options.s3_stall_timeout_seconds out of [0, 86400].
 StatusOr<std::unique_ptr<StorageReader>> OpenSharedStoreReader(const std::string& path, Communicator* comm,
                                                                int coordinator_rank = 0,
                                                                const ReaderOptions& options = {});

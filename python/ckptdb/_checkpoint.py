@@ -8,7 +8,7 @@ import struct
 from typing import Any, Iterable
 
 from . import _ckptdb, _dist, _flatten, _state
-from .store import Store, StepRef, _is_bucket_url, open_store
+from .store import Store, StepRef, open_store
 
 
 def _store(store: Any) -> Store:
@@ -167,13 +167,13 @@ def load(state_dict: dict, store: Any, step: StepRef = "latest", keys: Iterable[
     coordinator = _check_coordinator(coordinator)
     s = _store(store)
     comm = _comm(communicator)
-    # With other ranks, only the coordinator opens a directory store's
-    # database: on a shared file system it names each rank the few files its
-    # chunks lie in (every rank opening the database would replay a MANIFEST
-    # that lists every rank's file of every step); on the coordinator's host
-    # only, it serves them. A bucket is opened by every rank (one GET).
+    # With other ranks, only the coordinator opens the store: it names each
+    # rank the few files (a directory on a shared file system) or objects (a
+    # bucket) its chunks lie in, so that no rank replays a MANIFEST that
+    # lists every rank's file of every step, or GETs a step record that
+    # lists every rank's object; on the coordinator's host only, it serves them.
     coordinator_only = s.access == "coordinator_only" and comm is not None
-    remote = coordinator_only or (comm is not None and not _is_bucket_url(s.path))
+    remote = comm is not None
     reader = None
     if not remote or comm.rank == coordinator:
         reader = s._reader(refresh=True)  # the store as of now, for resolving the step and reading it
@@ -184,7 +184,8 @@ def load(state_dict: dict, store: Any, step: StepRef = "latest", keys: Iterable[
             raise TypeError(f"keys must be FQN strings, got {type(k).__name__}")
     prepared = _prepared_everywhere(comm, state_dict, for_load=True)
     stats = _ckptdb.load(prepared.engine, None if remote else reader, number, comm, coordinator, key_list,
-                         not strict, convert_dtype, s.path if remote else "", not coordinator_only)
+                         not strict, convert_dtype, s.path if remote else "", not coordinator_only,
+                         s._options.get("s3_stall_timeout_seconds", 0))
     _state.finish_load(prepared, stats["missing"], key_list)
     return number
 

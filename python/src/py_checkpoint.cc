@@ -187,23 +187,25 @@ void BindCheckpoint(nb::module_& m) {
       "load",
       [](PyStateDict& sd, PyReader* reader, int64_t step, PyCommunicator* comm, int coordinator,
          const std::vector<std::string>& keys, bool allow_missing, bool convert_dtype, const std::string& remote,
-         bool shared) {
+         bool shared, int64_t s3_stall_timeout_seconds) {
         if (reader == nullptr && (remote.empty() || comm == nullptr)) {
           throw nb::value_error("load needs a reader, or a store path and a communicator for a remote load");
         }
         LoadStats stats;
         Check(RunInterruptible([&](const std::atomic<bool>& cancel) {
-          // A reader over this load's communicator whose database only the
-          // coordinator opens: `shared`, every rank reads the files the
-          // coordinator names it (OpenSharedStoreReader); else the store is on
+          // A reader over this load's communicator whose store only the
+          // coordinator opens: `shared`, every rank reads the files or objects
+          // the coordinator names it (OpenSharedStoreReader); else the store is on
           // the coordinator's host only, and it serves the others their
           // chunks (OpenRemoteStoreReader).
           std::unique_ptr<StorageReader> remote_reader;
           std::unique_lock<std::mutex> rl;
           if (reader == nullptr) {
+            ReaderOptions ro;
+            ro.s3_stall_timeout_seconds = s3_stall_timeout_seconds;
             StatusOr<std::unique_ptr<StorageReader>> opened =
-                shared ? OpenSharedStoreReader(remote, CommOf(comm), coordinator)
-                       : OpenRemoteStoreReader(remote, CommOf(comm), coordinator);
+                shared ? OpenSharedStoreReader(remote, CommOf(comm), coordinator, ro)
+                       : OpenRemoteStoreReader(remote, CommOf(comm), coordinator, ro);
             if (!opened.ok()) return opened.status();
             remote_reader = std::move(opened).value();
           } else {
@@ -232,7 +234,7 @@ void BindCheckpoint(nb::module_& m) {
       },
       nb::arg("state_dict"), nb::arg("reader").none(), nb::arg("step"), nb::arg("comm").none(),
       nb::arg("coordinator"), nb::arg("keys"), nb::arg("allow_missing"), nb::arg("convert_dtype"),
-      nb::arg("remote") = "", nb::arg("shared") = false);
+      nb::arg("remote") = "", nb::arg("shared") = false, nb::arg("s3_stall_timeout_seconds") = 0);
 
   nb::class_<SaveHandle>(m, "SaveHandle", "The outcome of one asynchronous save")
       .def_prop_ro("step", &SaveHandle::step)

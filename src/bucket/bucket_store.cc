@@ -24,6 +24,7 @@
 #include "bucket/object_upload_env.h"
 #include "bucket/save_marker.h"
 #include "bucket/sst_object_options.h"
+#include "bucket/step_objects.h"
 #include "format/chunk_codec.h"
 #include "format/metadata_codec.h"
 #include "format/step_records.h"
@@ -43,12 +44,6 @@ namespace bucket {
 namespace {
 
 namespace fs = std::filesystem;
-
-
-std::string NormalPrefix(const std::string& prefix) {
-  if (prefix.empty() || prefix.back() == '/') return prefix;
-  return prefix + "/";
-}
 
 std::string Step20(int64_t step) {
   char buf[32];
@@ -761,7 +756,7 @@ class BucketStoreWriter : public StoreWriter {
   std::vector<int64_t> pruned_last_;                         // guarded by mu_
 };
 
-class BucketReader : public StoreReader {
+class BucketReader : public StoreReader, public ChunkPlaceSource {
  public:
   BucketReader(std::shared_ptr<s3::S3Client> client, std::string bucket, std::string prefix, int threads)
       : client_(std::move(client)),
@@ -915,6 +910,14 @@ class BucketReader : public StoreReader {
   StatusOr<ReadStats> Read(const StepMetadata& metadata, const std::vector<ReadItem>& items) override {
     ASSIGN_OR_RETURN(const SstObjectSource* source, SourceOf(SaveRef{metadata.step, metadata.save_id}));
     return ReadChunksFrom(source->Getter(), metadata, items, threads_, source->Planner());
+  }
+
+  // The objects the save's record lists (its head, read once).
+  StatusOr<std::unique_ptr<ChunkPlaceIndex>> PlacesOf(int64_t step, uint64_t save_id) override {
+    const SaveRef save{step, save_id};
+    RETURN_IF_ERROR(HeadOf(save).status());
+    std::lock_guard<std::mutex> lock(mu_);
+    return StepObjectPlaces(objects_[save]);
   }
 
  private:
@@ -1128,6 +1131,11 @@ class BucketReader : public StoreReader {
 
 }  // namespace
 
+std::string StorePrefix(const std::string& prefix) {
+  if (prefix.empty() || prefix.back() == '/') return prefix;
+  return prefix + "/";
+}
+
 std::string StepRecordKey(const std::string& prefix, int64_t step, uint64_t save_id) {
   return prefix + "steps/" + Step20(step) + "/" + Hex16(save_id);
 }
@@ -1143,7 +1151,7 @@ StatusOr<std::unique_ptr<StoreWriter>> OpenBucketStoreWriter(std::shared_ptr<s3:
   RETURN_IF_ERROR(ValidateOptions(options, write_options));
   if (bucket.empty()) return Status::InvalidArgument("bucket store: the bucket name is empty");
   return std::unique_ptr<StoreWriter>(
-      new BucketStoreWriter(std::move(client), bucket, NormalPrefix(prefix), options, write_options));
+      new BucketStoreWriter(std::move(client), bucket, StorePrefix(prefix), options, write_options));
 }
 
 StatusOr<std::unique_ptr<StoreReader>> OpenBucketStoreReader(std::shared_ptr<s3::S3Client> client,
@@ -1151,15 +1159,11 @@ StatusOr<std::unique_ptr<StoreReader>> OpenBucketStoreReader(std::shared_ptr<s3:
                                                              int read_threads) {
   if (bucket.empty()) return Status::InvalidArgument("bucket store: the bucket name is empty");
   if (read_threads < 1) return Status::InvalidArgument("bucket store: read_threads must be positive");
-  auto reader = std::make_unique<BucketReader>(std::move(client), bucket, NormalPrefix(prefix), read_threads);
+  auto reader = std::make_unique<BucketReader>(std::move(client), bucket, StorePrefix(prefix), read_threads);
   RETURN_IF_ERROR(reader->Refresh());
   return std::unique_ptr<StoreReader>(std::move(reader));
 }
 
-namespace {
-
-// The environment's settings and limits; a positive stall_timeout_seconds
-// (StoreOptions, ReaderOptions) wins over CKPTDB_S3_STALL_TIMEOUT.
 StatusOr<std::shared_ptr<s3::S3Client>> ClientFromEnvironment(int64_t stall_timeout_seconds) {
   ASSIGN_OR_RETURN(s3::S3Settings settings, s3::S3Settings::FromEnvironment());
   ASSIGN_OR_RETURN(s3::S3ClientOptions options, s3::S3ClientOptionsFromEnvironment());
@@ -1167,8 +1171,6 @@ StatusOr<std::shared_ptr<s3::S3Client>> ClientFromEnvironment(int64_t stall_time
   ASSIGN_OR_RETURN(std::unique_ptr<s3::S3Client> client, s3::S3Client::Create(std::move(settings), options));
   return std::shared_ptr<s3::S3Client>(std::move(client));
 }
-
-}  // namespace
 
 StatusOr<std::unique_ptr<StoreWriter>> OpenBucketStoreWriterAt(const std::string& url, const StoreOptions& options) {
   ASSIGN_OR_RETURN(s3::S3Url u, s3::S3Url::Parse(url));

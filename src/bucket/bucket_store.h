@@ -78,6 +78,9 @@ struct BucketWriteOptions {
   int64_t host_clock_offset_ms = 0;
 };
 
+// `prefix` as the store's keys begin with it: "" or ending in '/'.
+std::string StorePrefix(const std::string& prefix);
+
 // The object keys of one save attempt under `prefix` ("" or ending in '/'):
 // its step record, the prefix of its data objects, its pending marker.
 std::string StepRecordKey(const std::string& prefix, int64_t step, uint64_t save_id);
@@ -107,6 +110,12 @@ StatusOr<std::unique_ptr<StoreWriter>> OpenBucketStoreWriter(std::shared_ptr<s3:
 StatusOr<std::unique_ptr<StoreReader>> OpenBucketStoreReader(std::shared_ptr<s3::S3Client> client,
                                                              const std::string& bucket, const std::string& prefix,
                                                              int read_threads = 8);
+
+// A client made from the environment's settings and limits
+// (s3::S3Settings::FromEnvironment: AWS's variables and files); a positive
+// stall_timeout_seconds (StoreOptions, ReaderOptions) wins over
+// CKPTDB_S3_STALL_TIMEOUT.
+StatusOr<std::shared_ptr<s3::S3Client>> ClientFromEnvironment(int64_t stall_timeout_seconds);
 
 // The same for a store URL s3://BUCKET/PREFIX, with a client made from the
 // environment's settings (s3::S3Settings::FromEnvironment: AWS's variables

@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "store/chunk_reader.h"
 #include "store/rocksdb_options.h"
 #include "store/rocksdb_status.h"
 #include "store/store_dir.h"
+#include "util/ordered_parallel.h"
 
 namespace ckptdb {
 
@@ -187,6 +189,53 @@ Status DataFileChunks::Get(const DataKey& key, rocksdb::PinnableSlice* value) {
     if (!it->status().ok()) return FromRocks(it->status(), "reading " + index_.files()[i].name + " in " + db_dir_);
   }
   return Status::NotFound("missing");
+}
+
+namespace {
+
+class TableFileIndex final : public ChunkPlaceIndex {
+ public:
+  explicit TableFileIndex(std::vector<DataFile> files) : index_(std::move(files)) {}
+  void AddPlacesOf(int64_t step, uint64_t save_id, const StoredPiece& p, std::vector<size_t>* out) const override {
+    index_.AddFilesOf(step, save_id, p, out);
+  }
+  void AppendPlaces(std::vector<size_t> indices, std::string* out) const override {
+    AppendDataFiles(index_, std::move(indices), out);
+  }
+
+ private:
+  const DataFileIndex index_;
+};
+
+class TableFileReader final : public PlacedChunkReader {
+ public:
+  TableFileReader(std::string store, const ReaderOptions& options) : store_(std::move(store)), options_(options) {}
+  StatusOr<ReadStats> Read(std::string_view places, const StepMetadata& md,
+                           const std::vector<ReadItem>& items) override {
+    LECursor in(places);
+    std::vector<DataFile> files;
+    if (!ConsumeDataFiles(&in, &files) || !in.empty()) {
+      return Status::Internal("the coordinator's list of the table files of step " + std::to_string(md.step) +
+                              " of " + store_ + " is malformed");
+    }
+    DataFileChunks chunks(store_, std::move(files), options_.mmap_reads);
+    return ReadChunksFrom([&](const DataKey& key, rocksdb::PinnableSlice* value) { return chunks.Get(key, value); },
+                          md, items, options_.threads > 0 ? options_.threads : DefaultParallelism());
+  }
+
+ private:
+  const std::string store_;
+  const ReaderOptions options_;
+};
+
+}  // namespace
+
+std::unique_ptr<ChunkPlaceIndex> TableFilePlaces(std::vector<DataFile> files) {
+  return std::make_unique<TableFileIndex>(std::move(files));
+}
+
+std::unique_ptr<PlacedChunkReader> NewTableFileReader(std::string store, const ReaderOptions& options) {
+  return std::make_unique<TableFileReader>(std::move(store), options);
 }
 
 }  // namespace ckptdb

@@ -10,7 +10,8 @@
 // chunks lie in (data keys sort by step, save, rank and item, so a rank's
 // own chunks are in its own file), and the rank reads its chunks from those
 // files alone (DataFileChunks), with RocksDB's block checksums verified as
-// the database's own reads verify them.
+// the database's own reads verify them. These are a directory store's
+// chunk places (store/chunk_places.h): TableFilePlaces, TableFileReader.
 #ifndef CKPTDB_SRC_STORE_DATA_FILES_H_
 #define CKPTDB_SRC_STORE_DATA_FILES_H_
 
@@ -25,6 +26,7 @@
 #include "ckptdb/metadata.h"
 #include "ckptdb/status.h"
 #include "format/keys.h"
+#include "store/chunk_places.h"
 #include "util/le_bytes.h"
 
 namespace ckptdb {
@@ -108,6 +110,15 @@ class DataFileChunks {
   std::vector<std::unique_ptr<rocksdb::SstFileReader>> readers_;
   std::vector<Status> open_errors_;
 };
+
+// The table files of `files` (a database's, as its reader lists them) as
+// chunk places: AppendPlaces writes AppendDataFiles's bytes.
+std::unique_ptr<ChunkPlaceIndex> TableFilePlaces(std::vector<DataFile> files);
+
+// A rank's reads from the named table files of the directory store at
+// `store` (DataFileChunks, on options.threads threads, mmap when
+// options.mmap_reads).
+std::unique_ptr<PlacedChunkReader> NewTableFileReader(std::string store, const ReaderOptions& options);
 
 }  // namespace ckptdb
 

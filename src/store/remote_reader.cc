@@ -22,10 +22,11 @@
 //                 and decodes the values as its own reads would.
 //
 // The same reader serves a store every rank sees (OpenSharedStoreReader,
-// ChunkPath::kFiles): ReadMetadata and ReadMetadataFor also name each rank
-// the table files its chunks lie in (store/data_files.h), and Read on a
-// rank other than the coordinator reads them from those files, with no
-// message to the coordinator and no database opened.
+// ChunkPath::kPlaces): ReadMetadata and ReadMetadataFor also name each rank
+// the places its chunks lie in (store/chunk_places.h: a directory's table
+// files, a bucket step's objects), and Read on a rank other than the
+// coordinator reads them from those places, with no message to the
+// coordinator and no store opened.
 //
 // A rank receives on a thread of its own (ValueStream) while its reader
 // threads verify, decode and place the values that arrived before; the
@@ -54,7 +55,7 @@
 #include "model/box_index.h"
 #include "model/region.h"
 #include "store/chunk_reader.h"
-#include "store/data_files.h"
+#include "store/chunk_places.h"
 #include "store/rocksdb_store_internal.h"
 #include "util/le_bytes.h"
 #include "util/ordered_parallel.h"
@@ -335,9 +336,10 @@ std::vector<size_t> PiecesMeeting(const PieceBoxes& pieces, const std::vector<co
 }
 
 // How the other ranks get their chunks: from the coordinator (kServe: the
-// store is on its host only), or from the store's files, which every rank
-// sees (kFiles: the coordinator names each rank the files its chunks lie in).
-enum class ChunkPath { kServe, kFiles };
+// store is on its host only), or from the store's files or objects, which
+// every rank reaches (kPlaces: the coordinator names each rank the places its
+// chunks lie in).
+enum class ChunkPath { kServe, kPlaces };
 
 class RemoteStoreReader final : public StorageReader {
  public:
@@ -350,19 +352,24 @@ class RemoteStoreReader final : public StorageReader {
       served_.reset();  // (Serve then takes the whole metadata it is given.)
       Status opened = Local();
       StatusOr<StepMetadata> md = opened.ok() ? local_->ReadMetadata(step) : StatusOr<StepMetadata>(opened);
-      std::string status = EncodeStatus(md.status());
+      std::string listed;
+      if (md.ok() && chunks_ == ChunkPath::kPlaces) {
+        // The places of the whole step, ahead of its metadata.
+        StatusOr<std::unique_ptr<ChunkPlaceIndex>> index = places_source_->PlacesOf(md->step, md->save_id);
+        if (!index.ok()) md = index.status();
+        if (index.ok()) {
+          std::vector<size_t> places;
+          for (const EntryMetadata& e : md->entries) {
+            for (const StoredPiece& p : e.pieces) (*index)->AddPlacesOf(md->step, md->save_id, p, &places);
+          }
+          (*index)->AppendPlaces(std::move(places), &listed);
+        }
+      }
+      const std::string status = EncodeStatus(md.status());
       AppendLE64(&message, static_cast<uint64_t>(step));
       AppendLE64(&message, status.size());
       message += status;
-      if (md.ok() && chunks_ == ChunkPath::kFiles) {
-        // The files of the whole step, ahead of its metadata.
-        const DataFileIndex index(files_source_->ListTableFiles());
-        std::vector<size_t> files;
-        for (const EntryMetadata& e : md->entries) {
-          for (const StoredPiece& p : e.pieces) index.AddFilesOf(md->step, md->save_id, p, &files);
-        }
-        std::string listed;
-        AppendDataFiles(index, std::move(files), &listed);
+      if (md.ok() && chunks_ == ChunkPath::kPlaces) {
         AppendLE64(&message, listed.size());
         message += listed;
       }
@@ -386,20 +393,17 @@ class RemoteStoreReader final : public StorageReader {
     Status st = DecodeStatus(in.substr(0, status_len));
     if (!st.ok()) return st.WithContext("on the coordinator's host");
     in.remove_prefix(status_len);
-    std::vector<DataFile> files;
-    if (chunks_ == ChunkPath::kFiles) {
+    std::string places;
+    if (chunks_ == ChunkPath::kPlaces) {
       uint64_t listed_len = 0;
       if (!ConsumeLE64(&in, &listed_len) || in.size() < listed_len) {
         return Status::Internal("the coordinator's metadata message is malformed");
       }
-      LECursor listed(in.substr(0, listed_len));
-      if (!ConsumeDataFiles(&listed, &files) || !listed.empty()) {
-        return Status::Internal("the coordinator's list of the step's files is malformed");
-      }
+      places = in.substr(0, listed_len);
       in.remove_prefix(listed_len);
     }
     ASSIGN_OR_RETURN(StepMetadata md, DecodeMetadataValue(in));
-    KeepFiles(md, std::move(files));
+    KeepPlaces(md, std::move(places));
     return md;
   }
 
@@ -422,14 +426,14 @@ class RemoteStoreReader final : public StorageReader {
       RETURN_IF_ERROR(comm_->Scatter({}, coordinator_, &answer)
                           .WithContext("load: receiving the step's metadata from the coordinator"));
     }
-    std::vector<DataFile> files;
-    ASSIGN_OR_RETURN(StepMetadata md, DecodeAnswer(answer, chunks_ == ChunkPath::kFiles ? &files : nullptr));
-    if (!IsCoordinator()) KeepFiles(md, std::move(files));
+    std::string places;
+    ASSIGN_OR_RETURN(StepMetadata md, DecodeAnswer(answer, chunks_ == ChunkPath::kPlaces ? &places : nullptr));
+    if (!IsCoordinator()) KeepPlaces(md, std::move(places));
     return md;
   }
 
   StatusOr<ReadStats> Read(const StepMetadata& md, const std::vector<ReadItem>& items) override {
-    if (chunks_ == ChunkPath::kFiles) {
+    if (chunks_ == ChunkPath::kPlaces) {
       if (!IsCoordinator()) return ReadFiles(md, items);
       RETURN_IF_ERROR(Local());
       return local_->Read(md, items);
@@ -441,34 +445,37 @@ class RemoteStoreReader final : public StorageReader {
  private:
   bool IsCoordinator() const { return comm_->rank() == coordinator_; }
 
-  // A rank other than the coordinator (kFiles): the files the coordinator
+  // A rank other than the coordinator (kPlaces): the places the coordinator
   // named for the metadata it sent last.
-  void KeepFiles(const StepMetadata& md, std::vector<DataFile> files) {
-    files_of_ = {md.step, md.save_id};
-    files_ = std::move(files);
+  void KeepPlaces(const StepMetadata& md, std::string places) {
+    places_of_ = {md.step, md.save_id};
+    places_ = std::move(places);
   }
 
-  // A rank other than the coordinator (kFiles): reads its chunks from the
-  // files the coordinator named, opening no database.
+  // A rank other than the coordinator (kPlaces): reads its chunks from the
+  // places the coordinator named, opening no store.
   StatusOr<ReadStats> ReadFiles(const StepMetadata& md, const std::vector<ReadItem>& items) {
-    if (!files_of_ || *files_of_ != std::make_pair(md.step, md.save_id)) {
+    if (!places_of_ || *places_of_ != std::make_pair(md.step, md.save_id)) {
       return Status::FailedPrecondition("rank " + std::to_string(comm_->rank()) + " reads step " +
                                         std::to_string(md.step) +
                                         " without having read its metadata through this reader (ReadMetadataFor)");
     }
-    DataFileChunks chunks(path_, files_, options_.mmap_reads);
-    return ReadChunksFrom([&](const DataKey& key, rocksdb::PinnableSlice* value) { return chunks.Get(key, value); },
-                          md, items, options_.threads > 0 ? options_.threads : DefaultParallelism());
+    if (!placed_) {
+      ASSIGN_OR_RETURN(placed_, OpenPlacedChunkReader(path_, options_));
+    }
+    return placed_->Read(places_, md, items);
   }
 
   // The coordinator's own reader, opened on first use.
   Status Local() {
     if (local_) return Status::OK();
-    StatusOr<std::unique_ptr<StoreReader>> r = OpenDirectoryStoreReader(path_, options_);
+    StatusOr<std::unique_ptr<StoreReader>> r = OpenStoreReader(path_, options_);
     if (!r.ok()) return r.status();
     source_ = dynamic_cast<ChunkValueSource*>(r->get());
-    files_source_ = dynamic_cast<DataFileSource*>(r->get());
-    if (source_ == nullptr || files_source_ == nullptr) return Status::Internal("the store reader cannot serve chunks");
+    places_source_ = dynamic_cast<ChunkPlaceSource*>(r->get());
+    if (chunks_ == ChunkPath::kServe ? source_ == nullptr : places_source_ == nullptr) {
+      return Status::Internal("the store reader of " + path_ + " cannot name or serve chunks");
+    }
     local_ = std::move(r).value();
     return Status::OK();
   }
@@ -555,13 +562,20 @@ class RemoteStoreReader final : public StorageReader {
     // index, and the record of all its pieces.
     std::vector<std::unique_ptr<PieceBoxes>> indexes;
     std::vector<std::optional<std::string>> whole;
-    // kFiles: the database's files, to name each rank those it reads.
-    DataFileIndex files;
+    // kPlaces: the step's places, to name each rank those it reads.
+    std::unique_ptr<ChunkPlaceIndex> places;
+    if (md.ok() && chunks_ == ChunkPath::kPlaces) {
+      StatusOr<std::unique_ptr<ChunkPlaceIndex>> index = places_source_->PlacesOf(md->step, md->save_id);
+      if (index.ok()) {
+        places = std::move(index).value();
+      } else {
+        md = index.status();
+      }
+    }
     if (md.ok()) {
       header = EncodeMetadataRecord(*md);
       indexes.resize(md->entries.size());
       whole.resize(md->entries.size());
-      if (chunks_ == ChunkPath::kFiles) files = DataFileIndex(files_source_->ListTableFiles());
     }
     // Each entry's index and whole record are built once, by the first rank
     // that needs them.
@@ -590,7 +604,7 @@ class RemoteStoreReader final : public StorageReader {
         for (const EntryRegion& region : q.regions) by_entry[region.fqn].push_back(&region);
         std::string items;
         uint32_t n = 0;
-        std::vector<size_t> rank_files;
+        std::vector<size_t> rank_places;
         for (size_t i = 0; i < md->entries.size(); ++i) {
           const EntryMetadata& e = md->entries[i];
           if (wanted.count(e.fqn) == 0 || e.pieces_omitted) continue;
@@ -601,18 +615,26 @@ class RemoteStoreReader final : public StorageReader {
             std::call_once(whole_built[i], [&] { whole[i] = EncodeEntryPiecesValue(*md, i); });
             items.push_back(0);
             AppendLEString(&items, *whole[i]);
-            for (const StoredPiece& p : e.pieces) files.AddFilesOf(md->step, md->save_id, p, &rank_files);
+            if (places) {
+              for (const StoredPiece& p : e.pieces) places->AddPlacesOf(md->step, md->save_id, p, &rank_places);
+            }
             continue;
           }
           std::call_once(index_built[i], [&] { indexes[i] = std::make_unique<PieceBoxes>(e); });
           items.push_back(1);
           const std::vector<size_t> meeting = PiecesMeeting(*indexes[i], found->second);
           AppendLEString(&items, EncodePiecesSubset(*md, i, meeting));
-          for (size_t j : meeting) files.AddFilesOf(md->step, md->save_id, e.pieces[j], &rank_files);
+          if (places) {
+            for (size_t j : meeting) places->AddPlacesOf(md->step, md->save_id, e.pieces[j], &rank_places);
+          }
         }
         AppendLE32(&out, n);
         out += items;
-        if (chunks_ == ChunkPath::kFiles) AppendDataFiles(files, std::move(rank_files), &out);
+        if (places) {
+          std::string listed;
+          places->AppendPlaces(std::move(rank_places), &listed);
+          AppendLEString(&out, listed);
+        }
       }
       parts[r] = std::move(out);
       return Status::OK();
@@ -626,8 +648,8 @@ class RemoteStoreReader final : public StorageReader {
     return parts;
   }
 
-  // `files`: with kFiles, where the files the coordinator named go.
-  static StatusOr<StepMetadata> DecodeAnswer(std::string_view in, std::vector<DataFile>* files) {
+  // `places`: with kPlaces, where the places the coordinator named go.
+  static StatusOr<StepMetadata> DecodeAnswer(std::string_view in, std::string* places) {
     LECursor c(in);
     std::string status, header;
     if (!c.String(&status)) return Status::Internal("the coordinator's metadata message is malformed");
@@ -647,8 +669,8 @@ class RemoteStoreReader final : public StorageReader {
       RETURN_IF_ERROR(partial[0] != 0 ? DecodePiecesSubset(pieces, rec.metadata, &e)
                                       : DecodeEntryPiecesValue(pieces, rec.metadata, &e));
     }
-    if (files != nullptr && !ConsumeDataFiles(&c, files)) {
-      return Status::Internal("the coordinator's list of the step's files is malformed");
+    if (places != nullptr && !c.String(places)) {
+      return Status::Internal("the coordinator's list of the step's places is malformed");
     }
     if (!c.empty()) return Status::Internal("the coordinator's metadata message is malformed");
     return std::move(rec.metadata);
@@ -799,12 +821,14 @@ class RemoteStoreReader final : public StorageReader {
   std::unique_ptr<StoreReader> local_;  // the coordinator's
   // The coordinator: what its last ReadMetadataFor read for every rank.
   std::optional<StepMetadata> served_;
-  ChunkValueSource* source_ = nullptr;       // local_, as a server of chunks
-  DataFileSource* files_source_ = nullptr;   // local_, as a lister of its files
-  // The other ranks with kFiles: the files the coordinator named, and the
-  // step (number, save id) they are of.
-  std::optional<std::pair<int64_t, uint64_t>> files_of_;
-  std::vector<DataFile> files_;
+  ChunkValueSource* source_ = nullptr;         // local_, as a server of chunks (kServe)
+  ChunkPlaceSource* places_source_ = nullptr;  // local_, as a namer of chunk places (kPlaces)
+  // The other ranks with kPlaces: the places the coordinator named, the step
+  // (number, save id) they are of, and the reader of places (made at the
+  // first Read).
+  std::optional<std::pair<int64_t, uint64_t>> places_of_;
+  std::string places_;
+  std::unique_ptr<PlacedChunkReader> placed_;
 };
 
 }  // namespace
@@ -825,14 +849,12 @@ StatusOr<std::unique_ptr<StorageReader>> OpenSharedStoreReader(const std::string
                                                                int coordinator_rank, const ReaderOptions& options) {
   if (comm == nullptr) return Status::InvalidArgument("OpenSharedStoreReader needs the job's communicator");
   RETURN_IF_ERROR(CheckCoordinator(*comm, coordinator_rank));
-  if (path.rfind("s3://", 0) == 0) {
-    // A bucket reader's open is one GET of the store's index, whatever the
-    // history: every rank opens its own.
-    ASSIGN_OR_RETURN(std::unique_ptr<StoreReader> r, OpenStoreReader(path, options));
-    return std::unique_ptr<StorageReader>(std::move(r));
+  if (options.s3_stall_timeout_seconds < 0 || options.s3_stall_timeout_seconds > 86400) {
+    return Status::InvalidArgument("ReaderOptions.s3_stall_timeout_seconds is " +
+                                   std::to_string(options.s3_stall_timeout_seconds) + "; it must be in [0, 86400]");
   }
   return std::unique_ptr<StorageReader>(
-      new RemoteStoreReader(path, comm, coordinator_rank, options, ChunkPath::kFiles));
+      new RemoteStoreReader(path, comm, coordinator_rank, options, ChunkPath::kPlaces));
 }
 
 StatusOr<std::unique_ptr<StorageReader>> OpenRemoteStoreReader(const std::string& path, Communicator* comm,

@@ -21,6 +21,7 @@
 #include "util/status_macros.h"
 #include "format/step_records.h"
 #include "store/chunk_reader.h"
+#include "store/data_files.h"
 #include "util/ordered_parallel.h"
 #include "store/store_dir.h"
 #include "store/rocksdb_store_internal.h"
@@ -35,7 +36,7 @@ namespace {
 // How many times Refresh tries to open a consistent view.
 constexpr int kOpenAttempts = 25;
 
-class RocksDBStoreReader final : public StoreReader, public ChunkValueSource, public DataFileSource {
+class RocksDBStoreReader final : public StoreReader, public ChunkValueSource, public ChunkPlaceSource {
  public:
   RocksDBStoreReader(std::string path, ReaderOptions options) : path_(std::move(path)), options_(options) {}
   ~RocksDBStoreReader() override {
@@ -241,7 +242,14 @@ class RocksDBStoreReader final : public StoreReader, public ChunkValueSource, pu
     return ckptdb::GetChunkValue(db_.get(), key, value);
   }
 
-  std::vector<DataFile> ListTableFiles() override {
+  // Every table file of the database, whatever the step: a step's chunks
+  // lie in files of its own saves and of those it shares chunks with.
+  StatusOr<std::unique_ptr<ChunkPlaceIndex>> PlacesOf(int64_t, uint64_t) override {
+    return TableFilePlaces(ListTableFiles());
+  }
+
+ private:
+  std::vector<DataFile> ListTableFiles() {
     std::vector<rocksdb::LiveFileMetaData> live;
     db_->GetLiveFilesMetaData(&live);
     std::vector<DataFile> out;
@@ -254,8 +262,6 @@ class RocksDBStoreReader final : public StoreReader, public ChunkValueSource, pu
     return out;
   }
 
-
- private:
   StatusOr<std::vector<StepInfo>> ListStepsOnce() {
     std::vector<StepInfo> out;
     // Metadata keys say which steps exist; the summary record beside each

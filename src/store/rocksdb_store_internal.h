@@ -13,7 +13,6 @@
 
 #include "ckptdb/rocksdb_store.h"
 #include "format/keys.h"
-#include "store/data_files.h"
 
 namespace ckptdb {
 
@@ -63,15 +62,6 @@ class ChunkValueSource {
  public:
   virtual ~ChunkValueSource() = default;
   virtual Status GetChunkValue(const DataKey& key, rocksdb::PinnableSlice* value) = 0;
-};
-
-// What a directory store reader gives the shared-store reader
-// (OpenSharedStoreReader) to name each rank the files its chunks lie in:
-// the database's table files, as of the reader's view.
-class DataFileSource {
- public:
-  virtual ~DataFileSource() = default;
-  virtual std::vector<DataFile> ListTableFiles() = 0;
 };
 
 }  // namespace ckptdb
