@@ -198,6 +198,16 @@ std::string S3Client::Describe(const Call& call) const {
   return std::string("S3 ") + call.op + " of " + object + " at " + settings_.endpoint;
 }
 
+namespace {
+
+std::atomic<uint64_t> process_requests{0}, process_gets{0}, process_bytes_received{0};
+
+}  // namespace
+
+ProcessS3Traffic ProcessS3TrafficSoFar() {
+  return ProcessS3Traffic{process_requests.load(), process_gets.load(), process_bytes_received.load()};
+}
+
 StatusOr<HttpResponse> S3Client::Execute(const Call& call, Outcome* outcome) {
   // Virtual-hosted style puts the bucket in the host name; it needs a bucket
   // that is a valid DNS label (no dots, for TLS certificates to match).
@@ -242,6 +252,9 @@ StatusOr<HttpResponse> S3Client::Execute(const Call& call, Outcome* outcome) {
     TransportError error;
     const bool ok = connection->Perform(request, &response, &error);
     ReleaseConnection(std::move(connection));
+    process_requests.fetch_add(1, std::memory_order_relaxed);
+    if (call.method == "GET") process_gets.fetch_add(1, std::memory_order_relaxed);
+    if (ok) process_bytes_received.fetch_add(response.body.size() + response.sink_size, std::memory_order_relaxed);
     if (!ok) {
       last_error = error.status;
       if (error.maybe_sent) outcome->earlier_attempt_may_have_landed = true;

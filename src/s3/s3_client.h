@@ -121,6 +121,17 @@ struct CompletedPart {
 // InvalidArgument naming the variable when one is not a positive number.
 StatusOr<S3ClientOptions> S3ClientOptionsFromEnvironment();
 
+// What every S3Client of this process sent and received since it started,
+// for benchmarks that count what a job asks of the server: requests (every
+// try), of them GETs, and the response bytes that came back (bodies, and
+// what went into callers' memory).
+struct ProcessS3Traffic {
+  uint64_t requests = 0;
+  uint64_t gets = 0;
+  uint64_t bytes_received = 0;
+};
+ProcessS3Traffic ProcessS3TrafficSoFar();
+
 class S3Client {
  public:
   // InvalidArgument for an endpoint that is not http(s)://host[:port].

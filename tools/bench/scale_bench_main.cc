@@ -33,7 +33,10 @@
 // of a real job pays once: the thread-ranks pay it W times), and the
 // process's peak anonymous memory. Loads go through OpenSharedStoreReader
 // (only the coordinator opens the store's database; --loads own: every
-// thread-rank opens its own reader, as each rank did before).
+// thread-rank opens its own reader, as each rank did before). With --dir
+// s3://BUCKET/PREFIX the stores go into a bucket (AWS's variables say
+// where), and each load also prints the requests and response bytes the
+// whole job asked of the server, and their share per rank.
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -56,6 +59,7 @@
 #include "cpu_time.h"
 #include "comm/thread_communicator.h"
 #include "format/metadata_codec.h"
+#include "s3/s3_client.h"
 
 using namespace ckptdb;
 namespace fs = std::filesystem;
@@ -148,6 +152,7 @@ struct Options {
   // thread-rank opens a reader of its own, as each rank did before).
   std::vector<std::string> loads = {"shared"};
   std::string dir;
+  bool bucket() const { return dir.rfind("s3://", 0) == 0; }
 };
 
 // One save as the coordinator and rank 1 saw it.
@@ -168,6 +173,8 @@ struct Result {
   double open_seconds = 0;
   size_t db_files = 0;
   uint64_t metadata_bytes = 0;
+  // Bucket stores: per load, what the whole job asked of the server.
+  std::vector<std::pair<std::string, s3::ProcessS3Traffic>> bucket_loads;
   // The most pieces (and their encoded bytes) one rank's load read.
   uint64_t load_pieces = 0, load_piece_bytes = 0;
   double wall = 0, cpu = 0;
@@ -176,14 +183,16 @@ struct Result {
 constexpr int64_t kCols = 64;
 
 Result Run(const Options& o, int world, bool baseline) {
-  const std::string store = o.dir + "/w" + std::to_string(world) + (baseline ? "-all" : "-rooted");
-  fs::remove_all(store);
+  const std::string name = "w" + std::to_string(world) + (baseline ? "-all" : "-rooted");
+  const std::string store = o.bucket() ? o.dir + (o.dir.back() == '/' ? "" : "/") + name + "/" : o.dir + "/" + name;
+  if (!o.bucket()) fs::remove_all(store);
   ThreadJob job(world, std::chrono::minutes(10));
   std::mutex mu;
   std::string failure;
   uint64_t load_pieces = 0, load_piece_bytes = 0;
   std::vector<PerSave> per_save;
   std::vector<std::pair<std::string, double>> phases;
+  std::vector<std::pair<std::string, s3::ProcessS3Traffic>> bucket_loads;
   const double c0 = CpuSeconds();
   const auto t0 = Clock::now();
   RunRanksAsThreads(job, [&](int rank, Communicator& inner) {
@@ -239,6 +248,12 @@ Result Run(const Options& o, int world, bool baseline) {
       ReaderOptions ro;
       ro.max_open_files = o.reader_files;
       ro.mmap_reads = o.reader_mmap;
+      // A bucket: the server's traffic of this load alone, between barriers.
+      s3::ProcessS3Traffic before;
+      if (o.bucket()) {
+        if (Status st = inner.Barrier(); !st.ok()) return fail(st);
+        before = s3::ProcessS3TrafficSoFar();
+      }
       const auto l0 = Clock::now();
       StatusOr<std::unique_ptr<StorageReader>> r = Status::OK();
       if (how == "own") {
@@ -258,6 +273,16 @@ Result Run(const Options& o, int world, bool baseline) {
       if (rank == 0) {
         phases.emplace_back("load (" + how + ")", std::chrono::duration<double>(Clock::now() - l0).count());
       }
+      if (o.bucket()) {
+        r->reset();  // (its connections closed)
+        if (Status st = inner.Barrier(); !st.ok()) return fail(st);
+        if (rank == 0) {
+          const s3::ProcessS3Traffic after = s3::ProcessS3TrafficSoFar();
+          bucket_loads.emplace_back(how, s3::ProcessS3Traffic{after.requests - before.requests,
+                                                              after.gets - before.gets,
+                                                              after.bytes_received - before.bytes_received});
+        }
+      }
       std::lock_guard<std::mutex> lock(mu);
       load_pieces = std::max(load_pieces, counting.pieces);
       load_piece_bytes = std::max(load_piece_bytes, counting.piece_bytes);
@@ -276,6 +301,7 @@ Result Run(const Options& o, int world, bool baseline) {
   res.load_piece_bytes = load_piece_bytes;
   res.saves = per_save;
   res.phases = phases;
+  res.bucket_loads = bucket_loads;
   {
     auto r = OpenStoreReader(store);
     StatusOr<StepMetadata> md = r.ok() ? (*r)->ReadMetadata(o.saves) : StatusOr<StepMetadata>(r.status());
@@ -294,9 +320,21 @@ Result Run(const Options& o, int world, bool baseline) {
     std::sort(opens.begin(), opens.end());
     res.open_seconds = opens[opens.size() / 2];
     std::error_code ec;
-    for (const auto& f : fs::recursive_directory_iterator(store, ec)) res.db_files += f.is_regular_file() ? 1 : 0;
+    if (!o.bucket()) {
+      for (const auto& f : fs::recursive_directory_iterator(store, ec)) res.db_files += f.is_regular_file() ? 1 : 0;
+    }
   }
-  fs::remove_all(store);
+  if (o.bucket()) {
+    // Deleting the steps deletes their objects.
+    auto w = OpenStoreWriter(store);
+    std::vector<int64_t> steps;
+    for (int s = 1; s <= o.saves; ++s) steps.push_back(s);
+    Status st = w.ok() ? (*w)->DeleteSteps(steps) : w.status();
+    if (!st.ok()) std::fprintf(stderr, "ckptdb-scale-bench: deleting the steps of %s: %s\n", store.c_str(),
+                                st.ToString().c_str());
+  } else {
+    fs::remove_all(store);
+  }
   return res;
 }
 
@@ -329,7 +367,9 @@ void Usage() {
       "job pays once, the thread-ranks pay W times). Also prints each phase's wall time on the coordinator,\n"
       "one reader's open of the finished store (what a rank of a real job pays once, here W times), and the\n"
       "process's peak anonymous memory (its peak RSS counts the store's files once per thread-rank's\n"
-      "mapping).\n");
+      "mapping). --dir s3://BUCKET/PREFIX: the stores go into that bucket (AWS_ENDPOINT_URL and the\n"
+      "credentials from AWS's variables), their steps deleted after; each load also prints the requests\n"
+      "(GETs) and response bytes the whole job asked of the server, and those per rank.\n");
 }
 
 }  // namespace
@@ -446,6 +486,13 @@ int main(int argc, char** argv) {
     for (const auto& [phase, seconds] : res[0].phases) std::printf(" %s %.2f", phase.c_str(), seconds);
     std::printf("; one reader's open %.1f ms (median of 9, the store holding %zu files)\n",
                 res[0].open_seconds * 1e3, res[0].db_files);
+    for (const auto& [how, t] : res[0].bucket_loads) {
+      std::printf("%6d bucket load (%s): the job sent %llu requests (%llu GETs) and received %s KiB; per rank %.2f "
+                  "requests, %.1f KiB\n",
+                  world, how.c_str(), static_cast<unsigned long long>(t.requests),
+                  static_cast<unsigned long long>(t.gets), Kb(t.bytes_received).c_str(),
+                  static_cast<double>(t.requests) / world, t.bytes_received / 1024.0 / world);
+    }
     const std::vector<PerSave>& ps = res[0].saves;
     if (ps.size() >= 2) {
       // Plan caching: the first save sends every plan, later ones a
