@@ -360,6 +360,29 @@ TEST_F(MultiProcessTest, RanksConnectOnlyToTheRanksTheyExchangeMessagesWith) {
                "load fetched from rank 3");
 }
 
+// Rank 0 holds a connection to every other rank. A node that starts the
+// processes with a soft limit of open files below that (clusters often set
+// 1,024 under a far higher hard limit) must not fail the job: each rank
+// raises its soft limit, up to the hard limit, as far as a connection to
+// every rank needs. A hard limit too low for that fails every rank alike,
+// saying so, before any rank connects.
+TEST_F(MultiProcessTest, ALimitOfOpenFilesBelowTheWorldIsRaisedOrNamed) {
+  constexpr int kWorld = 40;
+  JobResult saved = Save(kWorld, 1, {"--open-files", "30:20000"});
+  for (const RankResult& r : saved.ranks) ASSERT_EQ(r.code, "OK") << r.text;
+  JobResult loaded = LoadStep(kWorld, 1, {"--open-files", "30:20000"});
+  for (const RankResult& r : loaded.ranks) ASSERT_EQ(r.code, "OK") << r.text;
+
+  JobResult refused = Save(kWorld, 2, {"--open-files", "60:60@0"});
+  for (const RankResult& r : refused.ranks) {
+    EXPECT_EQ(r.code, "FailedPrecondition") << r.text;
+    EXPECT_EQ(r.text, refused.ranks[0].text);
+  }
+  EXPECT_NE(refused.ranks[0].text.find("rank 0 of job"), std::string::npos) << refused.ranks[0].text;
+  EXPECT_NE(refused.ranks[0].text.find("hard limit is 60"), std::string::npos) << refused.ranks[0].text;
+  EXPECT_NE(refused.ranks[0].text.find("ulimit -n"), std::string::npos) << refused.ranks[0].text;
+}
+
 // What a rank other than the coordinator receives in a save and in a load,
 // over gloo between processes, is the same at 4 and at 16 ranks (it grew
 // linearly with the world when plans and statuses were all-gathered).

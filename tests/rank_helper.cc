@@ -5,6 +5,7 @@
 //       [--stall-in-write RANK]...
 //       [--bad-target RANK] [--tag T] [--coordinator-only] [--kill-in-send RANK]...
 //       [--async] [--stop-in-write PID] [--stop-in-read PID] [--own-reader]
+//       [--open-files SOFT:HARD[@RANK]]
 //
 // Joins the job from the environment (DistributedConfig::FromEnvironment),
 // saves or loads a state dict of fixed global contents split over however
@@ -36,10 +37,14 @@
 // --stop-in-write PID / --stop-in-read PID: rank 0 stops process PID
 // (SIGSTOP) as it starts to write / to read: a server that stops answering
 // in the middle of the save or load (its sockets stay open).
+// --open-files SOFT:HARD[@RANK]: the process (rank RANK's only, when given)
+// starts with these limits of open files (RLIMIT_NOFILE), as a cluster's
+// node may start it.
 // OP is one of prepare, prepare_storage, write, async_write, write_bytes,
 // finish, read_metadata, read.
 #include <dlfcn.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -177,6 +182,7 @@ int main(int argc, char** argv) {
   bool async_save = false;
   bool by_columns = false;
   pid_t stop_in_write = 0, stop_in_read = 0;
+  std::string open_files;  // --open-files
   std::map<std::string, std::set<int>> fail;
   for (int i = 5; i < argc; ++i) {
     std::string a = argv[i];
@@ -207,6 +213,8 @@ int main(int argc, char** argv) {
       stop_in_write = static_cast<pid_t>(std::atoi(argv[++i]));
     } else if (a == "--stop-in-read" && i + 1 < argc) {
       stop_in_read = static_cast<pid_t>(std::atoi(argv[++i]));
+    } else if (a == "--open-files" && i + 1 < argc) {
+      open_files = argv[++i];
     } else if (a == "--stall-in-write" && i + 1 < argc) {
       stall_ranks.insert(std::atoi(argv[++i]));
     } else {
@@ -223,6 +231,16 @@ int main(int argc, char** argv) {
     st = config.status();
   } else {
     rank = config->rank;
+    if (!open_files.empty()) {
+      const size_t colon = open_files.find(':'), at = open_files.find('@');
+      if (colon == std::string::npos) return 2;
+      if (at == std::string::npos || std::atoi(open_files.c_str() + at + 1) == rank) {
+        rlimit r{};
+        r.rlim_cur = std::strtoull(open_files.c_str(), nullptr, 10);
+        r.rlim_max = std::strtoull(open_files.c_str() + colon + 1, nullptr, 10);
+        if (setrlimit(RLIMIT_NOFILE, &r) != 0) return 2;
+      }
+    }
     const char* die = std::getenv("CKPTDB_TEST_DIE_CONNECTING");
     g_die_connecting = die != nullptr && std::string(die) == "1";
     auto comm = ConnectGloo(*config);

@@ -145,6 +145,14 @@ struct DistributedConfig {
 // listens on loopback, every rank fails alike with InvalidArgument naming
 // that rank, its host, its address and CKPTDB_SOCKET_IFNAME and
 // CKPTDB_BIND_ADDRESS (never a bare "connection refused").
+// Open files: rank 0 holds a connection (a descriptor) to every other rank,
+// and so does any rank from its first rooted call as root. After the
+// rendezvous every rank raises its process's soft limit of open files
+// (RLIMIT_NOFILE) to W - 1 + 256 where it is lower, up to the hard limit
+// (nodes often start processes at 1,024 under a far higher hard limit);
+// when rank 0's hard limit leaves fewer than 64 beside its connections,
+// every rank fails alike with FailedPrecondition naming rank 0's limit and
+// how to raise it, before any rank connects.
 // SIGPIPE: where the process left it at its default action, the first call
 // sets it to ignored, so that a peer that dies turns into an error on every
 // survivor instead of killing them (a handler the process installed, or

@@ -26,6 +26,7 @@
 
 #include "ckptdb/distributed.h"
 #include "comm/bind_address.h"
+#include "comm/descriptor_limit.h"
 #include "comm/rendezvous.h"
 #include "comm/rendezvous_store.h"
 #include "format/status_codec.h"
@@ -793,6 +794,14 @@ StatusOr<std::unique_ptr<Communicator>> ConnectThrough(const DistributedConfig& 
   ASSIGN_OR_RETURN(std::string prefix, LaunchPrefix(store, config, deadline, where, what_to_do));
   Rendezvous rdv(store, config, prefix, where, what_to_do);
   RETURN_IF_ERROR(rdv.Join(deadline));
+  // Room for a connection to every other rank: rank 0 makes them now, and
+  // any rank that coordinates a rooted call later makes them then. Rank 0
+  // records a limit too low to raise, so that every rank fails alike.
+  if (Status room = EnsureDescriptorsFor(static_cast<uint64_t>(config.world_size - 1),
+                                         "rank " + std::to_string(config.rank) + " of " + where);
+      !room.ok() && config.rank == 0) {
+    return rdv.Fail(room);
+  }
   try {
     gloo::transport::tcp::attr attr;
     attr.hostname = listen.address;
