@@ -248,9 +248,9 @@ class BucketStoreWriter : public StoreWriter {
     if (!value.ok()) return out;  // an unreadable base offers nothing: every chunk is written
     StatusOr<WholeStepRecord> record = DecodeWholeStepRecord(*value);
     if (!record.ok()) return out;
-    const StepMetadata& base = record->metadata;
+    StepMetadata& base = record->metadata;
     if (base.step != latest.step || base.save_id != latest.summary.save_id) return out;
-    out = ReuseCandidatesFrom(base, planned);
+    out = ReuseCandidatesFrom(std::move(base), planned);
     if (!out.empty()) {
       std::lock_guard<std::mutex> lock(mu_);
       base_objects_[ctx.save_id] = std::move(record->objects);

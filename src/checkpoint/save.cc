@@ -1,4 +1,5 @@
 // The save protocol (include/ckptdb/checkpoint.h has the contract).
+#include <algorithm>
 #include <chrono>
 #include <exception>
 #include <map>
@@ -164,9 +165,17 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
   // each rank the report: the verdict, the save's id, and that rank's own
   // dedup candidates only.
   std::vector<std::string> reports_out;
+  // The coordinator's own candidates stay as they are (one process saving
+  // many pieces would otherwise encode, copy and parse each of them).
+  std::vector<ReuseCandidate> own_candidates;
   if (is_coordinator) {
     proto::PrepareReport r;
-    std::vector<proto::PrepareReport> candidates_of(comm->world_size());
+    // Each rank's candidates, on an arena: a coordinator of thousands of
+    // ranks encodes a candidate per piece of the step, and allocating and
+    // freeing each message's parts one by one was most of that work.
+    google::protobuf::Arena arena;
+    std::vector<proto::PrepareReport*> candidates_of(comm->world_size());
+    for (proto::PrepareReport*& c : candidates_of) c = google::protobuf::Arena::CreateMessage<proto::PrepareReport>(&arena);
     if (!planned.ok()) {
       StatusToProto(planned, r.mutable_plan_status());
     } else if (StatusOr<uint64_t> id = GuardedCall("prepare", [&] { return writer.Prepare(options.step); });
@@ -179,8 +188,19 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
       StatusOr<std::vector<ReuseCandidate>> reusable =
           GuardedCall("find_reusable", [&] { return writer.FindReusable(prepared_ctx, metadata); });
       if (reusable.ok()) {
-        for (const ReuseCandidate& c : *reusable) {
-          if (c.key.rank < candidates_of.size()) ToProto(c, candidates_of[c.key.rank].add_candidates());
+        auto own = [&](const ReuseCandidate& c) { return c.key.rank == static_cast<uint32_t>(coordinator); };
+        const size_t mine = static_cast<size_t>(std::count_if(reusable->begin(), reusable->end(), own));
+        if (mine == reusable->size()) {
+          own_candidates = std::move(*reusable);
+        } else {
+          own_candidates.reserve(mine);
+          for (ReuseCandidate& c : *reusable) {
+            if (own(c)) {
+              own_candidates.push_back(std::move(c));
+            } else if (c.key.rank < candidates_of.size()) {
+              ToProto(c, candidates_of[c.key.rank]->add_candidates());
+            }
+          }
         }
       } else {
         writer.Abort(prepared_ctx);
@@ -190,7 +210,7 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
     // (Serialized protobuf messages merge: the common part, then the rank's.)
     const std::string common = r.SerializeAsString();
     reports_out.resize(comm->world_size());
-    for (int k = 0; k < comm->world_size(); ++k) reports_out[k] = common + candidates_of[k].SerializeAsString();
+    for (int k = 0; k < comm->world_size(); ++k) reports_out[k] = common + candidates_of[k]->SerializeAsString();
   }
   std::string report;
   RETURN_IF_ERROR(comm->Scatter(reports_out, coordinator, &report).WithContext("save: sending the prepare report"));
@@ -203,7 +223,8 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
   SaveContext ctx{options.step, prepared.save_id(), rank, comm->world_size(), coordinator, comm->timeout()};
   metadata.save_id = ctx.save_id;
   // This rank's pieces that may share stored chunks.
-  std::vector<ReuseCandidate> candidates;
+  std::vector<ReuseCandidate> candidates = std::move(own_candidates);
+  candidates.reserve(candidates.size() + static_cast<size_t>(prepared.candidates_size()));
   for (const proto::ReuseCandidate& q : prepared.candidates()) candidates.push_back(FromProto(q));
   if (!candidates.empty() && plan.ok()) {
     std::unordered_map<uint32_t, const ReuseCandidate*> by_item;

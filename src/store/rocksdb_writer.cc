@@ -250,14 +250,16 @@ class RocksDBStoreWriter final : public StoreWriter {
     if (!it->Valid() || !ParseMetadataKey(it->key().ToStringView(), &latest)) return out;
     StatusOr<StepMetadata> base = CompleteStepMetadata(db_.get(), latest, it->value().ToStringView());
     if (!base.ok()) return out;
-    out = ReuseCandidatesFrom(*base, planned);
+    const SaveRef base_save{base->step, base->save_id};
+    const std::vector<SaveRef> base_shares = ReferencedSaves(*base);
+    out = ReuseCandidatesFrom(std::move(*base), planned);
     if (!out.empty()) {
       // What the new step may refer to: the base's own chunks and those it
       // shares (checked by Finish).
       ReuseBase& rb = reuse_base_[ctx.save_id];
-      rb.step = SaveRef{base->step, base->save_id};
+      rb.step = base_save;
       rb.saves.insert(rb.step);
-      for (const SaveRef& r : ReferencedSaves(*base)) rb.saves.insert(r);
+      for (const SaveRef& r : base_shares) rb.saves.insert(r);
     }
     return out;
   }

@@ -1,29 +1,69 @@
 #include "store/shared_chunks.h"
 
 #include <algorithm>
+#include <string_view>
+#include <tuple>
 #include <unordered_map>
 
 #include "format/keys.h"
 
 namespace ckptdb {
 
-std::vector<ReuseCandidate> ReuseCandidatesFrom(const StepMetadata& base, const StepMetadata& planned) {
+std::vector<ReuseCandidate> ReuseCandidatesFrom(StepMetadata base, const StepMetadata& planned) {
   std::vector<ReuseCandidate> out;
-  std::unordered_map<std::string, const EntryMetadata*> by_fqn;
-  for (const EntryMetadata& e : base.entries) by_fqn.emplace(e.fqn, &e);
+  size_t most = 0;
+  for (const EntryMetadata& e : planned.entries) most += e.pieces.size();
+  out.reserve(most);  // (a step of a thousand ranks has a piece per rank and entry)
+  std::unordered_map<std::string_view, EntryMetadata*> by_fqn;
+  for (EntryMetadata& e : base.entries) by_fqn.emplace(e.fqn, &e);
+  auto usable = [](const StoredPiece& p) { return !p.chunk_hashes.empty() && p.encoding != 0; };
+  auto same_region = [](const StoredPiece& a, const StoredPiece& b) {
+    return a.offsets == b.offsets && a.sizes == b.sizes;
+  };
   for (const EntryMetadata& e : planned.entries) {
-    auto b = by_fqn.find(e.fqn);
-    if (b == by_fqn.end() || b->second->kind != e.kind || b->second->dtype != e.dtype ||
-        b->second->shape != e.shape) {
+    auto found = by_fqn.find(e.fqn);
+    if (found == by_fqn.end() || found->second->kind != e.kind || found->second->dtype != e.dtype ||
+        found->second->shape != e.shape) {
       continue;
     }
-    std::map<std::pair<std::vector<int64_t>, std::vector<int64_t>>, const StoredPiece*> regions;
-    for (const StoredPiece& p : b->second->pieces) {
-      if (!p.chunk_hashes.empty() && p.encoding != 0) regions.emplace(std::make_pair(p.offsets, p.sizes), &p);
+    std::vector<StoredPiece>& stored = found->second->pieces;
+    // The usual case, a layout saved again: the pieces in the same order.
+    bool in_order = stored.size() == e.pieces.size();
+    for (size_t i = 0; in_order && i < stored.size(); ++i) in_order = same_region(stored[i], e.pieces[i]);
+    if (in_order) {
+      for (size_t i = 0; i < stored.size(); ++i) {
+        if (usable(stored[i])) {
+          out.push_back(ReuseCandidate{e.pieces[i].key, base.step, base.save_id, std::move(stored[i])});
+        }
+      }
+      continue;
     }
+    // Else by region: the stored pieces sorted by (offsets, sizes), each
+    // planned piece looked up.
+    std::vector<StoredPiece*> regions;
+    regions.reserve(stored.size());
+    for (StoredPiece& p : stored) {
+      if (usable(p)) regions.push_back(&p);
+    }
+    auto before = [](const StoredPiece* a, const StoredPiece* b) {
+      return std::tie(a->offsets, a->sizes) < std::tie(b->offsets, b->sizes);
+    };
+    auto region_before = [&](const StoredPiece* a, const StoredPiece& p) { return before(a, &p); };
+    std::stable_sort(regions.begin(), regions.end(), before);
+    // (Regions of one step are disjoint: at most one matches.)
+    regions.erase(std::unique(regions.begin(), regions.end(),
+                              [&](const StoredPiece* a, const StoredPiece* b) { return same_region(*a, *b); }),
+                  regions.end());
+    // (Each stored piece is taken once: the regions a plan gives an entry
+    // are disjoint.)
+    std::vector<char> taken(regions.size(), 0);
     for (const StoredPiece& p : e.pieces) {
-      auto r = regions.find(std::make_pair(p.offsets, p.sizes));
-      if (r != regions.end()) out.push_back(ReuseCandidate{p.key, base.step, base.save_id, *r->second});
+      auto r = std::lower_bound(regions.begin(), regions.end(), p, region_before);
+      const size_t k = static_cast<size_t>(r - regions.begin());
+      if (r != regions.end() && !taken[k] && same_region(**r, p)) {
+        taken[k] = 1;
+        out.push_back(ReuseCandidate{p.key, base.step, base.save_id, std::move(**r)});
+      }
     }
   }
   return out;

@@ -29,8 +29,10 @@ namespace ckptdb {
 // Deduplication's offer (StorageWriter::FindReusable): for each piece of
 // `planned` whose entry has the same kind, dtype and shape in `base` (the
 // store's latest committed step) and whose region `base` stored with chunk
-// hashes, that stored piece. Every store offers exactly these.
-std::vector<ReuseCandidate> ReuseCandidatesFrom(const StepMetadata& base, const StepMetadata& planned);
+// hashes, that stored piece. Every store offers exactly these. The
+// candidates' pieces are moved out of `base` (a step of thousands of ranks
+// holds a piece per rank and entry: copying them doubled the memory).
+std::vector<ReuseCandidate> ReuseCandidatesFrom(StepMetadata base, const StepMetadata& planned);
 
 // [begin, end) of data keys.
 using KeyRange = std::pair<std::string, std::string>;
