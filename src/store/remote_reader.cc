@@ -434,7 +434,7 @@ class RemoteStoreReader final : public StorageReader {
 
   StatusOr<ReadStats> Read(const StepMetadata& md, const std::vector<ReadItem>& items) override {
     if (chunks_ == ChunkPath::kPlaces) {
-      if (!IsCoordinator()) return ReadFiles(md, items);
+      if (!IsCoordinator()) return ReadPlaces(md, items);
       RETURN_IF_ERROR(Local());
       return local_->Read(md, items);
     }
@@ -454,7 +454,7 @@ class RemoteStoreReader final : public StorageReader {
 
   // A rank other than the coordinator (kPlaces): reads its chunks from the
   // places the coordinator named, opening no store.
-  StatusOr<ReadStats> ReadFiles(const StepMetadata& md, const std::vector<ReadItem>& items) {
+  StatusOr<ReadStats> ReadPlaces(const StepMetadata& md, const std::vector<ReadItem>& items) {
     if (!places_of_ || *places_of_ != std::make_pair(md.step, md.save_id)) {
       return Status::FailedPrecondition("rank " + std::to_string(comm_->rank()) + " reads step " +
                                         std::to_string(md.step) +
