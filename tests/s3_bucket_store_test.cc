@@ -593,6 +593,44 @@ TEST_F(BucketStoreTest, AnEntryOfManyPiecesLoadsOnlyThePagesItsRegionsMeet) {
   { Status loaded = load_rows(**old_reader, 0, 300); ASSERT_TRUE(loaded.ok()) << loaded; }
 }
 
+// A load of a few rows of each of several entries kept in pages reads a
+// page of each: pages that do not lie side by side in the record, a GET
+// each. Against a server slow to answer they are fetched at once, not one
+// after another (a rank's metadata read took a round trip per entry).
+TEST_F(BucketStoreTest, ThePagesOfSeveralEntriesAreFetchedAtOnce) {
+  const std::vector<std::string> names = {"a", "b", "c", "d"};
+  StateDict sd;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const Tensor full = PatternTensor(DType::kF32, {300, 8}, 50 + static_cast<int>(i));
+    std::vector<Shard> shards;
+    for (int64_t r = 0; r < 300; ++r) {
+      Tensor t = Tensor::Zeros(DType::kF32, {1, 8}).value();
+      std::memcpy(t.data(), static_cast<const char*>(full.data()) + r * 8 * 4, 8 * 4);
+      shards.push_back(Shard{{r, 0}, t});
+    }
+    (void)sd.Add(names[i], ShardedTensor::Create(DType::kF32, {300, 8}, std::move(shards)).value());
+  }
+  std::string record, value;
+  ASSERT_NO_FATAL_FAILURE(SaveStepOne(sd, &record, &value));
+  ::ckptdb::testing::S3FaultProxy proxy(Server().port);
+  auto reader = ReaderThrough(proxy);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  const int opened = proxy.requests();
+  using Action = ::ckptdb::testing::S3FaultProxy::Action;
+  proxy.set_late_answer_ms(300);
+  proxy.Script(std::vector<Action>(1 + names.size(), Action::kAnswerLate));
+  std::vector<EntryRegion> regions;
+  for (const std::string& n : names) regions.push_back(EntryRegion{n, {130, 0}, {10, 8}});
+  auto some = (*reader)->ReadMetadataFor(1, names, regions);
+  ASSERT_TRUE(some.ok()) << some.status();
+  EXPECT_EQ(proxy.requests() - opened, 1 + static_cast<int>(names.size())) << "the head, then page 2 of each";
+  EXPECT_GE(proxy.most_in_flight(), 2);
+  for (const std::string& n : names) {
+    EXPECT_TRUE(some->Find(n)->pieces_partial) << n;
+    EXPECT_EQ(some->Find(n)->pieces.size(), 64u) << n;
+  }
+}
+
 TEST(BucketStepRecordTest, Version3RoundTripsAndRefusesDamage) {
   StateDict sd;
   (void)sd.Add("a", PatternTensor(DType::kF32, {4, 4}, 1));

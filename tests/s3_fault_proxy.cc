@@ -153,6 +153,16 @@ void S3FaultProxy::Serve(int client) {
     return;
   }
   ++requests_;
+  // Requests being served at once (until this one is answered or dropped).
+  struct InFlight {
+    explicit InFlight(S3FaultProxy* p) : proxy(p) {
+      const int now = ++proxy->in_flight_;
+      for (int most = proxy->most_in_flight_.load(); now > most && !proxy->most_in_flight_.compare_exchange_weak(most, now);) {
+      }
+    }
+    ~InFlight() { --proxy->in_flight_; }
+    S3FaultProxy* proxy;
+  } in_flight(this);
   std::string fail_containing, corrupt_containing;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -64,6 +64,8 @@ class S3FaultProxy {
     corrupt_containing_ = part;
   }
   int requests() const { return requests_.load(); }
+  // The most requests that were being served at once, so far.
+  int most_in_flight() const { return most_in_flight_.load(); }
   // How many requests so far had a request line (method, path, query)
   // containing `part`.
   int requests_containing(const std::string& part) {
@@ -88,6 +90,8 @@ class S3FaultProxy {
   int port_ = 0;
   std::atomic<bool> stopping_{false};
   std::atomic<int> requests_{0};
+  std::atomic<int> in_flight_{0};
+  std::atomic<int> most_in_flight_{0};
   std::atomic<int> forwarded_{0};
   std::atomic<int> held_{0};
   std::atomic<int> late_answer_ms_{0};

@@ -984,17 +984,31 @@ class BucketReader : public StoreReader, public ChunkPlaceSource {
       if (!head->head.pages[i].empty()) pieces[i];
     }
     const std::string key = StepRecordKey(prefix_, save.step, save.save_id);
+    // Runs of adjacent values, a GET each: fetched threads_ at once (a rank
+    // loading its own rows of many paged entries reads a page of each, which
+    // do not lie side by side), decoded in order on this thread.
+    std::vector<std::pair<size_t, size_t>> runs;  // [a, b) of values
     for (size_t a = 0; a < values.size();) {
       size_t b = a + 1;
       while (b < values.size() && values[b].at.offset == values[b - 1].at.offset + values[b - 1].at.size) ++b;
+      runs.emplace_back(a, b);
+      a = b;
+    }
+    auto fetch = [&](size_t r, std::string* run) -> Status {
+      const auto [a, b] = runs[r];
       const uint64_t begin = values[a].at.offset;
       const uint64_t end = values[b - 1].at.offset + values[b - 1].at.size;
-      ASSIGN_OR_RETURN(std::string run, GetRecord(save.step, key, begin, end - begin));
-      if (run.size() != end - begin) {
+      ASSIGN_OR_RETURN(*run, GetRecord(save.step, key, begin, end - begin));
+      if (run->size() != end - begin) {
         return Status::DataLoss("step record s3://" + bucket_ + "/" + key + " of step " + std::to_string(save.step) +
                                 " ends before the pieces of entry '" + metadata->entries[values[b - 1].entry].fqn +
                                 "'");
       }
+      return Status::OK();
+    };
+    auto decode = [&](size_t r, std::string& run) -> Status {
+      const auto [a, b] = runs[r];
+      const uint64_t begin = values[a].at.offset;
       for (size_t k = a; k < b; ++k) {
         const Value& v = values[k];
         const std::string_view bytes = std::string_view(run).substr(v.at.offset - begin, v.at.size);
@@ -1005,8 +1019,10 @@ class BucketReader : public StoreReader, public ChunkPlaceSource {
                                                 &head->head.pages[v.entry][*v.page], &pieces[v.entry]));
         }
       }
-      a = b;
-    }
+      return Status::OK();
+    };
+    const int threads = static_cast<int>(std::min<size_t>(runs.size(), static_cast<size_t>(threads_)));
+    RETURN_IF_ERROR(RunOrdered(runs.size(), threads, static_cast<size_t>(std::max(threads, 1)) * 2, fetch, decode));
     for (auto& [i, got] : pieces) {
       const bool all = std::find(paged_all.begin(), paged_all.end(), i) != paged_all.end();
       RETURN_IF_ERROR(all ? AdoptEntryPieces(std::move(got), *metadata, &metadata->entries[i])
