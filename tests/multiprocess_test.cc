@@ -22,6 +22,8 @@
 namespace ckptdb {
 namespace {
 
+namespace fs = std::filesystem;
+
 using Clock = std::chrono::steady_clock;
 
 using RankResult = testing::ProcResult;
@@ -381,6 +383,37 @@ TEST_F(MultiProcessTest, ALimitOfOpenFilesBelowTheWorldIsRaisedOrNamed) {
   EXPECT_NE(refused.ranks[0].text.find("rank 0 of job"), std::string::npos) << refused.ranks[0].text;
   EXPECT_NE(refused.ranks[0].text.find("hard limit is 60"), std::string::npos) << refused.ranks[0].text;
   EXPECT_NE(refused.ranks[0].text.find("ulimit -n"), std::string::npos) << refused.ranks[0].text;
+}
+
+// Rank 0 connects to every other rank at once. A container or a scheduler
+// often caps the tasks (threads) a job's processes may start (a cgroup's
+// pids.max: Kubernetes' pod pid limit): rank 0 started a thread per peer,
+// and a thread it could not start ended the process (std::terminate). It
+// now connects on the threads it can have.
+TEST_F(MultiProcessTest, RankZeroConnectsUnderALimitOfTasks) {
+  const std::string cgroup = "/sys/fs/cgroup/pids/ckptdb-test-" + std::to_string(getpid());
+  std::error_code ec;
+  fs::create_directory(cgroup, ec);
+  if (ec || !fs::exists(cgroup + "/pids.max")) {
+    GTEST_SKIP() << "no cgroup pids controller to make a limit of tasks with at " << cgroup;
+  }
+  struct Remove {
+    std::string dir;
+    ~Remove() {
+      std::error_code e;
+      fs::remove(dir, e);  // (rmdir: the job's processes have left it)
+    }
+  } remove{cgroup};
+  {
+    std::ofstream max(cgroup + "/pids.max");
+    max << 24 << std::endl;
+    ASSERT_TRUE(max.good());
+  }
+  constexpr int kWorld = 48;
+  JobResult saved = Save(kWorld, 1, {"--pids-cgroup", cgroup + "@0"});
+  for (const RankResult& r : saved.ranks) ASSERT_EQ(r.code, "OK") << r.text;
+  JobResult loaded = LoadStep(kWorld, 1, {"--pids-cgroup", cgroup + "@0"});
+  for (const RankResult& r : loaded.ranks) ASSERT_EQ(r.code, "OK") << r.text;
 }
 
 // What a rank other than the coordinator receives in a save and in a load,

@@ -5,7 +5,7 @@
 //       [--stall-in-write RANK]...
 //       [--bad-target RANK] [--tag T] [--coordinator-only] [--kill-in-send RANK]...
 //       [--async] [--stop-in-write PID] [--stop-in-read PID] [--own-reader]
-//       [--open-files SOFT:HARD[@RANK]]
+//       [--open-files SOFT:HARD[@RANK]] [--pids-cgroup DIR@RANK]
 //
 // Joins the job from the environment (DistributedConfig::FromEnvironment),
 // saves or loads a state dict of fixed global contents split over however
@@ -39,7 +39,9 @@
 // in the middle of the save or load (its sockets stay open).
 // --open-files SOFT:HARD[@RANK]: the process (rank RANK's only, when given)
 // starts with these limits of open files (RLIMIT_NOFILE), as a cluster's
-// node may start it.
+// node may start it. --pids-cgroup DIR@RANK: rank RANK moves itself into
+// the cgroup at DIR (writes its pid to DIR/cgroup.procs) before it connects:
+// a container's limit of tasks (pids.max) that its threads count against.
 // OP is one of prepare, prepare_storage, write, async_write, write_bytes,
 // finish, read_metadata, read.
 #include <dlfcn.h>
@@ -183,6 +185,7 @@ int main(int argc, char** argv) {
   bool by_columns = false;
   pid_t stop_in_write = 0, stop_in_read = 0;
   std::string open_files;  // --open-files
+  std::string pids_cgroup;  // --pids-cgroup
   std::map<std::string, std::set<int>> fail;
   for (int i = 5; i < argc; ++i) {
     std::string a = argv[i];
@@ -213,6 +216,8 @@ int main(int argc, char** argv) {
       stop_in_write = static_cast<pid_t>(std::atoi(argv[++i]));
     } else if (a == "--stop-in-read" && i + 1 < argc) {
       stop_in_read = static_cast<pid_t>(std::atoi(argv[++i]));
+    } else if (a == "--pids-cgroup" && i + 1 < argc) {
+      pids_cgroup = argv[++i];
     } else if (a == "--open-files" && i + 1 < argc) {
       open_files = argv[++i];
     } else if (a == "--stall-in-write" && i + 1 < argc) {
@@ -240,6 +245,11 @@ int main(int argc, char** argv) {
         r.rlim_max = std::strtoull(open_files.c_str() + colon + 1, nullptr, 10);
         if (setrlimit(RLIMIT_NOFILE, &r) != 0) return 2;
       }
+    }
+    if (const size_t at = pids_cgroup.rfind('@'); at != std::string::npos && std::atoi(pids_cgroup.c_str() + at + 1) == rank) {
+      std::ofstream procs(pids_cgroup.substr(0, at) + "/cgroup.procs");
+      procs << getpid() << std::endl;
+      if (!procs) return 2;
     }
     const char* die = std::getenv("CKPTDB_TEST_DIE_CONNECTING");
     g_die_connecting = die != nullptr && std::string(die) == "1";

@@ -20,8 +20,10 @@
 #include <csignal>
 #include <cstring>
 #include <map>
+#include <functional>
 #include <mutex>
 #include <thread>
+#include <system_error>
 #include <vector>
 
 #include "ckptdb/distributed.h"
@@ -45,6 +47,33 @@ Status FromException(const std::exception& e, const std::string& what) {
     return Status::DeadlineExceeded(m);
   }
   return Status::Unavailable(m);
+}
+
+// Runs connect(p) for every peer of `peers`, on up to kConnectThreads
+// threads at once, so that connecting takes one timeout, not one per peer
+// in turn, without a thread per peer: rank 0 of thousands of ranks would
+// start thousands at once, past the tasks a container or a cgroup allows
+// (Kubernetes' pod pid limit, a scheduler's), where a thread that cannot be
+// started ended the process. Threads that cannot be started are done
+// without: the calling thread connects too.
+constexpr size_t kConnectThreads = 64;
+void ConnectEach(const std::vector<int>& peers, const std::function<void(int)>& connect) {
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < peers.size(); i = next++) connect(peers[i]);
+  };
+  std::vector<std::thread> threads;
+  const size_t want = std::min(peers.size(), kConnectThreads) - (peers.empty() ? 0 : 1);
+  threads.reserve(want);
+  for (size_t t = 0; t < want; ++t) {
+    try {
+      threads.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // (no more threads to be had: the ones started and this one do the rest)
+    }
+  }
+  work();
+  for (std::thread& t : threads) t.join();
 }
 
 // A gloo context over pairs that ConnectGloo connected itself.
@@ -652,18 +681,13 @@ class GlooCommunicator final : public Communicator {
       peers.push_back(root);
     }
     std::vector<Status> why(n);
-    std::vector<std::thread> threads;
-    threads.reserve(peers.size());
-    for (int p : peers) {
-      threads.emplace_back([&, p] {
-        try {
-          pairs_->getPair(p)->connect(std::vector<char>(addresses[p].begin(), addresses[p].end()));
-        } catch (const std::exception& e) {
-          why[p] = FromException(e, what + ": rank " + std::to_string(me) + " to rank " + std::to_string(p));
-        }
-      });
-    }
-    for (std::thread& t : threads) t.join();
+    ConnectEach(peers, [&](int p) {
+      try {
+        pairs_->getPair(p)->connect(std::vector<char>(addresses[p].begin(), addresses[p].end()));
+      } catch (const std::exception& e) {
+        why[p] = FromException(e, what + ": rank " + std::to_string(me) + " to rank " + std::to_string(p));
+      }
+    });
     for (int p : peers) {
       if (why[p].ok()) {
         connected_[p] = 1;
@@ -750,23 +774,18 @@ void IgnoreSigpipeUnlessHandled() {
 }
 
 
-// Connects this rank's pairs with `peers`, all at once (one thread per
-// peer), so that connecting takes one timeout, not one per peer in turn.
+// Connects this rank's pairs with `peers`, many at once (ConnectEach).
 // `addresses[p]`: the address of rank p's pair for this rank.
 Status ConnectPairs(gloo::transport::Context& pairs, const DistributedConfig& c,
                     const std::vector<std::vector<char>>& addresses, const std::vector<int>& peers) {
   std::vector<std::string> errors(c.world_size);
-  std::vector<std::thread> threads;
-  for (int peer : peers) {
-    threads.emplace_back([&pairs, &errors, &addresses, peer] {
-      try {
-        pairs.getPair(peer)->connect(addresses[peer]);
-      } catch (const std::exception& e) {
-        errors[peer] = e.what();
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
+  ConnectEach(peers, [&](int peer) {
+    try {
+      pairs.getPair(peer)->connect(addresses[peer]);
+    } catch (const std::exception& e) {
+      errors[peer] = e.what();
+    }
+  });
   std::string failed, detail;
   bool timed_out = false;
   for (int peer = 0; peer < c.world_size; ++peer) {
