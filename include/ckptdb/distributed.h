@@ -152,7 +152,10 @@ struct DistributedConfig {
 // (nodes often start processes at 1,024 under a far higher hard limit);
 // when rank 0's hard limit leaves fewer than 64 beside its connections,
 // every rank fails alike with FailedPrecondition naming rank 0's limit and
-// how to raise it, before any rank connects.
+// how to raise it, before any rank connects. Connections are made on at
+// most 64 threads at once, and on fewer where no more tasks may be started
+// (a container's or a cgroup's limit): connecting takes about one timeout,
+// not one per peer.
 // SIGPIPE: where the process left it at its default action, the first call
 // sets it to ignored, so that a peer that dies turns into an error on every
 // survivor instead of killing them (a handler the process installed, or
