@@ -389,7 +389,8 @@ TEST_F(MultiProcessTest, ALimitOfOpenFilesBelowTheWorldIsRaisedOrNamed) {
 // often caps the tasks (threads) a job's processes may start (a cgroup's
 // pids.max: Kubernetes' pod pid limit): rank 0 started a thread per peer,
 // and a thread it could not start ended the process (std::terminate). It
-// now connects on the threads it can have.
+// now connects on the threads it can have; and so, as the coordinator of a
+// store on its host only, it receives and serves every rank.
 TEST_F(MultiProcessTest, RankZeroConnectsUnderALimitOfTasks) {
   const std::string cgroup = "/sys/fs/cgroup/pids/ckptdb-test-" + std::to_string(getpid());
   std::error_code ec;
@@ -414,6 +415,13 @@ TEST_F(MultiProcessTest, RankZeroConnectsUnderALimitOfTasks) {
   for (const RankResult& r : saved.ranks) ASSERT_EQ(r.code, "OK") << r.text;
   JobResult loaded = LoadStep(kWorld, 1, {"--pids-cgroup", cgroup + "@0"});
   for (const RankResult& r : loaded.ranks) ASSERT_EQ(r.code, "OK") << r.text;
+  // The store on the coordinator's host only: it receives every rank's
+  // files, and serves every rank its chunks, on a thread per rank it can have.
+  const std::vector<std::string> only = {"--pids-cgroup", cgroup + "@0", "--coordinator-only"};
+  JobResult sent = Save(kWorld, 2, only);
+  for (const RankResult& r : sent.ranks) ASSERT_EQ(r.code, "OK") << r.text;
+  JobResult served = LoadStep(kWorld, 2, only);
+  for (const RankResult& r : served.ranks) ASSERT_EQ(r.code, "OK") << r.text;
 }
 
 // What a rank other than the coordinator receives in a save and in a load,

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <exception>
 #include <map>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 
@@ -10,6 +11,7 @@
 #include "ckptdb/checkpoint.h"
 #include "device/device_staging.h"
 #include "util/guarded_call.h"
+#include "util/thread_fanout.h"
 #include "checkpoint/planner.h"
 #include "comm/resolve_communicator.h"
 #include "comm/transfer.h"
@@ -242,16 +244,16 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
   const bool sent = writer.delivery() == FileDelivery::kSent;
   std::vector<WriteResult> results(comm->world_size());
   std::vector<Status> received(comm->world_size());
-  std::vector<std::thread> receivers;
+  // (A thread per rank, as many as can be started: util/thread_fanout.h.)
+  std::optional<ThreadFanout> receivers;
   if (sent && is_coordinator) {
-    for (int r = 0; r < comm->world_size(); ++r) {
-      if (r == coordinator) continue;
-      receivers.emplace_back([&, r] {
-        received[r] = ReceiveFiles(
-            *comm, r, [&](const std::string& name) { return writer.ReceivedFilePath(ctx, r, name); },
-            &results[r].files);
-      });
-    }
+    const size_t others = static_cast<size_t>(comm->world_size() - 1);
+    receivers.emplace(others, others, [&](size_t i) {
+      const int r = static_cast<int>(i) < coordinator ? static_cast<int>(i) : static_cast<int>(i) + 1;
+      received[r] = ReceiveFiles(
+          *comm, r, [&](const std::string& name) { return writer.ReceivedFilePath(ctx, r, name); },
+          &results[r].files);
+    });
   }
   proto::WriteReport wr;
   // The coordinator's own written items stay as they are: its report to
@@ -286,7 +288,7 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
       writer.DiscardLocalFiles(ctx);
     }
   }
-  for (std::thread& t : receivers) t.join();
+  if (receivers) receivers->Join();
   // The ranks whose files did not arrive (kSent), each with why.
   auto not_received = [&](size_t r) { return received[r].WithContext("sending its files to the coordinator"); };
   std::vector<std::string> reports;

@@ -33,6 +33,7 @@
 #include "comm/rendezvous_store.h"
 #include "format/status_codec.h"
 #include "util/le_bytes.h"
+#include "util/thread_fanout.h"
 #include "util/status_macros.h"
 
 namespace ckptdb {
@@ -49,31 +50,14 @@ Status FromException(const std::exception& e, const std::string& what) {
   return Status::Unavailable(m);
 }
 
-// Runs connect(p) for every peer of `peers`, on up to kConnectThreads
-// threads at once, so that connecting takes one timeout, not one per peer
-// in turn, without a thread per peer: rank 0 of thousands of ranks would
-// start thousands at once, past the tasks a container or a cgroup allows
-// (Kubernetes' pod pid limit, a scheduler's), where a thread that cannot be
-// started ended the process. Threads that cannot be started are done
-// without: the calling thread connects too.
+// Connections are made on up to kConnectThreads threads at once
+// (util/thread_fanout.h: fewer where no more can be started), so that
+// connecting takes one timeout, not one per peer in turn, without a thread
+// per peer: rank 0 of thousands of ranks would start thousands at once.
 constexpr size_t kConnectThreads = 64;
 void ConnectEach(const std::vector<int>& peers, const std::function<void(int)>& connect) {
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i = next++; i < peers.size(); i = next++) connect(peers[i]);
-  };
-  std::vector<std::thread> threads;
-  const size_t want = std::min(peers.size(), kConnectThreads) - (peers.empty() ? 0 : 1);
-  threads.reserve(want);
-  for (size_t t = 0; t < want; ++t) {
-    try {
-      threads.emplace_back(work);
-    } catch (const std::system_error&) {
-      break;  // (no more threads to be had: the ones started and this one do the rest)
-    }
-  }
-  work();
-  for (std::thread& t : threads) t.join();
+  ThreadFanout fanout(peers.size(), kConnectThreads, [&](size_t i) { connect(peers[i]); });
+  fanout.Join();
 }
 
 // A gloo context over pairs that ConnectGloo connected itself.

@@ -59,6 +59,7 @@
 #include "store/rocksdb_store_internal.h"
 #include "util/le_bytes.h"
 #include "util/ordered_parallel.h"
+#include "util/thread_fanout.h"
 #include "util/status_macros.h"
 
 namespace ckptdb {
@@ -683,13 +684,14 @@ class RemoteStoreReader final : public StorageReader {
     // read by ReadMetadataFor), or of `md` when that is whole.
     const bool whole = served_.has_value() && served_->step == md.step && served_->save_id == md.save_id;
     const StepChunks chunks(whole ? *served_ : md);
-    std::vector<std::thread> servers;
-    for (int peer = 0; peer < comm_->world_size(); ++peer) {
-      if (peer == coordinator_) continue;
-      servers.emplace_back([this, peer, &md, &chunks] { (void)ServeRank(peer, md, chunks); });
-    }
+    // A thread per other rank, as many as can be started (util/thread_fanout.h).
+    const size_t others = static_cast<size_t>(comm_->world_size() - 1);
+    ThreadFanout servers(others, others, [&](size_t i) {
+      const int peer = static_cast<int>(i) < coordinator_ ? static_cast<int>(i) : static_cast<int>(i) + 1;
+      (void)ServeRank(peer, md, chunks);
+    });
     StatusOr<ReadStats> mine = local_->Read(md, items);
-    for (std::thread& t : servers) t.join();
+    servers.Join();
     // (A rank that was not served reports its own error, which Load shares.)
     return mine;
   }
