@@ -246,7 +246,8 @@ int main(int argc, char** argv) {
         if (setrlimit(RLIMIT_NOFILE, &r) != 0) return 2;
       }
     }
-    if (const size_t at = pids_cgroup.rfind('@'); at != std::string::npos && std::atoi(pids_cgroup.c_str() + at + 1) == rank) {
+    const size_t at = pids_cgroup.rfind('@');
+    if (at != std::string::npos && std::atoi(pids_cgroup.c_str() + at + 1) == rank) {
       std::ofstream procs(pids_cgroup.substr(0, at) + "/cgroup.procs");
       procs << getpid() << std::endl;
       if (!procs) return 2;

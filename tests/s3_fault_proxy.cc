@@ -157,7 +157,8 @@ void S3FaultProxy::Serve(int client) {
   struct InFlight {
     explicit InFlight(S3FaultProxy* p) : proxy(p) {
       const int now = ++proxy->in_flight_;
-      for (int most = proxy->most_in_flight_.load(); now > most && !proxy->most_in_flight_.compare_exchange_weak(most, now);) {
+      int most = proxy->most_in_flight_.load();
+      while (now > most && !proxy->most_in_flight_.compare_exchange_weak(most, now)) {
       }
     }
     ~InFlight() { --proxy->in_flight_; }

@@ -177,7 +177,9 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
     // freeing each message's parts one by one was most of that work.
     google::protobuf::Arena arena;
     std::vector<proto::PrepareReport*> candidates_of(comm->world_size());
-    for (proto::PrepareReport*& c : candidates_of) c = google::protobuf::Arena::CreateMessage<proto::PrepareReport>(&arena);
+    for (proto::PrepareReport*& c : candidates_of) {
+      c = google::protobuf::Arena::CreateMessage<proto::PrepareReport>(&arena);
+    }
     if (!planned.ok()) {
       StatusToProto(planned, r.mutable_plan_status());
     } else if (StatusOr<uint64_t> id = GuardedCall("prepare", [&] { return writer.Prepare(options.step); });
