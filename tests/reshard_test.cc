@@ -93,7 +93,10 @@ class ReshardBase : public ::testing::Test {
   }
 
   // Saves `full` in `saved` layout (ranks as threads), loads it in `loaded`
-  // layout and checks every loaded shard against `full`.
+  // layout and checks every loaded shard against `full`. Odd steps load
+  // through OpenSharedStoreReader (what a job's load uses: only the
+  // coordinator opens the database, the ranks read the files it names),
+  // even steps through a reader of each rank's own.
   void SaveThenLoad(const Tensor& full, const Layout& saved, const Layout& loaded, int64_t step) {
     SCOPED_TRACE(std::string(saved.name) + " -> " + loaded.name + " (" + cut().name + ")");
     const int save_world = static_cast<int>(saved.per_rank.size());
@@ -129,7 +132,13 @@ class ReshardBase : public ::testing::Test {
     std::vector<StateDict> targets(load_world);
     statuses.assign(load_world, Status());
     testing::RunRanksAsThreads(load_world, [&](int rank, Communicator& comm) {
-      auto r = OpenStoreReader(store_);
+      StatusOr<std::unique_ptr<StorageReader>> r = Status::OK();
+      if (step % 2 == 1) {
+        r = OpenSharedStoreReader(store_, &comm);
+      } else {
+        StatusOr<std::unique_ptr<StoreReader>> own = OpenStoreReader(store_);
+        r = own.ok() ? StatusOr<std::unique_ptr<StorageReader>>(std::move(own).value()) : own.status();
+      }
       StateDict& sd = targets[rank];
       (void)sd.Add("t", Shards(full, loaded, rank, true));
       LoadOptions o;

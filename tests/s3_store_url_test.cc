@@ -158,38 +158,50 @@ class S3StoreUrlTest : public ::testing::Test {
 TEST_F(S3StoreUrlTest, SavedOnFourRanksLoadsOnThreeColumnsAndOnOne) {
   const Tensor full = PatternTensor(DType::kF32, {96, 48}, 3);
   SaveOn(4, full, 10);
-  std::vector<Status> statuses(3);
-  std::vector<bool> same(3, false);
-  std::mutex mu;
-  ::ckptdb::testing::RunRanksAsThreads(3, [&](int rank, Communicator& comm) {
-    auto reader = OpenStoreReader(url_);
-    Status st = reader.status();
-    bool ok = false;
-    if (reader.ok()) {
-      const int64_t cols = 16;
-      Tensor target = Tensor::Zeros(DType::kF32, {96, cols}).value();
-      StateDict sd;
-      std::vector<Shard> shards{Shard{{0, rank * cols}, target}};
-      (void)sd.Add("t", ShardedTensor::Create(DType::kF32, {96, 48}, std::move(shards)).value());
-      LoadOptions o;
-      o.step = 10;
-      o.communicator = &comm;
-      st = Load(sd, **reader, o);
-      const Shard& got = std::get<ShardedTensor>(*sd.Find("t")).local_shards()[0];
-      ok = true;
-      const float* g = static_cast<const float*>(got.tensor.data());
-      const float* f = static_cast<const float*>(full.data());
-      for (int64_t r = 0; r < 96 && ok; ++r) {
-        ok = std::memcmp(g + r * cols, f + r * 48 + rank * cols, cols * sizeof(float)) == 0;
+  // Through a reader of each rank's own, and through OpenSharedStoreReader
+  // (the coordinator names each rank the objects its columns lie in: every
+  // saving rank's).
+  for (bool shared : {false, true}) {
+    SCOPED_TRACE(shared ? "shared reader" : "own readers");
+    std::vector<Status> statuses(3);
+    std::vector<bool> same(3, false);
+    std::mutex mu;
+    ::ckptdb::testing::RunRanksAsThreads(3, [&](int rank, Communicator& comm) {
+      StatusOr<std::unique_ptr<StorageReader>> reader = Status::OK();
+      if (shared) {
+        reader = OpenSharedStoreReader(url_, &comm);
+      } else {
+        StatusOr<std::unique_ptr<StoreReader>> own = OpenStoreReader(url_);
+        reader = own.ok() ? StatusOr<std::unique_ptr<StorageReader>>(std::move(own).value()) : own.status();
       }
+      Status st = reader.status();
+      bool ok = false;
+      if (reader.ok()) {
+        const int64_t cols = 16;
+        Tensor target = Tensor::Zeros(DType::kF32, {96, cols}).value();
+        StateDict sd;
+        std::vector<Shard> shards{Shard{{0, rank * cols}, target}};
+        (void)sd.Add("t", ShardedTensor::Create(DType::kF32, {96, 48}, std::move(shards)).value());
+        LoadOptions o;
+        o.step = 10;
+        o.communicator = &comm;
+        st = Load(sd, **reader, o);
+        const Shard& got = std::get<ShardedTensor>(*sd.Find("t")).local_shards()[0];
+        ok = true;
+        const float* g = static_cast<const float*>(got.tensor.data());
+        const float* f = static_cast<const float*>(full.data());
+        for (int64_t r = 0; r < 96 && ok; ++r) {
+          ok = std::memcmp(g + r * cols, f + r * 48 + rank * cols, cols * sizeof(float)) == 0;
+        }
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      statuses[rank] = st;
+      same[rank] = ok;
+    });
+    for (int r = 0; r < 3; ++r) {
+      ASSERT_TRUE(statuses[r].ok()) << statuses[r];
+      EXPECT_TRUE(same[r]) << "rank " << r;
     }
-    std::lock_guard<std::mutex> lock(mu);
-    statuses[rank] = st;
-    same[rank] = ok;
-  });
-  for (int r = 0; r < 3; ++r) {
-    ASSERT_TRUE(statuses[r].ok()) << statuses[r];
-    EXPECT_TRUE(same[r]) << "rank " << r;
   }
   EXPECT_TRUE(LoadT(10).BitwiseEquals(full));
   auto reader = OpenStoreReader(url_);
