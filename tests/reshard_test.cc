@@ -132,13 +132,7 @@ class ReshardBase : public ::testing::Test {
     std::vector<StateDict> targets(load_world);
     statuses.assign(load_world, Status());
     testing::RunRanksAsThreads(load_world, [&](int rank, Communicator& comm) {
-      StatusOr<std::unique_ptr<StorageReader>> r = Status::OK();
-      if (step % 2 == 1) {
-        r = OpenSharedStoreReader(store_, &comm);
-      } else {
-        StatusOr<std::unique_ptr<StoreReader>> own = OpenStoreReader(store_);
-        r = own.ok() ? StatusOr<std::unique_ptr<StorageReader>>(std::move(own).value()) : own.status();
-      }
+      StatusOr<std::unique_ptr<StorageReader>> r = testing::OpenLoadReader(store_, comm, step % 2 == 1);
       StateDict& sd = targets[rank];
       (void)sd.Add("t", Shards(full, loaded, rank, true));
       LoadOptions o;

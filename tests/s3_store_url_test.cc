@@ -115,12 +115,7 @@ class S3StoreUrlTest : public ::testing::Test {
     std::vector<Status> statuses(world);
     std::mutex mu;
     ::ckptdb::testing::RunRanksAsThreads(world, [&](int rank, Communicator& comm) {
-      StatusOr<std::unique_ptr<StorageReader>> reader = [&]() -> StatusOr<std::unique_ptr<StorageReader>> {
-        if (!own) return OpenSharedStoreReader(url_, &comm);
-        StatusOr<std::unique_ptr<StoreReader>> r = OpenStoreReader(url_);
-        if (!r.ok()) return r.status();
-        return std::unique_ptr<StorageReader>(std::move(r).value());
-      }();
+      StatusOr<std::unique_ptr<StorageReader>> reader = ::ckptdb::testing::OpenLoadReader(url_, comm, !own);
       Status st = reader.status();
       if (st.ok()) {
         const int64_t rows = full.shape()[0] / world;
@@ -167,13 +162,7 @@ TEST_F(S3StoreUrlTest, SavedOnFourRanksLoadsOnThreeColumnsAndOnOne) {
     std::vector<bool> same(3, false);
     std::mutex mu;
     ::ckptdb::testing::RunRanksAsThreads(3, [&](int rank, Communicator& comm) {
-      StatusOr<std::unique_ptr<StorageReader>> reader = Status::OK();
-      if (shared) {
-        reader = OpenSharedStoreReader(url_, &comm);
-      } else {
-        StatusOr<std::unique_ptr<StoreReader>> own = OpenStoreReader(url_);
-        reader = own.ok() ? StatusOr<std::unique_ptr<StorageReader>>(std::move(own).value()) : own.status();
-      }
+      StatusOr<std::unique_ptr<StorageReader>> reader = ::ckptdb::testing::OpenLoadReader(url_, comm, shared);
       Status st = reader.status();
       bool ok = false;
       if (reader.ok()) {

@@ -263,4 +263,11 @@ StatusOr<ReadStats> FaultyReader::Read(const StepMetadata& m, const std::vector<
   return inner_->Read(m, items);
 }
 
+StatusOr<std::unique_ptr<StorageReader>> OpenLoadReader(const std::string& path, Communicator& comm, bool shared) {
+  if (shared) return OpenSharedStoreReader(path, &comm);
+  StatusOr<std::unique_ptr<StoreReader>> own = OpenStoreReader(path);
+  if (!own.ok()) return own.status();
+  return std::unique_ptr<StorageReader>(std::move(own).value());
+}
+
 }  // namespace ckptdb::testing

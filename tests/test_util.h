@@ -152,6 +152,11 @@ class FaultyReader : public StorageReader {
   StorageReader* inner_;
 };
 
+// A reader for a job's Load on this rank of `comm`: OpenSharedStoreReader
+// (`shared`: only the coordinator opens the store), else a reader of this
+// rank's own (OpenStoreReader).
+StatusOr<std::unique_ptr<StorageReader>> OpenLoadReader(const std::string& path, Communicator& comm, bool shared);
+
 }  // namespace ckptdb::testing
 
 #endif  // CKPTDB_TESTS_TEST_UTIL_H_

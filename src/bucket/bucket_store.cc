@@ -987,31 +987,33 @@ class BucketReader : public StoreReader, public ChunkPlaceSource {
     // Runs of adjacent values, a GET each: fetched threads_ at once (a rank
     // loading its own rows of many paged entries reads a page of each, which
     // do not lie side by side), decoded in order on this thread.
-    std::vector<std::pair<size_t, size_t>> runs;  // [a, b) of values
+    struct Run {
+      size_t first, last;  // values [first, last)
+      ByteRange at;        // their bytes in the record
+    };
+    std::vector<Run> runs;
     for (size_t a = 0; a < values.size();) {
       size_t b = a + 1;
       while (b < values.size() && values[b].at.offset == values[b - 1].at.offset + values[b - 1].at.size) ++b;
-      runs.emplace_back(a, b);
+      const uint64_t begin = values[a].at.offset;
+      runs.push_back(Run{a, b, ByteRange{begin, values[b - 1].at.offset + values[b - 1].at.size - begin}});
       a = b;
     }
-    auto fetch = [&](size_t r, std::string* run) -> Status {
-      const auto [a, b] = runs[r];
-      const uint64_t begin = values[a].at.offset;
-      const uint64_t end = values[b - 1].at.offset + values[b - 1].at.size;
-      ASSIGN_OR_RETURN(*run, GetRecord(save.step, key, begin, end - begin));
-      if (run->size() != end - begin) {
+    auto fetch = [&](size_t r, std::string* bytes) -> Status {
+      const Run& run = runs[r];
+      ASSIGN_OR_RETURN(*bytes, GetRecord(save.step, key, run.at.offset, run.at.size));
+      if (bytes->size() != run.at.size) {
         return Status::DataLoss("step record s3://" + bucket_ + "/" + key + " of step " + std::to_string(save.step) +
-                                " ends before the pieces of entry '" + metadata->entries[values[b - 1].entry].fqn +
-                                "'");
+                                " ends before the pieces of entry '" +
+                                metadata->entries[values[run.last - 1].entry].fqn + "'");
       }
       return Status::OK();
     };
-    auto decode = [&](size_t r, std::string& run) -> Status {
-      const auto [a, b] = runs[r];
-      const uint64_t begin = values[a].at.offset;
-      for (size_t k = a; k < b; ++k) {
+    auto decode = [&](size_t r, std::string& fetched) -> Status {
+      const Run& run = runs[r];
+      for (size_t k = run.first; k < run.last; ++k) {
         const Value& v = values[k];
-        const std::string_view bytes = std::string_view(run).substr(v.at.offset - begin, v.at.size);
+        const std::string_view bytes = std::string_view(fetched).substr(v.at.offset - run.at.offset, v.at.size);
         if (!v.page.has_value()) {
           RETURN_IF_ERROR(DecodeEntryPiecesValue(bytes, *metadata, &metadata->entries[v.entry]));
         } else {
@@ -1180,6 +1182,10 @@ StatusOr<std::unique_ptr<StoreReader>> OpenBucketStoreReader(std::shared_ptr<s3:
   return std::unique_ptr<StoreReader>(std::move(reader));
 }
 
+int ReadThreads(const ReaderOptions& options) {
+  return options.threads > 0 ? options.threads : std::max(8, DefaultParallelism());
+}
+
 StatusOr<std::shared_ptr<s3::S3Client>> ClientFromEnvironment(int64_t stall_timeout_seconds) {
   ASSIGN_OR_RETURN(s3::S3Settings settings, s3::S3Settings::FromEnvironment());
   ASSIGN_OR_RETURN(s3::S3ClientOptions options, s3::S3ClientOptionsFromEnvironment());
@@ -1196,13 +1202,10 @@ StatusOr<std::unique_ptr<StoreWriter>> OpenBucketStoreWriterAt(const std::string
 
 StatusOr<std::unique_ptr<StoreReader>> OpenBucketStoreReaderAt(const std::string& url, const ReaderOptions& options) {
   ASSIGN_OR_RETURN(s3::S3Url u, s3::S3Url::Parse(url));
-  if (options.s3_stall_timeout_seconds < 0 || options.s3_stall_timeout_seconds > 86400) {
-    return Status::InvalidArgument("ReaderOptions.s3_stall_timeout_seconds is " +
-                                   std::to_string(options.s3_stall_timeout_seconds) + "; it must be in [0, 86400]");
-  }
+  RETURN_IF_ERROR(ValidateReaderOptions(options));
   ASSIGN_OR_RETURN(std::shared_ptr<s3::S3Client> client, ClientFromEnvironment(options.s3_stall_timeout_seconds));
   return OpenBucketStoreReader(std::move(client), u.bucket, u.prefix,
-                               options.threads > 0 ? options.threads : std::max(8, DefaultParallelism()));
+                               ReadThreads(options));
 }
 
 }  // namespace bucket

@@ -117,6 +117,10 @@ StatusOr<std::unique_ptr<StoreReader>> OpenBucketStoreReader(std::shared_ptr<s3:
 // CKPTDB_S3_STALL_TIMEOUT.
 StatusOr<std::shared_ptr<s3::S3Client>> ClientFromEnvironment(int64_t stall_timeout_seconds);
 
+// Threads a bucket reader of `options` fetches on: options.threads, else
+// at least 8 (a GET waits on the network more than on a core).
+int ReadThreads(const ReaderOptions& options);
+
 // The same for a store URL s3://BUCKET/PREFIX, with a client made from the
 // environment's settings (s3::S3Settings::FromEnvironment: AWS's variables
 // and files).

@@ -8,7 +8,6 @@
 #include "s3/s3_config.h"
 #include "store/chunk_reader.h"
 #include "store/data_files.h"
-#include "util/ordered_parallel.h"
 #include "util/status_macros.h"
 
 namespace ckptdb {
@@ -84,8 +83,7 @@ class ObjectReader final : public PlacedChunkReader {
     }
     std::unique_ptr<SstObjectSource> source =
         SstObjectSource::OpenLazily(client_.get(), url_.bucket, std::move(objects), ObjectReadOptions());
-    const int threads = options_.threads > 0 ? options_.threads : std::max(8, DefaultParallelism());
-    return ReadChunksFrom(source->Getter(), md, items, threads, source->Planner());
+    return ReadChunksFrom(source->Getter(), md, items, ReadThreads(options_), source->Planner());
   }
 
  private:

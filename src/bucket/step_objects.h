@@ -37,8 +37,8 @@ bool ConsumeStepObjects(LECursor* in, const std::string& data_prefix, std::vecto
 // (s3://BUCKET/PREFIX): its S3 client is made from the environment's
 // settings at the first Read (with options.s3_stall_timeout_seconds), and
 // each Read opens the named objects as its chunks need them
-// (SstObjectSource::OpenLazily) on options.threads threads (at least 8 by
-// default, as a bucket reader's). InvalidArgument when `url` is not a
+// (SstObjectSource::OpenLazily) on ReadThreads(options) threads, as a bucket
+// reader's. InvalidArgument when `url` is not a
 // bucket URL.
 StatusOr<std::unique_ptr<PlacedChunkReader>> NewStepObjectReader(const std::string& url,
                                                                  const ReaderOptions& options);

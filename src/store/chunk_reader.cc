@@ -122,7 +122,7 @@ StatusOr<ReadStats> ReadChunksFrom(const ChunkValueGetter& get_chunk, const Step
                                    const std::vector<ReadItem>& items, int threads, const ChunkRunPlanner& plan) {
   std::vector<Job> jobs;
   RETURN_IF_ERROR(PlanJobs(items, &jobs));
-  // A read of less than a chunk's worth of bytes runs on the calling thread:
+  // A read of less than kSmallReadBytes runs on the calling thread:
   // handing each small chunk to a worker (a wake-up and a handoff each)
   // costs more than reading it. (Loads of small entries: optimizer scalars,
   // biases, a rank's row of each of many tensors.)

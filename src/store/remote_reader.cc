@@ -851,10 +851,7 @@ StatusOr<std::unique_ptr<StorageReader>> OpenSharedStoreReader(const std::string
                                                                int coordinator_rank, const ReaderOptions& options) {
   if (comm == nullptr) return Status::InvalidArgument("OpenSharedStoreReader needs the job's communicator");
   RETURN_IF_ERROR(CheckCoordinator(*comm, coordinator_rank));
-  if (options.s3_stall_timeout_seconds < 0 || options.s3_stall_timeout_seconds > 86400) {
-    return Status::InvalidArgument("ReaderOptions.s3_stall_timeout_seconds is " +
-                                   std::to_string(options.s3_stall_timeout_seconds) + "; it must be in [0, 86400]");
-  }
+  RETURN_IF_ERROR(ValidateReaderOptions(options));
   return std::unique_ptr<StorageReader>(
       new RemoteStoreReader(path, comm, coordinator_rank, options, ChunkPath::kPlaces));
 }

@@ -31,6 +31,14 @@ namespace fs = std::filesystem;
 
 namespace ckptdb {
 
+Status ValidateReaderOptions(const ReaderOptions& o) {
+  if (o.s3_stall_timeout_seconds < 0 || o.s3_stall_timeout_seconds > 86400) {
+    return Status::InvalidArgument("ReaderOptions.s3_stall_timeout_seconds is " +
+                                   std::to_string(o.s3_stall_timeout_seconds) + "; it must be in [0, 86400]");
+  }
+  return Status::OK();
+}
+
 namespace {
 
 // How many times Refresh tries to open a consistent view.

@@ -23,6 +23,9 @@ uint64_t NewSaveId();
 // InvalidArgument naming the StoreOptions field that is out of its range
 // (see StoreOptions), for any store that takes them.
 Status ValidateStoreOptions(const StoreOptions& o);
+// The same for the ReaderOptions fields every opener checks
+// (s3_stall_timeout_seconds).
+Status ValidateReaderOptions(const ReaderOptions& o);
 
 // The directory store behind the public OpenStoreWriter / OpenStoreReader
 // (open/open_store.cc sends s3:// URLs to the bucket store and every other
