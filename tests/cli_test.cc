@@ -706,7 +706,7 @@ TEST_F(CliTest, TagRmAndGcChangeTheStore) {
             "\"removed_steps\": [12, 30], "
             "\"removed_stored_bytes\": 131, \"kept_steps\": [4, 20, 40, 50], \"rewritten_files\": 0, "
             "\"rewritten_bytes_before\": 0, \"rewritten_bytes_after\": 0, \"files_left\": 0, "
-            "\"unused_bytes_left\": 0}\n");
+            "\"unused_bytes_left\": 0, \"saves_running\": 0}\n");
   EXPECT_EQ(StepsInStore(), (std::vector<int64_t>{4, 20, 40, 50}));
   CliRun rm = Ckptdb("rm " + store_ + " best 40");
   EXPECT_EQ(rm.code, 0) << rm.out;

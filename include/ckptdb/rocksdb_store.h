@@ -269,6 +269,10 @@ struct ReclaimStats {
   // Unused bytes left in files below min_unused_fraction, and how many.
   uint64_t files_left = 0;
   uint64_t unused_bytes_left = 0;
+  // A bucket store (s3://) rewrites no object while a save is running (its
+  // pending marker is young): how many were, when nothing was rewritten for
+  // that reason. Run gc again between saves. Always 0 for a directory.
+  uint64_t saves_running = 0;
 };
 
 // Thread safety: the methods of one StoreWriter may be called from several

@@ -536,7 +536,8 @@ class Store:
         chunks no step uses (as `ckptdb gc`). Returns {"pruned": [steps],
         "orphan_saves", "staging_dirs", "unaccounted_saves",
         "rewritten_files", "rewritten_bytes_before", "rewritten_bytes_after",
-        "files_left", "unused_bytes_left"}."""
+        "files_left", "unused_bytes_left", "saves_running"} (saves_running:
+        a bucket rewrites nothing while saves run)."""
         best_metric = best_metric or (self.best_metric if keep_best else None) or ""
         if keep_best and not best_metric:
             raise ValueError(f"keep_best={keep_best} needs best_metric, the metric to rank steps by")

@@ -97,6 +97,7 @@ nb::dict ReclaimDict(const ReclaimStats& s) {
   d["rewritten_bytes_after"] = s.bytes_after;
   d["files_left"] = s.files_left;
   d["unused_bytes_left"] = s.unused_bytes_left;
+  d["saves_running"] = s.saves_running;
   return d;
 }
 

@@ -50,6 +50,7 @@ class BlockStarts {
   // The index of `key` among the file's keys, or -1 when it holds none.
   int64_t Find(std::string_view key) const;
   // The block holding key i: [begin, end).
+  const std::string& Key(size_t i) const { return keys_[i]; }
   uint64_t Begin(size_t i) const { return offsets_[i]; }
   uint64_t End(size_t i) const;
   size_t size() const { return keys_.size(); }

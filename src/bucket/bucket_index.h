@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ckptdb/status.h"
+#include "bucket/sst_object_source.h"
 #include "format/step_records.h"
 #include "s3/s3_client.h"
 
@@ -27,10 +28,30 @@ struct IndexStep {
   std::vector<SaveRef> uses;  // the saves whose data objects the step reads (its own included), sorted
 };
 
+// The objects that hold, since gc rewrote them (StoreWriter::ReclaimSpace),
+// the chunks the steps of the index use of a save whose own step is gone:
+// they replace every object of that save that a step record lists.
+struct RewrittenSave {
+  uint64_t rewrite_id = 0;  // their folder: data/<step>/<save id>/<rewrite id, 16 hex>/
+  std::vector<SstObject> objects;
+};
+
 struct BucketIndex {
   std::map<int64_t, IndexStep> steps;
   std::map<std::string, int64_t> tags;
+  // Version 2 (written only when a save was rewritten; version 1 otherwise,
+  // so a store gc never rewrote stays readable by earlier writers).
+  std::map<SaveRef, RewrittenSave> rewritten;
 };
+
+// The objects that hold now what `recorded` (a step record's list) held: the
+// objects of a rewritten save replaced by its rewrite's, the others as they
+// are, in order.
+std::vector<SstObject> ObjectsNow(const BucketIndex& index, const std::string& prefix,
+                                  std::vector<SstObject> recorded);
+
+// Drops the rewrites of saves no step of `index` uses any more.
+void ForgetUnusedRewrites(BucketIndex* index);
 
 std::string EncodeBucketIndex(const BucketIndex& index);
 // DataLoss saying what is wrong (the caller names the object).

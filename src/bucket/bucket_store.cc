@@ -21,6 +21,8 @@
 #include "bucket/bucket_index.h"
 #include "bucket/checksum_probe.h"
 #include "bucket/conditional_probe.h"
+#include "bucket/object_keys.h"
+#include "bucket/object_rewrite.h"
 #include "bucket/object_upload_env.h"
 #include "bucket/save_marker.h"
 #include "bucket/sst_object_options.h"
@@ -45,11 +47,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string Step20(int64_t step) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%020" PRId64, step);
-  return buf;
-}
 
 std::string Hex(std::string_view s) {
   static const char kDigits[] = "0123456789abcdef";
@@ -114,38 +111,15 @@ Status ValidateOptions(const StoreOptions& o, const BucketWriteOptions& w) {
 }
 
 
-std::string Hex16(uint64_t v) {
-  char id[17];
-  std::snprintf(id, sizeof(id), "%016" PRIx64, v);
-  return id;
-}
 
 int64_t NowUnixMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
-bool ParseStep20(std::string_view s, int64_t* step) {
-  if (s.size() != 20 || s.find_first_not_of("0123456789") != std::string_view::npos) return false;
-  *step = static_cast<int64_t>(std::stoull(std::string(s)));
-  return true;
-}
 
-bool ParseHex16(std::string_view s, uint64_t* v) {
-  if (s.size() != 16 || s.find_first_not_of("0123456789abcdef") != std::string_view::npos) return false;
-  *v = std::stoull(std::string(s), nullptr, 16);
-  return true;
-}
 
-// "<step20>/<id16>..." or "<step20>-<id16>..." (what follows is the caller's).
-bool ParseSaveRef(std::string_view s, char sep, SaveRef* ref) {
-  return s.size() >= 37 && s[20] == sep && ParseStep20(s.substr(0, 20), &ref->step) &&
-         ParseHex16(s.substr(21, 16), &ref->save_id);
-}
 
-std::string PendingKey(const std::string& prefix, int64_t step, uint64_t save_id, int64_t unix_ms) {
-  return prefix + "pending/" + Step20(step) + "-" + Hex16(save_id) + "-" + std::to_string(unix_ms);
-}
 
 // How often a running save's marker is written again: a quarter of the
 // threshold (so gc, and the commit's own check at half of it, never see it
@@ -181,6 +155,48 @@ std::string StepNotFound(int64_t step, const std::string& where) {
   return "step " + std::to_string(step) + " not found in store '" + where + "'";
 }
 
+// The markers of one listing (pending/ or rewrites/: "<step>-<save id>-..."
+// after `skip` bytes of each key) by save, and which are young: younger than
+// `threshold_s` by the server's clock (a marker's LastModified, moved
+// forward by its heartbeat, against the listing's Date; the writing host's
+// clock is not used). A threshold of 0 makes none young.
+class MarkerAges {
+ public:
+  MarkerAges(const s3::Listing& listing, size_t skip, int64_t threshold_s)
+      : server_now_(listing.server_unix_ms), threshold_s_(threshold_s) {
+    for (const s3::ObjectInfo& o : listing.objects) {
+      SaveRef ref;
+      if (o.key.size() > skip && ParseSaveRef(std::string_view(o.key).substr(skip), '-', &ref)) {
+        markers_[ref].push_back(&o);
+      }
+    }
+  }
+
+  bool Young(const SaveRef& ref) const {
+    auto m = markers_.find(ref);
+    if (m == markers_.end() || threshold_s_ <= 0) return false;
+    for (const s3::ObjectInfo* o : m->second) {
+      // A server without a Date header: every marker is young. The Date has
+      // whole seconds, LastModified may too: a second of slack keeps the
+      // rounding on the side of young.
+      if (server_now_ <= 0 || server_now_ - o->last_modified_unix_ms < threshold_s_ * 1000 + 1000) return true;
+    }
+    return false;
+  }
+  bool AnyYoung() const {
+    for (const auto& [ref, objects] : markers_) {
+      if (Young(ref)) return true;
+    }
+    return false;
+  }
+  const std::map<SaveRef, std::vector<const s3::ObjectInfo*>>& all() const { return markers_; }
+
+ private:
+  const int64_t server_now_;
+  const int64_t threshold_s_;
+  std::map<SaveRef, std::vector<const s3::ObjectInfo*>> markers_;
+};
+
 // What gc found under a store's prefix (FindGarbage).
 struct Garbage {
   std::vector<std::string> keys;  // to delete
@@ -189,6 +205,7 @@ struct Garbage {
   uint64_t deleted_saves = 0;  // saves of deleted steps
   uint64_t stale_markers = 0;  // pending markers of saves that died before uploading anything
   uint64_t running_saves = 0;  // left alone: their markers are young
+  uint64_t replaced_objects = 0;  // objects a committed rewrite replaced (or a failed one left)
   // Multipart uploads a rank killed mid-upload left open: (key, upload id).
   std::vector<std::pair<std::string, std::string>> uploads;
 };
@@ -252,8 +269,11 @@ class BucketStoreWriter : public StoreWriter {
     if (base.step != latest.step || base.save_id != latest.summary.save_id) return out;
     out = ReuseCandidatesFrom(std::move(base), planned);
     if (!out.empty()) {
+      Base b;
+      b.objects = ObjectsNow(snap.index, prefix_, std::move(record->objects));
+      for (const auto& [save, r] : snap.index.rewritten) b.rewrite_ids[save] = r.rewrite_id;
       std::lock_guard<std::mutex> lock(mu_);
-      base_objects_[ctx.save_id] = std::move(record->objects);
+      base_[ctx.save_id] = std::move(b);
     }
     return out;
   }
@@ -358,21 +378,22 @@ class BucketStoreWriter : public StoreWriter {
     uses.push_back(self);
     std::sort(uses.begin(), uses.end());
     uses.erase(std::unique(uses.begin(), uses.end()), uses.end());
+    std::map<SaveRef, uint64_t> rewrite_ids;  // of the shared saves, as the base was read
     if (uses.size() > 1) {
       // The base step's objects that hold the chunks this step shares.
       std::lock_guard<std::mutex> lock(mu_);
-      auto base = base_objects_.find(ctx.save_id);
-      if (base == base_objects_.end()) {
+      auto base = base_.find(ctx.save_id);
+      if (base == base_.end()) {
         return Status::Internal("step " + std::to_string(ctx.step) +
                                 " refers to chunks of other saves, but none were offered to this save");
       }
-      for (const SstObject& o : base->second) {
+      for (const SstObject& o : base->second.objects) {
         SaveRef ref;
-        if (ParseSaveRef(std::string_view(o.key).substr(std::min(o.key.size(), prefix_.size() + 5)), '/', &ref) &&
-            std::binary_search(uses.begin(), uses.end(), ref)) {
+        if (SaveOfDataObject(prefix_, o.key, &ref) && std::binary_search(uses.begin(), uses.end(), ref)) {
           objects.push_back(o);
         }
       }
+      rewrite_ids = base->second.rewrite_ids;
     }
     RETURN_IF_ERROR(
         client_
@@ -391,7 +412,7 @@ class BucketStoreWriter : public StoreWriter {
         return Status::AlreadyExists("step " + std::to_string(ctx.step) + " was committed in " + path_ +
                                      " by another save first");
       }
-      RETURN_IF_ERROR(CheckSharedSavesStay(*index, uses, self));
+      RETURN_IF_ERROR(CheckSharedSavesStay(*index, uses, self, rewrite_ids));
       index->steps.emplace(ctx.step, entry);
       pruned = PruneIndex(index, options_.retention);
       // A save never commits a step only to delete it (a step numbered
@@ -460,14 +481,82 @@ class BucketStoreWriter : public StoreWriter {
     return Status::OK();
   }
 
+  // Rewrites the objects of saves whose own step is gone and whose chunks
+  // kept steps still share, where their unused share reaches
+  // options.min_unused_fraction (bucket/object_rewrite.h), each save's
+  // rewrite committed by one conditional index write; the objects it
+  // replaced are deleted by gc once its marker is older than
+  // abandoned_save_seconds (proto/FORMAT.md §9, "Rewriting").
   StatusOr<ReclaimStats> ReclaimSpace(const ReclaimOptions& options) override {
     if (!(options.min_unused_fraction >= 0 && options.min_unused_fraction <= 1)) {
       return Status::InvalidArgument("ReclaimOptions.min_unused_fraction is " +
                                      std::to_string(options.min_unused_fraction) + "; it must be in [0, 1]");
     }
-    // Objects are kept or deleted whole (deletes and Sweep delete those no
-    // step reads): nothing is ever rewritten in a bucket.
-    return ReclaimStats{};
+    ReclaimStats stats;
+    // Listed before the index is read: a save that starts later reads the
+    // index after this, and the commit of a rewrite refuses no save that
+    // read it before (CheckSharedSavesStay refuses the save).
+    ASSIGN_OR_RETURN(s3::Listing pending, client_->ListAllTimed(bucket_, prefix_ + "pending/"));
+    ASSIGN_OR_RETURN(IndexSnapshot snap, ReadIndex(client_.get(), bucket_, prefix_));
+    std::set<SaveRef> owned;
+    std::map<SaveRef, std::set<int64_t>> users;  // of each save, the steps that read it
+    for (const auto& [step, s] : snap.index.steps) {
+      owned.insert(SaveRef{step, s.summary.save_id});
+      for (const SaveRef& u : s.uses) users[u].insert(step);
+    }
+    bool any_shared = false;
+    for (const auto& [save, steps] : users) any_shared = any_shared || owned.count(save) == 0;
+    if (!any_shared) return stats;
+    const MarkerAges markers(pending, prefix_.size() + 8, options_.abandoned_save_seconds);
+    for (const auto& [ref, objects] : markers.all()) stats.saves_running += markers.Young(ref) ? 1 : 0;
+    if (stats.saves_running > 0) return stats;
+    if (!options.dry_run) RETURN_IF_ERROR(CheckConditionalWrites());
+    // The kept steps' records, read whole once: their chunks, their objects.
+    std::map<int64_t, StatusOr<WholeStepRecord>> records;
+    auto record_of = [&](int64_t step) -> const StatusOr<WholeStepRecord>& {
+      auto it = records.find(step);
+      if (it == records.end()) {
+        const IndexStep& s = snap.index.steps.at(step);
+        StatusOr<std::string> value = client_->GetObject(bucket_, StepRecordKey(prefix_, step, s.summary.save_id));
+        StatusOr<WholeStepRecord> r =
+            value.ok() ? DecodeWholeStepRecord(*value) : StatusOr<WholeStepRecord>(value.status());
+        if (r.ok() && (r->metadata.step != step || r->metadata.save_id != s.summary.save_id)) {
+          r = Status::DataLoss("the record of step " + std::to_string(step) + " holds another save's metadata");
+        }
+        it = records.emplace(step, std::move(r)).first;
+      }
+      return it->second;
+    };
+    SharedChunkView view;
+    for (const auto& [step, s] : snap.index.steps) view.kept_refs[step] = s.uses;
+    view.kept_owns = [&](const SaveRef& save) { return owned.count(save) != 0; };
+    view.metadata_of = [&](int64_t step) -> StatusOr<StepMetadata> {
+      const StatusOr<WholeStepRecord>& r = record_of(step);
+      if (!r.ok()) return r.status();
+      return r->metadata;
+    };
+    ASSIGN_OR_RETURN(auto used, UsedRangesOfSharedSaves(view));
+    bool committed = false;
+    for (const auto& [save, ranges] : used) {
+      // The objects the steps read of it now: every record of them lists
+      // them all (or its objects before a rewrite the index replaces).
+      std::vector<SstObject> objects;
+      std::set<std::string> seen;
+      for (int64_t step : users[save]) {
+        const StatusOr<WholeStepRecord>& r = record_of(step);
+        if (!r.ok()) continue;  // (its metadata was read above: not reached)
+        for (SstObject& o : ObjectsNow(snap.index, prefix_, r->objects)) {
+          SaveRef of;
+          if (SaveOfDataObject(prefix_, o.key, &of) && of == save && seen.insert(o.key).second) {
+            objects.push_back(std::move(o));
+          }
+        }
+      }
+      ASSIGN_OR_RETURN(bool done, RewriteSave(snap, save, users[save], objects, ranges, options, &stats));
+      committed = committed || done;
+    }
+    if (committed) (void)DeleteGarbage(cleanup_client_.get());  // best effort: gc finishes the job
+    return stats;
   }
 
   StatusOr<std::vector<int64_t>> Prune(const RetentionPolicy& policy, bool dry_run) override {
@@ -523,6 +612,7 @@ class BucketStoreWriter : public StoreWriter {
     for (auto it = index->tags.begin(); it != index->tags.end();) {
       it = it->second == step ? index->tags.erase(it) : std::next(it);
     }
+    ForgetUnusedRewrites(index);
   }
 
   // Drops what `policy` drops from the index; returns those steps.
@@ -542,17 +632,108 @@ class BucketStoreWriter : public StoreWriter {
     return dropped;
   }
 
+  // One save's rewrite (ReclaimSpace): its new objects, under a marker that
+  // gc honours as it does a running save's, then the index write that names
+  // them, refused when the save's readers or rewrite changed since `snap`.
+  // Returns whether a rewrite was committed.
+  StatusOr<bool> RewriteSave(const IndexSnapshot& snap, const SaveRef& save, const std::set<int64_t>& readers,
+                             const std::vector<SstObject>& objects, const std::vector<KeyRange>& used,
+                             const ReclaimOptions& options, ReclaimStats* stats) {
+    auto before = snap.index.rewritten.find(save);
+    const uint64_t id_before = before == snap.index.rewritten.end() ? 0 : before->second.rewrite_id;
+    const uint64_t id = NewSaveId();
+    const std::string folder = RewriteDataPrefix(prefix_, save, id);
+    std::unique_ptr<SaveMarker> marker;
+    if (!options.dry_run) {
+      marker = std::make_unique<SaveMarker>(client_.get(), bucket_, RewriteMarkerKey(prefix_, save, id),
+                                            HeartbeatInterval(options_.abandoned_save_seconds));
+      RETURN_IF_ERROR(marker->Start());
+    }
+    RewriteOptions ro;
+    ro.min_unused_fraction = options.min_unused_fraction;
+    ro.dry_run = options.dry_run;
+    ro.cleanup_client = cleanup_client_.get();
+    StatusOr<SaveRewrite> rewrite = RewriteSaveObjects(client_.get(), bucket_, objects, used, folder, ro);
+    if (rewrite.ok()) {
+      stats->files_rewritten += rewrite->files_rewritten;
+      stats->bytes_before += rewrite->bytes_before;
+      stats->bytes_after += rewrite->bytes_after;
+      stats->files_left += rewrite->files_left;
+      stats->unused_bytes_left += rewrite->unused_bytes_left;
+    }
+    if (marker == nullptr) return rewrite.status().ok() ? StatusOr<bool>(false) : StatusOr<bool>(rewrite.status());
+    std::vector<std::string> uploaded;
+    if (rewrite.ok()) {
+      for (const SstObject& o : rewrite->objects) {
+        if (o.key.compare(0, folder.size(), folder) == 0) uploaded.push_back(o.key);
+      }
+    }
+    Status status = rewrite.status();
+    const bool changed = rewrite.ok() && rewrite->changed;
+    if (changed && options_.abandoned_save_seconds > 0 &&
+        marker->StalestAge().count() * 2 >= options_.abandoned_save_seconds * 1000) {
+      status = Status::Aborted("the rewrite of step " + std::to_string(save.step) + "'s objects in " + path_ +
+                               " was not committed: its marker went unrefreshed past half of "
+                               "abandoned_save_seconds, so gc may have taken it for dead");
+    }
+    bool committed = false;
+    if (status.ok() && changed) {
+      StatusOr<IndexSnapshot> written = UpdateIndex(client_.get(), bucket_, prefix_, [&](BucketIndex* index) {
+        auto now = index->rewritten.find(save);
+        bool same = (now == index->rewritten.end() ? 0 : now->second.rewrite_id) == id_before;
+        for (const auto& [step, s] : index->steps) {
+          if (step == save.step && s.summary.save_id == save.save_id) same = false;  // (owned again: never)
+          if (std::binary_search(s.uses.begin(), s.uses.end(), save) && readers.count(step) == 0) same = false;
+        }
+        if (!same) {
+          return Status::Aborted("the steps that read the save, or its objects, changed during the rewrite");
+        }
+        index->rewritten[save] = RewrittenSave{id, rewrite->objects};
+        ForgetUnusedRewrites(index);
+        return Status::OK();
+      });
+      committed = written.ok();
+      // Another writer changed what the rewrite rests on: left for a later gc.
+      if (!written.ok() && written.status().code() != StatusCode::kAborted) status = written.status();
+    }
+    marker->Stop();
+    if (committed) {
+      // Written again after the commit: gc keeps the objects it replaced
+      // for abandoned_save_seconds from now (a reader may hold them).
+      (void)client_->PutObject(bucket_, marker->key(), "");
+    } else {
+      uploaded.push_back(marker->key());
+      (void)DeleteKeys(cleanup_client_.get(), bucket_, uploaded);  // what gc would delete later
+    }
+    if (!status.ok()) return status;
+    return committed;
+  }
+
   // A save that shares chunks of other saves commits only while a step of
-  // the index still reads them: a step deleted during the save may have had
-  // its objects deleted already.
-  Status CheckSharedSavesStay(const BucketIndex& index, const std::vector<SaveRef>& uses, const SaveRef& self) {
+  // the index still reads them (a step deleted during the save may have had
+  // its objects deleted already), and while gc has not rewritten their
+  // objects since the save read them (`rewrite_ids`: the rewrite of each
+  // save then, none when absent): the rewrite kept the chunks the steps of
+  // its time use, which need not be this save's.
+  Status CheckSharedSavesStay(const BucketIndex& index, const std::vector<SaveRef>& uses, const SaveRef& self,
+                              const std::map<SaveRef, uint64_t>& rewrite_ids) {
     std::set<SaveRef> read;
     for (const auto& [step, s] : index.steps) read.insert(s.uses.begin(), s.uses.end());
     for (const SaveRef& ref : uses) {
-      if (ref == self || read.count(ref) != 0) continue;
-      return Status::Aborted("step " + std::to_string(self.step) + " shares chunks with step " +
-                             std::to_string(ref.step) + ", which was deleted from " + path_ +
-                             " during the save; nothing was committed: save again");
+      if (ref == self) continue;
+      if (read.count(ref) == 0) {
+        return Status::Aborted("step " + std::to_string(self.step) + " shares chunks with step " +
+                               std::to_string(ref.step) + ", which was deleted from " + path_ +
+                               " during the save; nothing was committed: save again");
+      }
+      auto now = index.rewritten.find(ref);
+      auto then = rewrite_ids.find(ref);
+      const uint64_t id_now = now == index.rewritten.end() ? 0 : now->second.rewrite_id;
+      if (id_now != (then == rewrite_ids.end() ? 0 : then->second)) {
+        return Status::Aborted("step " + std::to_string(self.step) + " shares chunks of step " +
+                               std::to_string(ref.step) + "'s save, whose objects gc rewrote in " + path_ +
+                               " during the save; nothing was committed: save again");
+      }
     }
     return Status::OK();
   }
@@ -591,7 +772,7 @@ class BucketStoreWriter : public StoreWriter {
         marker = std::move(it->second);
         markers_.erase(it);
       }
-      base_objects_.erase(save_id);
+      base_.erase(save_id);
     }
     if (marker != nullptr) marker->Stop();
     return marker;
@@ -626,37 +807,18 @@ class BucketStoreWriter : public StoreWriter {
                      client->ListMultipartUploads(bucket_, prefix_ + "data/"));
     ASSIGN_OR_RETURN(std::vector<s3::ObjectInfo> records, client->ListAll(bucket_, prefix_ + "steps/"));
     ASSIGN_OR_RETURN(s3::Listing pending_listing, client->ListAllTimed(bucket_, prefix_ + "pending/"));
-    const std::vector<s3::ObjectInfo>& pending = pending_listing.objects;
+    ASSIGN_OR_RETURN(s3::Listing rewrite_listing, client->ListAllTimed(bucket_, prefix_ + "rewrites/"));
     ASSIGN_OR_RETURN(IndexSnapshot snap, ReadIndex(client, bucket_, prefix_));
     std::set<SaveRef> used;
     for (const auto& [step, s] : snap.index.steps) {
       used.insert(s.uses.begin(), s.uses.end());
       used.insert(SaveRef{step, s.summary.save_id});
     }
-    // Ages by the server's clock: a marker's LastModified (moved forward by
-    // its save's heartbeat) against the listing's Date. The saving host's
-    // clock, in the marker's name, is not used.
-    const int64_t server_now = pending_listing.server_unix_ms;
-    std::map<SaveRef, std::vector<const s3::ObjectInfo*>> markers;
-    for (const s3::ObjectInfo& o : pending) {
-      SaveRef ref;
-      if (ParseSaveRef(std::string_view(o.key).substr(prefix_.size() + 8), '-', &ref)) markers[ref].push_back(&o);
-    }
-    auto running = [&](const SaveRef& ref) {
-      auto m = markers.find(ref);
-      if (m == markers.end()) return false;
-      if (options_.abandoned_save_seconds <= 0) return false;
-      for (const s3::ObjectInfo* o : m->second) {
-        // A server without a Date header: every marker counts as running.
-        // The Date has whole seconds, LastModified may too: a second of
-        // slack keeps the rounding on the side of running.
-        if (server_now <= 0 ||
-            server_now - o->last_modified_unix_ms < options_.abandoned_save_seconds * 1000 + 1000) {
-          return true;
-        }
-      }
-      return false;
-    };
+    const MarkerAges markers(pending_listing, prefix_.size() + 8, options_.abandoned_save_seconds);
+    auto running = [&](const SaveRef& ref) { return markers.Young(ref); };
+    // A save's rewrite is running, or committed so recently that a reader
+    // may still hold the objects it replaced.
+    const MarkerAges rewrites(rewrite_listing, prefix_.size() + 9, options_.abandoned_save_seconds);
     Garbage g;
     std::map<SaveRef, std::vector<const s3::ObjectInfo*>> saves;
     std::set<SaveRef> with_record;
@@ -672,7 +834,10 @@ class BucketStoreWriter : public StoreWriter {
       }
     }
     for (const auto& [ref, objects] : saves) {
-      if (used.count(ref) != 0) continue;
+      if (used.count(ref) != 0) {
+        if (!rewrites.Young(ref)) AddReplaced(snap.index, ref, objects, &g);
+        continue;
+      }
       if (running(ref)) {
         ++g.running_saves;
         continue;
@@ -685,17 +850,45 @@ class BucketStoreWriter : public StoreWriter {
     }
     for (const s3::MultipartUploadInfo& u : uploads) {
       SaveRef ref;
-      if (ParseSaveRef(std::string_view(u.key).substr(prefix_.size() + 5), '/', &ref) && used.count(ref) == 0 &&
-          !running(ref)) {
+      // (An upload of a used save is a rewrite's.)
+      if (ParseSaveRef(std::string_view(u.key).substr(prefix_.size() + 5), '/', &ref) &&
+          (used.count(ref) == 0 ? !running(ref) : !rewrites.Young(ref))) {
         g.uploads.emplace_back(u.key, u.upload_id);
       }
     }
-    for (const auto& [ref, objects] : markers) {
+    for (const auto& [ref, objects] : markers.all()) {
       if (running(ref)) continue;
       for (const s3::ObjectInfo* o : objects) g.keys.push_back(o->key);
       if (saves.count(ref) == 0) ++g.stale_markers;
     }
+    // After the objects they protected (keys are deleted in order).
+    for (const auto& [ref, objects] : rewrites.all()) {
+      if (rewrites.Young(ref)) continue;
+      for (const s3::ObjectInfo* o : objects) g.keys.push_back(o->key);
+    }
     return g;
+  }
+
+  // The objects of `save` (one that steps use) that its steps no longer
+  // read: those a committed rewrite replaced, or a failed one uploaded.
+  void AddReplaced(const BucketIndex& index, const SaveRef& save, const std::vector<const s3::ObjectInfo*>& objects,
+                   Garbage* g) const {
+    const std::string own = SaveDataPrefix(prefix_, save.step, save.save_id);
+    std::set<std::string> now;
+    auto r = index.rewritten.find(save);
+    if (r != index.rewritten.end()) {
+      for (const SstObject& o : r->second.objects) now.insert(o.key);
+    }
+    for (const s3::ObjectInfo* o : objects) {
+      if (o->key.compare(0, own.size(), own) != 0) continue;  // its record
+      // Not rewritten: the save's own objects are those right in its folder.
+      const bool current = r != index.rewritten.end() ? now.count(o->key) != 0
+                                                      : o->key.find('/', own.size()) == std::string::npos;
+      if (current) continue;
+      g->keys.push_back(o->key);
+      g->bytes += o->size;
+      ++g->replaced_objects;
+    }
   }
 
   StatusOr<Garbage> DeleteGarbage(s3::S3Client* client) {
@@ -752,7 +945,13 @@ class BucketStoreWriter : public StoreWriter {
   const BucketWriteOptions write_options_;
   mutable std::mutex mu_;
   std::map<uint64_t, std::unique_ptr<SaveMarker>> markers_;  // save id -> its running marker; guarded by mu_
-  std::map<uint64_t, std::vector<SstObject>> base_objects_;  // save id -> its base step's objects; guarded by mu_
+  // What a save read of the step it deduplicates against: the objects that
+  // hold that step's chunks, and the rewrite of each save then.
+  struct Base {
+    std::vector<SstObject> objects;
+    std::map<SaveRef, uint64_t> rewrite_ids;
+  };
+  std::map<uint64_t, Base> base_;  // save id -> its base; guarded by mu_
   std::vector<int64_t> pruned_last_;                         // guarded by mu_
 };
 
@@ -772,6 +971,14 @@ class BucketReader : public StoreReader, public ChunkPlaceSource {
                               " in bucket '" + bucket_ + "': a store is made by its first committed save)");
     }
     std::lock_guard<std::mutex> lock(mu_);
+    if (RewriteIds(snap.index) != RewriteIds(index_)) {
+      // The objects that hold a save's chunks follow the index: what was
+      // opened before stays alive (a Read may be using it) but is not used.
+      heads_.clear();
+      objects_.clear();
+      for (auto& [save, source] : sources_) retired_sources_.push_back(std::move(source));
+      sources_.clear();
+    }
     index_ = std::move(snap.index);
     return Status::OK();
   }
@@ -874,7 +1081,7 @@ class BucketReader : public StoreReader, public ChunkPlaceSource {
     if (!record.ok()) return Damaged(step, key, record.status());
     RETURN_IF_ERROR(CheckHolds(record->metadata, save, key));
     std::lock_guard<std::mutex> lock(mu_);
-    objects_[save] = std::move(record->objects);
+    objects_[save] = ObjectsNow(index_, prefix_, std::move(record->objects));
     return std::move(record->metadata);
   }
 
@@ -1033,6 +1240,12 @@ class BucketReader : public StoreReader, public ChunkPlaceSource {
     return Status::OK();
   }
 
+  static std::map<SaveRef, uint64_t> RewriteIds(const BucketIndex& index) {
+    std::map<SaveRef, uint64_t> ids;
+    for (const auto& [save, r] : index.rewritten) ids[save] = r.rewrite_id;
+    return ids;
+  }
+
   // What a reader keeps of a step's record after its first read: the head
   // of a version-2 record, or a version-1 record whole.
   struct RecordHead {
@@ -1109,7 +1322,7 @@ class BucketReader : public StoreReader, public ChunkPlaceSource {
       head->head = std::move(*decoded);
     }
     std::lock_guard<std::mutex> lock(mu_);
-    objects_.emplace(save, std::move(objects));
+    objects_.emplace(save, ObjectsNow(index_, prefix_, std::move(objects)));
     return heads_.emplace(save, std::move(head)).first->second;
   }
 
@@ -1145,6 +1358,7 @@ class BucketReader : public StoreReader, public ChunkPlaceSource {
   std::map<SaveRef, std::vector<SstObject>> objects_;             // guarded by mu_
   std::map<SaveRef, std::shared_ptr<const RecordHead>> heads_;    // guarded by mu_
   std::map<SaveRef, std::unique_ptr<SstObjectSource>> sources_;  // guarded by mu_
+  std::vector<std::unique_ptr<SstObjectSource>> retired_sources_;  // guarded by mu_
 };
 
 }  // namespace
@@ -1154,13 +1368,7 @@ std::string StorePrefix(const std::string& prefix) {
   return prefix + "/";
 }
 
-std::string StepRecordKey(const std::string& prefix, int64_t step, uint64_t save_id) {
-  return prefix + "steps/" + Step20(step) + "/" + Hex16(save_id);
-}
 
-std::string SaveDataPrefix(const std::string& prefix, int64_t step, uint64_t save_id) {
-  return prefix + "data/" + Step20(step) + "/" + Hex16(save_id) + "/";
-}
 
 StatusOr<std::unique_ptr<StoreWriter>> OpenBucketStoreWriter(std::shared_ptr<s3::S3Client> client,
                                                              const std::string& bucket, const std::string& prefix,

@@ -51,6 +51,7 @@
 #include <string>
 #include <vector>
 
+#include "bucket/object_keys.h"
 #include "bucket/sst_object_source.h"
 #include "bucket/step_record.h"
 #include "ckptdb/rocksdb_store.h"
@@ -81,10 +82,6 @@ struct BucketWriteOptions {
 // `prefix` as the store's keys begin with it: "" or ending in '/'.
 std::string StorePrefix(const std::string& prefix);
 
-// The object keys of one save attempt under `prefix` ("" or ending in '/'):
-// its step record, the prefix of its data objects, its pending marker.
-std::string StepRecordKey(const std::string& prefix, int64_t step, uint64_t save_id);
-std::string SaveDataPrefix(const std::string& prefix, int64_t step, uint64_t save_id);
 
 
 // A writer into s3://bucket/prefix. `prefix` may be empty; a '/' is added

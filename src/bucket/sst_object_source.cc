@@ -38,6 +38,11 @@ struct SstObjectSource::Table {
 
 namespace {
 
+// An object of the step that cannot be opened or read (deleted since it was
+// listed or opened) is damage, named: never NotFound, which the load reads
+// as a chunk missing from every object.
+Status AsDamage(Status s) { return s.code() == StatusCode::kNotFound ? Status::DataLoss(s.message()) : s; }
+
 std::string DescribeChunk(const DataKey& k) {
   return "chunk " + std::to_string(k.chunk) + " of step " + std::to_string(k.step) + " rank " + std::to_string(k.rank) +
          " item " + std::to_string(k.item);
@@ -123,6 +128,18 @@ std::unique_ptr<SstObjectSource> SstObjectSource::OpenLazily(s3::S3Client* clien
   return Make(client, bucket, std::move(objects), options);
 }
 
+StatusOr<std::optional<std::vector<SstObjectSource::KeyBlock>>> SstObjectSource::KeyBlocksOf(size_t i) const {
+  Table& table = *tables_.at(i);
+  RETURN_IF_ERROR(EnsureOpen(table));
+  if (!table.blocks.has_value()) return std::optional<std::vector<KeyBlock>>();
+  std::vector<KeyBlock> out(table.blocks->size());
+  for (size_t k = 0; k < out.size(); ++k) {
+    out[k].key = table.blocks->Key(k);
+    out[k].block_bytes = table.blocks->End(k) - table.blocks->Begin(k);
+  }
+  return std::optional<std::vector<KeyBlock>>(std::move(out));
+}
+
 Status SstObjectSource::Get(const DataKey& key, rocksdb::PinnableSlice* value) const {
   return Lookup(key, value, nullptr);
 }
@@ -132,18 +149,15 @@ Status SstObjectSource::Lookup(const DataKey& key, rocksdb::PinnableSlice* value
   const std::string k = EncodeDataKey(key);
   for (const auto& table : tables_) {
     if (!table->MayHold(k)) continue;
-    // An object of the step that cannot be opened is damage, named; never
-    // NotFound, which would read as a chunk missing from every object.
-    if (Status open = EnsureOpen(*table); !open.ok()) {
-      return open.code() == StatusCode::kNotFound ? Status::DataLoss(open.message()) : open;
-    }
+    RETURN_IF_ERROR(AsDamage(EnsureOpen(*table)));
     std::unique_ptr<rocksdb::Iterator> it(table->reader->NewIterator(ChunkReadOptions()));
     {
       const bool here = window != nullptr && window->path == table->path;
       ScopedObjectWindow scope(here ? window.get() : nullptr);
       it->Seek(k);
     }
-    RETURN_IF_ERROR(FromRocks(it->status(), "reading " + DescribeChunk(key) + " from the SST object " + table->path));
+    RETURN_IF_ERROR(
+        AsDamage(FromRocks(it->status(), "reading " + DescribeChunk(key) + " from the SST object " + table->path)));
     if (it->Valid() && it->key() == rocksdb::Slice(k)) {
       if (path != nullptr) *path = table->path;
       // The value lies in the iterator's block (the bytes the GET wrote, or
@@ -226,9 +240,9 @@ class SstObjectSource::Runs : public ChunkRuns {
       std::lock_guard<std::mutex> lock(run.mu);
       if (!run.done && !run.fetched) {
         std::shared_ptr<ObjectWindow> w = pool_->Take();
-        run.status = FromRocks(source_->fs_->FetchWindow(run.table->path, run.begin, run.end - run.begin, w.get()),
-                               "reading " + DescribeChunk(key) + " and the chunks beside it from the SST object " +
-                                   run.table->path);
+        run.status = AsDamage(FromRocks(
+            source_->fs_->FetchWindow(run.table->path, run.begin, run.end - run.begin, w.get()),
+            "reading " + DescribeChunk(key) + " and the chunks beside it from the SST object " + run.table->path));
         run.fetched = true;
         if (run.status.ok()) run.window = std::move(w);
       }

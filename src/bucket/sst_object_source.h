@@ -29,6 +29,7 @@
 #include <rocksdb/sst_file_reader.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -104,6 +105,16 @@ class SstObjectSource {
   StatusOr<std::vector<std::string>> ReadChunks(const std::vector<DataKey>& keys) const;
 
   ObjectReadStats stats() const { return fs_->stats(); }
+
+  // Every key of object `i` (of the list the source was made with) in
+  // order, with the bytes of the data block that holds it, from its
+  // block-starts property; nullopt when the object lacks it (objects written
+  // before it). Opens the object (its errors as Get's).
+  struct KeyBlock {
+    std::string key;
+    uint64_t block_bytes = 0;
+  };
+  StatusOr<std::optional<std::vector<KeyBlock>>> KeyBlocksOf(size_t i) const;
 
  private:
   struct Table;

@@ -125,7 +125,8 @@ Status CollectGarbage(const std::string& store, const GcOptions& options, std::o
         << ", \"kept_steps\": " << JsonIntList(kept) << ", \"rewritten_files\": " << reclaimed->files_rewritten
         << ", \"rewritten_bytes_before\": " << reclaimed->bytes_before
         << ", \"rewritten_bytes_after\": " << reclaimed->bytes_after << ", \"files_left\": " << reclaimed->files_left
-        << ", \"unused_bytes_left\": " << reclaimed->unused_bytes_left << "}\n";
+        << ", \"unused_bytes_left\": " << reclaimed->unused_bytes_left
+        << ", \"saves_running\": " << reclaimed->saves_running << "}\n";
     return Status::OK();
   }
   const char* verb = options.dry_run ? "would " : "";
@@ -156,6 +157,10 @@ Status CollectGarbage(const std::string& store, const GcOptions& options, std::o
         << " file(s) holding chunks kept steps share, without their unused chunks: "
         << HumanBytes(reclaimed->bytes_before) << " -> " << HumanBytes(reclaimed->bytes_after)
         << (options.dry_run ? " (estimated)" : "") << "\n";
+  }
+  if (reclaimed->saves_running > 0) {
+    out << "rewrote no object: " << reclaimed->saves_running
+        << " save(s) running, which may share the chunks a rewrite moves; run gc again between saves\n";
   }
   if (reclaimed->files_left > 0) {
     out << (options.dry_run ? "would leave " : "left ") << HumanBytes(reclaimed->unused_bytes_left)

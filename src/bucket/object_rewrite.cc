@@ -1,0 +1,155 @@
+#include "bucket/object_rewrite.h"
+
+#include <rocksdb/env.h>
+#include <rocksdb/options.h>
+#include <rocksdb/sst_file_writer.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <memory>
+#include <random>
+
+#include "bucket/object_upload_env.h"
+#include "bucket/sst_object_options.h"
+#include "store/rocksdb_status.h"
+#include "util/ordered_parallel.h"
+#include "util/status_macros.h"
+
+namespace ckptdb {
+namespace bucket {
+namespace {
+
+// Whether `key` lies in one of `used` (sorted, disjoint [begin, end)).
+bool InRanges(const std::vector<KeyRange>& used, const std::string& key) {
+  auto it = std::upper_bound(used.begin(), used.end(), key,
+                             [](const std::string& k, const KeyRange& r) { return k < r.first; });
+  return it != used.begin() && key < std::prev(it)->second;
+}
+
+std::string BaseName(const std::string& key) {
+  const size_t slash = key.rfind('/');
+  return slash == std::string::npos ? key : key.substr(slash + 1);
+}
+
+// Writes the chunks `keys` of object `index` of `source`, in order, into
+// folder + the object's name; returns the new object.
+StatusOr<SstObject> WriteUsedChunks(s3::S3Client* client, const std::string& bucket, const SstObjectSource& source,
+                                    const SstObject& old, const std::vector<std::string>& keys,
+                                    const std::string& folder, const RewriteOptions& options) {
+  char root[64];
+  std::snprintf(root, sizeof(root), "/ckptdb-rewrite-%016" PRIx64 "/",
+                static_cast<uint64_t>(std::random_device{}()) << 32 | std::random_device{}());
+  UploadLedger ledger;
+  ObjectUploadOptions uo;
+  uo.cleanup_client = options.cleanup_client;
+  std::unique_ptr<rocksdb::Env> env =
+      NewObjectUploadEnv(rocksdb::Env::Default(), client, bucket, folder, root, uo, &ledger);
+  rocksdb::Options db_options = SstObjectWriteOptions();
+  db_options.env = env.get();
+  const std::string name = BaseName(old.key);
+  const std::string path = std::string(root) + name;
+  const std::string where = "s3://" + bucket + "/" + folder + name;
+  rocksdb::SstFileWriter writer(rocksdb::EnvOptions(), db_options);
+  RETURN_IF_ERROR(FromRocks(writer.Open(path), "opening the rewritten object " + where));
+  const int threads = std::max(1, std::min<int>(options.threads, static_cast<int>(keys.size())));
+  Status written = RunOrdered(
+      keys.size(), threads, static_cast<size_t>(threads) * 2,
+      [&](size_t i, std::string* value) -> Status {
+        DataKey k;
+        if (!ParseDataKey(keys[i], &k)) {
+          return Status::DataLoss("object s3://" + bucket + "/" + old.key + " holds a key that is not a data key");
+        }
+        rocksdb::PinnableSlice got;
+        RETURN_IF_ERROR(source.Get(k, &got));
+        value->assign(got.data(), got.size());
+        return Status::OK();
+      },
+      [&](size_t i, std::string& value) {
+        return FromRocks(writer.Put(keys[i], value), "writing the rewritten object " + where);
+      });
+  rocksdb::ExternalSstFileInfo info;
+  if (written.ok()) written = FromRocks(writer.Finish(&info), "finishing the rewritten object " + where);
+  if (!written.ok() && !ledger.first_error().ok()) written = ledger.first_error();
+  if (!written.ok()) return written;
+  SstObject out;
+  out.key = folder + name;
+  out.size = info.file_size;
+  out.smallest_key = info.smallest_key;
+  out.largest_key = info.largest_key;
+  const auto uploaded = ledger.objects();
+  auto it = uploaded.find(out.key);
+  if (it == uploaded.end() || it->second != out.size) {
+    return Status::DataLoss("the rewritten object " + where + " was not uploaded whole");
+  }
+  return out;
+}
+
+}  // namespace
+
+StatusOr<SaveRewrite> RewriteSaveObjects(s3::S3Client* client, const std::string& bucket,
+                                         const std::vector<SstObject>& objects, const std::vector<KeyRange>& used,
+                                         const std::string& folder, const RewriteOptions& options) {
+  std::unique_ptr<SstObjectSource> source = SstObjectSource::OpenLazily(client, bucket, objects);
+  SaveRewrite out;
+  std::vector<std::string> uploaded;  // deleted when a later object fails
+  Status failed;
+  for (size_t i = 0; i < objects.size() && failed.ok(); ++i) {
+    const SstObject& o = objects[i];
+    StatusOr<std::optional<std::vector<SstObjectSource::KeyBlock>>> blocks = source->KeyBlocksOf(i);
+    if (!blocks.ok()) {
+      failed = blocks.status();
+      break;
+    }
+    if (!blocks->has_value()) {
+      ++out.files_unknown;
+      out.objects.push_back(o);
+      continue;
+    }
+    std::vector<std::string> keep;
+    uint64_t unused = 0, kept_blocks = 0;
+    for (SstObjectSource::KeyBlock& b : **blocks) {
+      if (InRanges(used, b.key)) {
+        kept_blocks += b.block_bytes;
+        keep.push_back(std::move(b.key));
+      } else {
+        unused += b.block_bytes;
+      }
+    }
+    if (unused == 0) {
+      out.objects.push_back(o);
+      continue;
+    }
+    if (!keep.empty() && static_cast<double>(unused) < options.min_unused_fraction * static_cast<double>(o.size)) {
+      ++out.files_left;
+      out.unused_bytes_left += unused;
+      out.objects.push_back(o);
+      continue;
+    }
+    out.changed = true;
+    ++out.files_rewritten;
+    out.bytes_before += o.size;
+    if (keep.empty()) continue;  // nothing of it is used: it goes
+    if (options.dry_run) {
+      out.bytes_after += kept_blocks;
+      continue;
+    }
+    StatusOr<SstObject> rewritten = WriteUsedChunks(client, bucket, *source, o, keep, folder, options);
+    if (!rewritten.ok()) {
+      failed = rewritten.status();
+      break;
+    }
+    uploaded.push_back(rewritten->key);
+    out.bytes_after += rewritten->size;
+    out.objects.push_back(std::move(*rewritten));
+  }
+  if (!failed.ok()) {
+    s3::S3Client* cleanup = options.cleanup_client != nullptr ? options.cleanup_client : client;
+    for (const std::string& key : uploaded) (void)cleanup->DeleteObject(bucket, key);
+    return failed;
+  }
+  return out;
+}
+
+}  // namespace bucket
+}  // namespace ckptdb

@@ -1,0 +1,333 @@
+// gc rewriting a bucket's partly used objects (StoreWriter::ReclaimSpace on
+// s3://, bucket/object_rewrite.h), against the tests' SeaweedFS:
+//   - the fine-tuning case of issue 35: a frozen tensor saved once and an
+//     adapter that changes every step, under keep_last 2, left 1.5x one
+//     step's bytes in the bucket; after gc it is 1.25x, every kept step
+//     loads bit for bit, and so does a later save that deduplicates against
+//     them;
+//   - the replaced objects stay for abandoned_save_seconds: a reader that
+//     read the index before the rewrite still loads, a refreshed one reads
+//     the new objects;
+//   - nothing is rewritten while a save runs, and a save that read the
+//     objects before a rewrite is refused at its commit (Aborted, nothing
+//     committed);
+//   - a failed rewrite's objects stay while its marker is young and go after;
+//   - the index's version 2 (with rewritten saves) round-trips, and an index
+//     without them is still written as version 1.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bucket/bucket_index.h"
+#include "bucket/bucket_store.h"
+#include "ckptdb/ckptdb.h"
+#include "format/chunk_codec.h"
+#include "s3/s3_client.h"
+#include "s3_test_server.h"
+#include "test_util.h"
+#include "util/status_macros.h"
+
+namespace ckptdb {
+namespace bucket {
+namespace {
+
+using ::ckptdb::testing::FaultyWriter;
+using ::ckptdb::testing::PatternTensor;
+
+const ::ckptdb::testing::S3TestServer& Server() { return ::ckptdb::testing::TestS3Server(); }
+
+// 3 MiB frozen, 1 MiB that changes every step (seeded by the step).
+constexpr int64_t kFrozenRows = 768, kAdapterRows = 256, kCols = 1024;
+
+StateDict FineTuningStep(int64_t step) {
+  StateDict sd;
+  (void)sd.Add("frozen", PatternTensor(DType::kF32, {kFrozenRows, kCols}, 7));
+  (void)sd.Add("adapter", PatternTensor(DType::kF32, {kAdapterRows, kCols}, static_cast<uint32_t>(100 + step)));
+  return sd;
+}
+
+class BucketRewriteTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!Server().skip_reason.empty()) GTEST_SKIP() << Server().skip_reason;
+    auto c = s3::S3Client::Create(Server().settings);
+    ASSERT_TRUE(c.ok()) << c.status();
+    client_ = std::move(*c);
+    prefix_ = StorePrefix(::ckptdb::testing::UniqueTestPrefix());
+  }
+
+  std::unique_ptr<StoreWriter> Writer(int64_t abandoned_save_seconds) {
+    StoreOptions o;
+    o.compression = Compression::kNone;
+    o.retention.keep_last = 2;
+    o.abandoned_save_seconds = abandoned_save_seconds;
+    auto w = OpenBucketStoreWriter(client_, Server().bucket, prefix_, o);
+    EXPECT_TRUE(w.ok()) << w.status();
+    return std::move(*w);
+  }
+
+  // Saves step `step` holding what FineTuningStep(content) holds.
+  static Status SaveStep(StorageWriter& w, int64_t step, int64_t content = -1) {
+    SaveOptions o;
+    o.step = step;
+    o.no_dist = true;
+    return Save(FineTuningStep(content < 0 ? step : content), w, o);
+  }
+
+  std::unique_ptr<StoreReader> Reader() {
+    auto r = OpenBucketStoreReader(client_, Server().bucket, prefix_);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? std::move(*r) : nullptr;
+  }
+
+  // Loads step `step` and compares it with FineTuningStep(content).
+  static Status LoadStep(StoreReader& reader, int64_t step, int64_t content = -1) {
+    StateDict target;
+    (void)target.Add("frozen", Tensor::Zeros(DType::kF32, {kFrozenRows, kCols}).value());
+    (void)target.Add("adapter", Tensor::Zeros(DType::kF32, {kAdapterRows, kCols}).value());
+    LoadOptions o;
+    o.step = step;
+    o.no_dist = true;
+    RETURN_IF_ERROR(Load(target, reader, o));
+    const StateDict want = FineTuningStep(content < 0 ? step : content);
+    for (const char* name : {"frozen", "adapter"}) {
+      if (!std::get<Tensor>(*target.Find(name)).BitwiseEquals(std::get<Tensor>(*want.Find(name)))) {
+        return Status::DataLoss(std::string(name) + " of step " + std::to_string(step) + " differs");
+      }
+    }
+    return Status::OK();
+  }
+
+  static std::vector<int64_t> StepNumbers(StoreReader& reader) {
+    std::vector<int64_t> out;
+    auto steps = reader.ListSteps();
+    EXPECT_TRUE(steps.ok()) << steps.status();
+    if (steps.ok()) {
+      for (const StepInfo& s : *steps) out.push_back(s.step);
+    }
+    return out;
+  }
+
+  std::vector<s3::ObjectInfo> Listed(const std::string& under) {
+    auto all = client_->ListAll(Server().bucket, prefix_ + under);
+    EXPECT_TRUE(all.ok()) << all.status();
+    return all.ok() ? *all : std::vector<s3::ObjectInfo>{};
+  }
+
+  // The bytes of every data object, over one step's (4 MiB and a little).
+  double DataOverOneStep() {
+    uint64_t bytes = 0;
+    for (const s3::ObjectInfo& o : Listed("data/")) bytes += o.size;
+    return static_cast<double>(bytes) / static_cast<double>((kFrozenRows + kAdapterRows) * kCols * 4);
+  }
+
+  // Data objects gc wrote (in a rewrite's folder: data/<step>/<save>/<id>/).
+  size_t RewrittenObjects() {
+    size_t n = 0;
+    for (const s3::ObjectInfo& o : Listed("data/")) {
+      n += o.key.find('/', prefix_.size() + 5 + 38) != std::string::npos ? 1 : 0;
+    }
+    return n;
+  }
+
+  std::shared_ptr<s3::S3Client> client_;
+  std::string prefix_;
+};
+
+TEST_F(BucketRewriteTest, GcGivesBackTheDeadBytesOfASharedSavesObjects) {
+  std::unique_ptr<StoreWriter> w = Writer(3600);
+  for (int64_t step = 1; step <= 12; ++step) ASSERT_TRUE(SaveStep(*w, step).ok()) << step;
+  std::unique_ptr<StoreReader> before = Reader();
+  ASSERT_NE(before, nullptr);
+  EXPECT_EQ(StepNumbers(*before), (std::vector<int64_t>{11, 12}));
+  // Step 1's object holds the frozen chunks steps 11 and 12 share, and its
+  // own dead adapter.
+  const double dead = DataOverOneStep();
+  EXPECT_GT(dead, 1.45);
+
+  auto dry = w->ReclaimSpace(ReclaimOptions{0.05, /*dry_run=*/true});
+  ASSERT_TRUE(dry.ok()) << dry.status();
+  EXPECT_EQ(dry->files_rewritten, 1u);
+  EXPECT_EQ(RewrittenObjects(), 0u);
+
+  auto reclaimed = w->ReclaimSpace(ReclaimOptions{});
+  ASSERT_TRUE(reclaimed.ok()) << reclaimed.status();
+  EXPECT_EQ(reclaimed->files_rewritten, 1u);
+  EXPECT_EQ(reclaimed->saves_running, 0u);
+  EXPECT_LT(reclaimed->bytes_after, reclaimed->bytes_before * 4 / 5);
+  EXPECT_GT(reclaimed->bytes_after, reclaimed->bytes_before * 7 / 10);  // (the frozen 3 of 4 MiB)
+  EXPECT_EQ(RewrittenObjects(), 1u);
+  EXPECT_EQ(Listed("rewrites/").size(), 1u);
+  // The object it replaced stays for abandoned_save_seconds: a reader that
+  // read the index before still loads from it.
+  EXPECT_GT(DataOverOneStep(), dead + 0.5);
+  for (int64_t step : {11, 12}) {
+    Status st = LoadStep(*before, step);
+    EXPECT_TRUE(st.ok()) << st;
+    std::unique_ptr<StoreReader> now = Reader();
+    st = LoadStep(*now, step);
+    EXPECT_TRUE(st.ok()) << st;
+  }
+
+  // gc taking every save (and rewrite) as past the threshold deletes it.
+  std::unique_ptr<StoreWriter> eager = Writer(0);
+  ASSERT_TRUE(eager->Sweep().ok());
+  const double after = DataOverOneStep();
+  EXPECT_LE(after, 1.3) << "before gc: " << dead;
+  EXPECT_TRUE(Listed("rewrites/").empty());
+  for (int64_t step : {11, 12}) {
+    std::unique_ptr<StoreReader> now = Reader();
+    Status st = LoadStep(*now, step);
+    EXPECT_TRUE(st.ok()) << st;
+  }
+  // The reader of before the rewrite no longer finds the object it names;
+  // refreshed, it reads the new one.
+  Status stale = LoadStep(*before, 12);
+  EXPECT_FALSE(stale.ok());
+  EXPECT_EQ(stale.code(), StatusCode::kDataLoss) << stale;
+  EXPECT_NE(stale.ToString().find("data/00000000000000000001/"), std::string::npos) << stale;
+  ASSERT_TRUE(before->Refresh().ok());
+  Status refreshed = LoadStep(*before, 12);
+  EXPECT_TRUE(refreshed.ok()) << refreshed;
+
+  // A later save deduplicates against step 12, whose record names the
+  // replaced object: it reads and refers to the new one.
+  ASSERT_TRUE(SaveStep(*w, 13).ok());
+  ASSERT_TRUE(SaveStep(*w, 14).ok());  // (drops steps 12 and 13)
+  ASSERT_TRUE(eager->Sweep().ok());
+  std::unique_ptr<StoreReader> last = Reader();
+  EXPECT_EQ(StepNumbers(*last), (std::vector<int64_t>{13, 14}));
+  for (int64_t step : {13, 14}) {
+    Status st = LoadStep(*last, step);
+    EXPECT_TRUE(st.ok()) << st;
+  }
+  EXPECT_LE(DataOverOneStep(), 1.3);
+  // Nothing more to rewrite: the rewritten object holds used chunks only.
+  auto again = eager->ReclaimSpace(ReclaimOptions{});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->files_rewritten, 0u);
+}
+
+TEST_F(BucketRewriteTest, NothingIsRewrittenWhileASaveRunsAndASaveThatReadTheOldObjectsIsRefused) {
+  std::unique_ptr<StoreWriter> w = Writer(3600);
+  for (int64_t step = 1; step <= 3; ++step) ASSERT_TRUE(SaveStep(*w, step).ok()) << step;
+  std::unique_ptr<StoreWriter> gc = Writer(3600);
+  std::unique_ptr<StoreWriter> eager = Writer(0);
+  FaultyWriter slow(w.get());
+  slow.on_finish = [&] {
+    // Step 4 has read step 3's record (it holds what step 3 holds, so it
+    // shares every chunk and uploads nothing that gc could take).
+    auto waited = gc->ReclaimSpace(ReclaimOptions{});
+    EXPECT_TRUE(waited.ok()) << waited.status();
+    if (waited.ok()) {
+      EXPECT_EQ(waited->saves_running, 1u);
+      EXPECT_EQ(waited->files_rewritten, 0u);
+    }
+    EXPECT_EQ(RewrittenObjects(), 0u);
+    // A gc that takes every save as dead rewrites under it.
+    auto rewrote = eager->ReclaimSpace(ReclaimOptions{});
+    EXPECT_TRUE(rewrote.ok()) << rewrote.status();
+    if (rewrote.ok()) {
+      EXPECT_EQ(rewrote->files_rewritten, 1u);
+    }
+    return Status::OK();
+  };
+  Status refused = SaveStep(slow, 4, /*content=*/3);
+  EXPECT_EQ(refused.code(), StatusCode::kAborted) << refused;
+  EXPECT_NE(refused.ToString().find("gc rewrote"), std::string::npos) << refused;
+  std::unique_ptr<StoreReader> r = Reader();
+  EXPECT_EQ(StepNumbers(*r), (std::vector<int64_t>{2, 3}));
+  for (int64_t step : {2, 3}) {
+    Status st = LoadStep(*r, step);
+    EXPECT_TRUE(st.ok()) << st;
+  }
+  // Saved again, it reads the rewritten objects.
+  ASSERT_TRUE(SaveStep(*w, 4, /*content=*/3).ok());
+  ASSERT_TRUE(eager->Sweep().ok());
+  r = Reader();
+  for (int64_t step : {3, 4}) {
+    Status st = LoadStep(*r, step, /*content=*/3);
+    EXPECT_TRUE(st.ok()) << st;
+  }
+}
+
+TEST_F(BucketRewriteTest, AFailedRewritesObjectsStayWhileItsMarkerIsYoung) {
+  std::unique_ptr<StoreWriter> w = Writer(3600);
+  for (int64_t step = 1; step <= 3; ++step) ASSERT_TRUE(SaveStep(*w, step).ok()) << step;
+  // A rewrite of step 1's save that died after uploading an object.
+  std::string data;
+  for (const s3::ObjectInfo& o : Listed("data/00000000000000000001/")) data = o.key;
+  ASSERT_FALSE(data.empty());
+  const std::string save = data.substr(0, data.rfind('/') + 1);
+  const std::string stray = save + "00000000000000aa/rank-0-0.sst";
+  const std::string marker =
+      prefix_ + "rewrites/00000000000000000001-" + save.substr(save.size() - 17, 16) + "-00000000000000aa";
+  ASSERT_TRUE(client_->PutObject(Server().bucket, stray, "half").ok());
+  ASSERT_TRUE(client_->PutObject(Server().bucket, marker, "").ok());
+  ASSERT_TRUE(w->Sweep().ok());
+  EXPECT_EQ(RewrittenObjects(), 1u) << "gc deleted the object of a rewrite whose marker is young";
+  ASSERT_TRUE(Writer(0)->Sweep().ok());
+  EXPECT_EQ(RewrittenObjects(), 0u);
+  EXPECT_TRUE(Listed("rewrites/").empty());
+  std::unique_ptr<StoreReader> r = Reader();
+  for (int64_t step : {2, 3}) {
+    Status st = LoadStep(*r, step);
+    EXPECT_TRUE(st.ok()) << st;
+  }
+}
+
+TEST(BucketIndexTest, RewrittenSavesRoundTripAsVersionTwoAndOthersStayVersionOne) {
+  BucketIndex index;
+  IndexStep s;
+  s.step = 12;
+  s.summary.save_id = 0xbb;
+  s.uses = {SaveRef{1, 0xaa}, SaveRef{12, 0xbb}};
+  index.steps[12] = s;
+  auto version_of = [](const std::string& value) {
+    auto raw = DecodeChunkToString(value);
+    EXPECT_TRUE(raw.ok()) << raw.status();
+    return raw.ok() && raw->size() > 19 ? static_cast<int>((*raw)[19]) : -1;
+  };
+  EXPECT_EQ(version_of(EncodeBucketIndex(index)), 1);
+  SstObject o;
+  o.key = "p/data/00000000000000000001/00000000000000aa/00000000000000cc/rank-0-0.sst";
+  o.size = 99;
+  o.smallest_key = "a";
+  o.largest_key = "z";
+  index.rewritten[SaveRef{1, 0xaa}] = RewrittenSave{0xcc, {o}};
+  const std::string value = EncodeBucketIndex(index);
+  EXPECT_EQ(version_of(value), 2);
+  auto back = DecodeBucketIndex(value);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->rewritten.size(), 1u);
+  const RewrittenSave& r = back->rewritten.begin()->second;
+  EXPECT_EQ(r.rewrite_id, 0xccu);
+  ASSERT_EQ(r.objects.size(), 1u);
+  EXPECT_EQ(r.objects[0].key, o.key);
+  EXPECT_EQ(r.objects[0].size, 99u);
+  EXPECT_EQ(r.objects[0].largest_key, "z");
+
+  // A record's objects of the rewritten save are replaced, others kept.
+  SstObject own;
+  own.key = "p/data/00000000000000000012/00000000000000bb/rank-0-0.sst";
+  SstObject old;
+  old.key = "p/data/00000000000000000001/00000000000000aa/rank-0-0.sst";
+  SstObject old2 = old;
+  old2.key = "p/data/00000000000000000001/00000000000000aa/rank-1-0.sst";
+  const std::vector<SstObject> now = ObjectsNow(*back, "p/", {own, old, old2});
+  ASSERT_EQ(now.size(), 2u);
+  EXPECT_EQ(now[0].key, own.key);
+  EXPECT_EQ(now[1].key, o.key);
+
+  // Dropping the last step that reads the save forgets its rewrite.
+  back->steps.clear();
+  ForgetUnusedRewrites(&*back);
+  EXPECT_TRUE(back->rewritten.empty());
+  EXPECT_EQ(version_of(EncodeBucketIndex(*back)), 1);
+}
+
+}  // namespace
+}  // namespace bucket
+}  // namespace ckptdb
