@@ -702,7 +702,7 @@ TEST_F(CliTest, TagRmAndGcChangeTheStore) {
   EXPECT_EQ(gc.code, 0) << gc.out;
   EXPECT_EQ(gc.out,
             "{\"dry_run\": false, \"failed_saves\": 0, \"staging_dirs\": 0, \"unaccounted_saves\": 0, "
-            "\"deleted_saves_reclaimed\": 0, "
+            "\"deleted_saves_reclaimed\": 0, \"replaced_objects\": 0, "
             "\"removed_steps\": [12, 30], "
             "\"removed_stored_bytes\": 131, \"kept_steps\": [4, 20, 40, 50], \"rewritten_files\": 0, "
             "\"rewritten_bytes_before\": 0, \"rewritten_bytes_after\": 0, \"files_left\": 0, "

@@ -61,6 +61,7 @@ class BucketRewriteTest : public ::testing::Test {
   std::unique_ptr<StoreWriter> Writer(int64_t abandoned_save_seconds) {
     StoreOptions o;
     o.compression = Compression::kNone;
+    o.chunk_bytes = 64 << 10;  // (a rewrite copies runs of many chunks)
     o.retention.keep_last = 2;
     o.abandoned_save_seconds = abandoned_save_seconds;
     auto w = OpenBucketStoreWriter(client_, Server().bucket, prefix_, o);

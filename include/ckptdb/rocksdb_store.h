@@ -172,8 +172,10 @@ struct StoreOptions {
   // refused (Aborted, nothing committed) if the marker went unrefreshed for
   // half of this (a server that stopped answering), since gc may then have
   // taken it for dead. So gc is safe with any threshold at least half the
-  // savers'. 0: every save is taken as dead (gc only). >= 0; default one
-  // hour.
+  // savers'. 0: every save is taken as dead (gc only). It is also how long
+  // the objects a rewrite of ReclaimSpace replaced stay for readers that
+  // read the index before, and how long gc waits for a rewrite that is
+  // running (its marker, kept fresh the same way). >= 0; default one hour.
   int64_t abandoned_save_seconds = 3600;
   // Bucket stores (s3://) only: a request that moves no byte for this many
   // seconds is abandoned and retried, and a second silent try ends it with
@@ -243,6 +245,10 @@ struct SweepStats {
   // files were still on disk, as a crash between a delete and the reclaiming
   // of its space leaves them: their files are dropped.
   uint64_t deleted_saves_reclaimed = 0;
+  // Bucket stores (s3://): objects that ReclaimSpace's rewrites replaced
+  // (or a failed rewrite left), deleted once abandoned_save_seconds passed
+  // since the rewrite. Always 0 for a directory.
+  uint64_t replaced_objects = 0;
 };
 
 // Which files StoreWriter::ReclaimSpace rewrites.
@@ -330,6 +336,14 @@ class StoreWriter : public StorageWriter {
   // fraction outside [0, 1]; DataLoss, rewriting nothing, when a committed
   // step's chunk references are unreadable (as for DeleteStep). Saves
   // started on this writer stay safe (commits wait for it).
+  // A bucket store (s3://) rewrites such an object into a new one holding its
+  // used chunks and names it in one conditional index write (nothing is
+  // rewritten while a save runs: ReclaimStats.saves_running); the object it
+  // replaces stays abandoned_save_seconds more, so a reader that read the
+  // index before still loads, then a later gc (Sweep, a pruning commit)
+  // deletes it. A save that began before the rewrite and shares the
+  // rewritten chunks is refused at its commit (Aborted, nothing committed).
+  // Objects written before the block-starts property are kept as they are.
   virtual StatusOr<ReclaimStats> ReclaimSpace(const ReclaimOptions& options) = 0;
   // Applies `policy` to the committed steps now: returns the steps it drops
   // (increasing), deleted as by DeleteSteps unless dry_run. A disabled policy

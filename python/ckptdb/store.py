@@ -534,7 +534,7 @@ class Store:
         sweeps what failed saves left, and rewrites each file that still
         holds chunks kept steps share once at least `min_unused` of it is
         chunks no step uses (as `ckptdb gc`). Returns {"pruned": [steps],
-        "orphan_saves", "staging_dirs", "unaccounted_saves",
+        "orphan_saves", "staging_dirs", "unaccounted_saves", "replaced_objects",
         "rewritten_files", "rewritten_bytes_before", "rewritten_bytes_after",
         "files_left", "unused_bytes_left", "saves_running"} (saves_running:
         a bucket rewrites nothing while saves run)."""

@@ -87,6 +87,7 @@ nb::dict SweepDict(const SweepStats& s) {
   d["orphan_saves"] = s.orphan_saves;
   d["staging_dirs"] = s.staging_dirs;
   d["unaccounted_saves"] = s.unaccounted_saves;
+  d["replaced_objects"] = s.replaced_objects;
   return d;
 }
 

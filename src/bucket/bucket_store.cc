@@ -904,6 +904,7 @@ class BucketStoreWriter : public StoreWriter {
     s.orphan_saves = g.failed_saves;
     s.staging_dirs = g.stale_markers + g.uploads.size();
     s.deleted_saves_reclaimed = g.deleted_saves;
+    s.replaced_objects = g.replaced_objects;
     return s;
   }
 

@@ -18,6 +18,15 @@
 //   PREFIX/data/<step>/<save id>/rank-<R>-<N>.sst
 //       a rank's SST files of one save attempt, written with
 //       SstObjectWriteOptions() (one chunk per data block)
+//   PREFIX/data/<step>/<save id>/<rewrite id>/rank-<R>-<N>.sst
+//       gc's rewrite of such an object with only the chunks kept steps still
+//       use (ReclaimSpace, bucket/object_rewrite.h), once the save's own step
+//       is gone; the index names the save's objects from then on
+//       (RewrittenSave), and a record's list of them is read through it
+//   PREFIX/rewrites/<step>-<save id>-<rewrite id>
+//       an empty marker: a rewrite is running (refreshed as a save's), or
+//       committed lately; gc deletes the objects it replaced once the marker
+//       is older than abandoned_save_seconds
 //   PREFIX/pending/<step>-<save id>-<unix ms>
 //       an empty marker: the save is running (written by Prepare, before any
 //       rank uploads, and again every quarter of abandoned_save_seconds

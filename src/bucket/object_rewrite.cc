@@ -7,12 +7,14 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <random>
 
 #include "bucket/object_upload_env.h"
 #include "bucket/sst_object_options.h"
 #include "store/rocksdb_status.h"
+#include "util/le_bytes.h"
 #include "util/ordered_parallel.h"
 #include "util/status_macros.h"
 
@@ -52,22 +54,47 @@ StatusOr<SstObject> WriteUsedChunks(s3::S3Client* client, const std::string& buc
   const std::string where = "s3://" + bucket + "/" + folder + name;
   rocksdb::SstFileWriter writer(rocksdb::EnvOptions(), db_options);
   RETURN_IF_ERROR(FromRocks(writer.Open(path), "opening the rewritten object " + where));
+  // Adjacent chunks by one ranged GET per run (SstObjectSource::PlanRuns),
+  // runs fetched on `threads` threads and written in key order.
+  std::vector<DataKey> parsed(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!ParseDataKey(keys[i], &parsed[i])) {
+      return Status::DataLoss("object s3://" + bucket + "/" + old.key + " holds a key that is not a data key");
+    }
+  }
   const int threads = std::max(1, std::min<int>(options.threads, static_cast<int>(keys.size())));
+  ASSIGN_OR_RETURN(std::unique_ptr<ChunkRuns> runs, source.PlanRuns(parsed, threads));
+  const std::vector<std::vector<size_t>>& groups = runs->runs();
+  std::map<size_t, std::string> ready;  // fetched values not yet written, by key index
+  size_t next = 0;                      // the next key to write
   Status written = RunOrdered(
-      keys.size(), threads, static_cast<size_t>(threads) * 2,
-      [&](size_t i, std::string* value) -> Status {
-        DataKey k;
-        if (!ParseDataKey(keys[i], &k)) {
-          return Status::DataLoss("object s3://" + bucket + "/" + old.key + " holds a key that is not a data key");
+      groups.size(), threads, static_cast<size_t>(threads) * 2,
+      [&](size_t r, std::string* values) -> Status {
+        values->clear();
+        for (size_t i : groups[r]) {
+          rocksdb::PinnableSlice got;
+          RETURN_IF_ERROR(runs->Get(parsed[i], &got));
+          AppendLE64(values, i);
+          AppendLEString(values, std::string_view(got.data(), got.size()));
         }
-        rocksdb::PinnableSlice got;
-        RETURN_IF_ERROR(source.Get(k, &got));
-        value->assign(got.data(), got.size());
+        runs->Done(r);
         return Status::OK();
       },
-      [&](size_t i, std::string& value) {
-        return FromRocks(writer.Put(keys[i], value), "writing the rewritten object " + where);
+      [&](size_t, std::string& values) -> Status {
+        LECursor c(values);
+        while (!c.empty()) {
+          uint64_t i = 0;
+          std::string value;
+          if (!c.U64(&i) || !c.String(&value)) return Status::Internal("a rewrite's fetched values are malformed");
+          ready.emplace(static_cast<size_t>(i), std::move(value));
+        }
+        for (auto it = ready.find(next); it != ready.end(); it = ready.find(++next)) {
+          RETURN_IF_ERROR(FromRocks(writer.Put(keys[next], it->second), "writing the rewritten object " + where));
+          ready.erase(it);
+        }
+        return Status::OK();
       });
+  if (written.ok() && next != keys.size()) written = Status::Internal("a rewrite's runs missed a chunk");
   rocksdb::ExternalSstFileInfo info;
   if (written.ok()) written = FromRocks(writer.Finish(&info), "finishing the rewritten object " + where);
   if (!written.ok() && !ledger.first_error().ok()) written = ledger.first_error();

@@ -329,7 +329,7 @@ const char kGcHelp[] =
     "  --dry-run       say what would be removed; change nothing\n"
     "  --json          {\"dry_run\", \"failed_saves\", \"staging_dirs\",\n"
     "                  \"unaccounted_saves\", \"deleted_saves_reclaimed\",\n"
-    "                  \"removed_steps\",\n"
+    "                  \"replaced_objects\", \"removed_steps\",\n"
     "                  \"removed_stored_bytes\", \"kept_steps\",\n"
     "                  \"rewritten_files\", \"rewritten_bytes_before\",\n"
     "                  \"rewritten_bytes_after\", \"files_left\",\n"

@@ -121,6 +121,7 @@ Status CollectGarbage(const std::string& store, const GcOptions& options, std::o
         << ", \"failed_saves\": " << swept->orphan_saves << ", \"staging_dirs\": " << swept->staging_dirs
         << ", \"unaccounted_saves\": " << swept->unaccounted_saves
         << ", \"deleted_saves_reclaimed\": " << swept->deleted_saves_reclaimed
+        << ", \"replaced_objects\": " << swept->replaced_objects
         << ", \"removed_steps\": " << JsonIntList(*pruned) << ", \"removed_stored_bytes\": " << freed
         << ", \"kept_steps\": " << JsonIntList(kept) << ", \"rewritten_files\": " << reclaimed->files_rewritten
         << ", \"rewritten_bytes_before\": " << reclaimed->bytes_before
@@ -135,6 +136,10 @@ Status CollectGarbage(const std::string& store, const GcOptions& options, std::o
   if (swept->deleted_saves_reclaimed > 0) {
     out << (options.dry_run ? "would give back " : "gave back ") << "the files of "
         << swept->deleted_saves_reclaimed << " deleted save(s) still on disk\n";
+  }
+  if (swept->replaced_objects > 0) {
+    out << (options.dry_run ? "would delete " : "deleted ") << swept->replaced_objects
+        << " object(s) that earlier rewrites replaced\n";
   }
   if (swept->unaccounted_saves > 0) {
     out << "kept " << swept->unaccounted_saves
@@ -157,6 +162,10 @@ Status CollectGarbage(const std::string& store, const GcOptions& options, std::o
         << " file(s) holding chunks kept steps share, without their unused chunks: "
         << HumanBytes(reclaimed->bytes_before) << " -> " << HumanBytes(reclaimed->bytes_after)
         << (options.dry_run ? " (estimated)" : "") << "\n";
+    if (o->writer->path().rfind("s3://", 0) == 0 && !options.dry_run && options.abandoned_save_seconds > 0) {
+      out << "the objects they replace stay " << options.abandoned_save_seconds
+          << " s more (--abandoned-after) for readers that read the store before; a gc after that deletes them\n";
+    }
   }
   if (reclaimed->saves_running > 0) {
     out << "rewrote no object: " << reclaimed->saves_running

@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# What `ckptdb gc` gives back in a bucket, and what it costs: the fine-tuning
+# case of issue 35 (a frozen bf16 tensor saved once, an adapter that changes
+# every step, --steps steps under keep_last=2, deduplicated) saved into two
+# fresh stores per round on ONE SeaweedFS server (tools/seaweedfs.sh) started
+# here, then gc on each, interleaved (which runs first alternates):
+#   rewrite   gc as it is: partly used objects rewritten (--min-unused 0.05)
+#   drop      gc with --min-unused 1: objects are only deleted whole, what
+#             gc did in a bucket before the rewrite existed
+# Both run with --abandoned-after 0, so that what a rewrite replaced is
+# deleted by the same gc (with the default, a gc an hour later deletes it).
+# Prints, as medians (min-max) over the rounds: the bucket's data bytes over
+# one step's logical bytes before and after gc (the kept steps use 1.25x),
+# gc's wall and CPU seconds (the CLI's and the server's, from /proc), and
+# gc's requests (counted by a proxy). Every kept step is verified after gc.
+#   tools/bench-s3-gc.sh [--rounds R] [--steps N] [--frozen-mib F] [--changing-mib C]
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+rounds=3; steps=12; frozen=24; changing=8
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --rounds) rounds="$2"; shift 2 ;;
+    --steps) steps="$2"; shift 2 ;;
+    --frozen-mib) frozen="$2"; shift 2 ;;
+    --changing-mib) changing="$2"; shift 2 ;;
+    *) echo "bench-s3-gc.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+
+venv="$("$root/tools/python-env.sh")"
+cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=Release -DCKPTDB_PYTHON=ON \
+  -DPython_EXECUTABLE="$venv/bin/python" >/dev/null
+cmake --build "$root/build" -j "$(nproc)" --target _ckptdb ckptdb_python_files ckptdb_cli >/dev/null
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/bench-s3-gc-XXXXXX")"
+server="$work/server"
+trap '"$root/tools/seaweedfs.sh" stop "$server"; rm -rf "$work"' EXIT
+"$root/tools/seaweedfs.sh" start "$server" >/dev/null
+# shellcheck disable=SC1091
+. "$server/server.env"
+export BENCH_S3_SERVER_PID="$(cat "$server/weed.pid")"
+export AWS_ENDPOINT_URL_S3="$CKPTDB_S3_ENDPOINT" AWS_ENDPOINT_URL="$CKPTDB_S3_ENDPOINT" \
+  AWS_ACCESS_KEY_ID="$CKPTDB_S3_ACCESS_KEY" AWS_SECRET_ACCESS_KEY="$CKPTDB_S3_SECRET_KEY" AWS_REGION=us-east-1
+unset AWS_PROFILE AWS_SESSION_TOKEN AWS_CA_BUNDLE AWS_DEFAULT_REGION
+bucket=bench
+curl -sS -f -o /dev/null --aws-sigv4 "aws:amz:us-east-1:s3" -u "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" \
+  -H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' -X PUT "$AWS_ENDPOINT_URL_S3/$bucket"
+PYTHONPATH="$root/build/python" OMP_NUM_THREADS=1 "$venv/bin/python" - "$root/build/ckptdb" "$bucket" \
+  "$rounds" "$steps" "$frozen" "$changing" <<'EOF'
+import json, os, resource, socket, statistics, subprocess, sys, threading, time
+import ckptdb, torch
+
+cli, bucket, rounds, steps, frozen_mib, changing_mib = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:])
+cols = 1024
+row = cols * 2  # bf16
+frozen = torch.randn((frozen_mib << 20) // row, cols).to(torch.bfloat16)
+step_bytes = (frozen_mib + changing_mib) << 20
+server_pid = int(os.environ["BENCH_S3_SERVER_PID"])
+endpoint = os.environ["AWS_ENDPOINT_URL"]
+host, port = endpoint.split("//")[1].split(":")
+port = int(port)
+
+def server_cpu() -> float:
+    with open(f"/proc/{server_pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+class Proxy:
+    """Counts the requests that pass (each HTTP request line)."""
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.requests = 0
+        self.lock = threading.Lock()
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self) -> None:
+        while True:
+            c, _ = self.sock.accept()
+            s = socket.create_connection((host, port))
+            threading.Thread(target=self.pipe, args=(c, s, True), daemon=True).start()
+            threading.Thread(target=self.pipe, args=(s, c, False), daemon=True).start()
+
+    def pipe(self, src, dst, count: bool) -> None:
+        try:
+            while True:
+                b = src.recv(1 << 16)
+                if not b:
+                    break
+                if count:
+                    n = sum(b.count(m) for m in (b"GET /", b"PUT /", b"POST /", b"HEAD /", b"DELETE /"))
+                    with self.lock:
+                        self.requests += n
+                dst.sendall(b)
+        except OSError:
+            pass
+        finally:
+            for x in (src, dst):
+                try:
+                    x.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+proxy = Proxy()
+
+def save_case(url: str) -> None:
+    store = ckptdb.Store(url, keep_last=2)
+    for step in range(1, steps + 1):
+        g = torch.Generator().manual_seed(step)
+        adapter = torch.randn((changing_mib << 20) // row, cols, generator=g).to(torch.bfloat16)
+        ckptdb.save({"frozen": frozen, "adapter": adapter}, store, step=step)
+
+def data_bytes(url: str) -> int:
+    out = subprocess.run([cli, "info", url, "--json"], check=True, capture_output=True, text=True).stdout
+    return json.loads(out)["sst_bytes"]
+
+def gc(url: str, min_unused: str) -> dict:
+    env = dict(os.environ, AWS_ENDPOINT_URL=f"http://127.0.0.1:{proxy.port}",
+               AWS_ENDPOINT_URL_S3=f"http://127.0.0.1:{proxy.port}")
+    before_req, before_server = proxy.requests, server_cpu()
+    before_cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    subprocess.run([cli, "gc", url, "--abandoned-after", "0", "--min-unused", min_unused], check=True,
+                   capture_output=True, env=env)
+    wall = time.perf_counter() - t0
+    after_cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
+    time.sleep(0.2)  # the proxy's last bytes
+    return {"wall": wall, "cpu": after_cpu.ru_utime + after_cpu.ru_stime - before_cpu.ru_utime - before_cpu.ru_stime,
+            "server_cpu": server_cpu() - before_server, "requests": proxy.requests - before_req}
+
+res = {"rewrite": [], "drop": []}
+for r in range(1, rounds + 1):
+    urls = {m: f"s3://{bucket}/gc-{m}-{r}" for m in res}
+    for m in res:
+        save_case(urls[m])
+    order = ["rewrite", "drop"] if r % 2 else ["drop", "rewrite"]
+    for m in order:
+        before = data_bytes(urls[m])
+        g = gc(urls[m], "0.05" if m == "rewrite" else "1")
+        subprocess.run([cli, "verify", urls[m], "--all"], check=True, capture_output=True)
+        g.update(before=before / step_bytes, after=data_bytes(urls[m]) / step_bytes)
+        res[m].append(g)
+    print(f"round {r}: " + ", ".join(f"{m} {res[m][-1]['before']:.3f}x -> {res[m][-1]['after']:.3f}x"
+                                     for m in res), file=sys.stderr)
+
+def spread(m: str, k: str, f: str) -> str:
+    v = [x[k] for x in res[m]]
+    return f"{statistics.median(v):{f}} ({min(v):{f}}-{max(v):{f}})"
+
+print(f"{steps} steps of {frozen_mib} MiB frozen + {changing_mib} MiB changing (bf16), keep_last=2, "
+      f"{rounds} rounds; data bytes over one step's {step_bytes >> 20} MiB (the kept steps use "
+      f"{(frozen_mib + 2 * changing_mib) / (frozen_mib + changing_mib):.3f}x)")
+print("| gc | data before | data after | gc wall s | gc CLI CPU s | server CPU s | requests |")
+print("|---|---|---|---|---|---|---|")
+for m, label in (("drop", "objects deleted whole only (--min-unused 1)"), ("rewrite", "partly used objects rewritten")):
+    print(f"| {label} | {spread(m, 'before', '.3f')} | {spread(m, 'after', '.3f')} | {spread(m, 'wall', '.2f')} | "
+          f"{spread(m, 'cpu', '.2f')} | {spread(m, 'server_cpu', '.2f')} | {spread(m, 'requests', '.0f')} |")
+EOF
