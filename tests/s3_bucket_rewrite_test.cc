@@ -25,6 +25,7 @@
 #include "ckptdb/ckptdb.h"
 #include "format/chunk_codec.h"
 #include "s3/s3_client.h"
+#include "s3_fault_proxy.h"
 #include "s3_test_server.h"
 #include "test_util.h"
 #include "util/status_macros.h"
@@ -58,13 +59,13 @@ class BucketRewriteTest : public ::testing::Test {
     prefix_ = StorePrefix(::ckptdb::testing::UniqueTestPrefix());
   }
 
-  std::unique_ptr<StoreWriter> Writer(int64_t abandoned_save_seconds) {
+  std::unique_ptr<StoreWriter> Writer(int64_t abandoned_save_seconds, std::shared_ptr<s3::S3Client> client = nullptr) {
     StoreOptions o;
     o.compression = Compression::kNone;
     o.chunk_bytes = 64 << 10;  // (a rewrite copies runs of many chunks)
     o.retention.keep_last = 2;
     o.abandoned_save_seconds = abandoned_save_seconds;
-    auto w = OpenBucketStoreWriter(client_, Server().bucket, prefix_, o);
+    auto w = OpenBucketStoreWriter(client != nullptr ? client : client_, Server().bucket, prefix_, o);
     EXPECT_TRUE(w.ok()) << w.status();
     return std::move(*w);
   }
@@ -277,6 +278,58 @@ TEST_F(BucketRewriteTest, AFailedRewritesObjectsStayWhileItsMarkerIsYoung) {
     Status st = LoadStep(*r, step);
     EXPECT_TRUE(st.ok()) << st;
   }
+}
+
+TEST_F(BucketRewriteTest, ARewriteTheServerFailsChangesNothingAndItsLeftoversGo) {
+  std::unique_ptr<StoreWriter> w = Writer(3600);
+  for (int64_t step = 1; step <= 3; ++step) ASSERT_TRUE(SaveStep(*w, step).ok()) << step;
+  ::ckptdb::testing::S3FaultProxy proxy(Server().port);
+  s3::S3Settings settings = Server().settings;
+  settings.endpoint = proxy.endpoint();
+  s3::S3ClientOptions co;
+  co.max_attempts = 2;
+  co.initial_backoff_ms = 1;
+  co.max_backoff_ms = 10;
+  auto made = s3::S3Client::Create(settings, co);
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::shared_ptr<s3::S3Client> faulty = std::move(*made);
+  std::unique_ptr<StoreWriter> gc = Writer(3600, faulty);
+  auto index_now = [&] { return client_->GetObject(Server().bucket, prefix_ + "index").value(); };
+  const std::string index_before = index_now();
+
+  // The new object's upload fails: the error names it, and nothing stays.
+  proxy.set_fail_requests_containing("PUT /" + Server().bucket + "/" + prefix_ + "data/");
+  auto failed = gc->ReclaimSpace(ReclaimOptions{});
+  EXPECT_FALSE(failed.ok());
+  EXPECT_NE(failed.status().ToString().find("data/00000000000000000001/"), std::string::npos) << failed.status();
+  EXPECT_EQ(index_now(), index_before);
+  EXPECT_EQ(RewrittenObjects(), 0u);
+  EXPECT_TRUE(Listed("rewrites/").empty());
+
+  // The index write fails: whether it landed is unknown to gc, so the new
+  // object and the marker stay; the index does not name the object, and a
+  // gc past the threshold deletes them.
+  proxy.set_fail_requests_containing("PUT /" + Server().bucket + "/" + prefix_ + "index");
+  failed = gc->ReclaimSpace(ReclaimOptions{});
+  EXPECT_FALSE(failed.ok());
+  proxy.set_fail_requests_containing("");
+  EXPECT_EQ(index_now(), index_before);
+  EXPECT_EQ(RewrittenObjects(), 1u);
+  EXPECT_EQ(Listed("rewrites/").size(), 1u);
+  ASSERT_TRUE(w->Sweep().ok());
+  EXPECT_EQ(RewrittenObjects(), 1u) << "gc deleted a rewrite's object while its marker is young";
+  ASSERT_TRUE(Writer(0)->Sweep().ok());
+  EXPECT_EQ(RewrittenObjects(), 0u);
+  EXPECT_TRUE(Listed("rewrites/").empty());
+  std::unique_ptr<StoreReader> r = Reader();
+  for (int64_t step : {2, 3}) {
+    Status st = LoadStep(*r, step);
+    EXPECT_TRUE(st.ok()) << st;
+  }
+  // The server answering again, the rewrite goes through.
+  auto done = gc->ReclaimSpace(ReclaimOptions{});
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->files_rewritten, 1u);
 }
 
 TEST(BucketIndexTest, RewrittenSavesRoundTripAsVersionTwoAndOthersStayVersionOne) {

@@ -677,7 +677,9 @@ class BucketStoreWriter : public StoreWriter {
                                "abandoned_save_seconds, so gc may have taken it for dead");
     }
     bool committed = false;
+    bool unknown = false;  // the index write failed without saying whether it landed
     if (status.ok() && changed) {
+      bool refused = false;
       StatusOr<IndexSnapshot> written = UpdateIndex(client_.get(), bucket_, prefix_, [&](BucketIndex* index) {
         auto now = index->rewritten.find(save);
         bool same = (now == index->rewritten.end() ? 0 : now->second.rewrite_id) == id_before;
@@ -686,6 +688,7 @@ class BucketStoreWriter : public StoreWriter {
           if (std::binary_search(s.uses.begin(), s.uses.end(), save) && readers.count(step) == 0) same = false;
         }
         if (!same) {
+          refused = true;
           return Status::Aborted("the steps that read the save, or its objects, changed during the rewrite");
         }
         index->rewritten[save] = RewrittenSave{id, rewrite->objects};
@@ -693,13 +696,18 @@ class BucketStoreWriter : public StoreWriter {
         return Status::OK();
       });
       committed = written.ok();
-      // Another writer changed what the rewrite rests on: left for a later gc.
-      if (!written.ok() && written.status().code() != StatusCode::kAborted) status = written.status();
+      // Refused (another writer changed what the rewrite rests on): left for
+      // a later gc. Failed otherwise: the index may name the new objects.
+      if (!written.ok() && !refused) {
+        status = written.status();
+        unknown = true;
+      }
     }
     marker->Stop();
-    if (committed) {
-      // Written again after the commit: gc keeps the objects it replaced
-      // for abandoned_save_seconds from now (a reader may hold them).
+    if (committed || unknown) {
+      // Written again: gc keeps the objects the rewrite replaced (or, when
+      // its index write did not land, its own) for abandoned_save_seconds
+      // from now, and the index decides which are the save's.
       (void)client_->PutObject(bucket_, marker->key(), "");
     } else {
       uploaded.push_back(marker->key());
