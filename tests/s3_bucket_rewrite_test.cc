@@ -11,13 +11,22 @@
 //   - nothing is rewritten while a save runs, and a save that read the
 //     objects before a rewrite is refused at its commit (Aborted, nothing
 //     committed);
-//   - a failed rewrite's objects stay while its marker is young and go after;
+//   - a failed rewrite's objects stay while its marker is young and go after,
+//     and gc killed at any of its requests loses nothing and, once the
+//     threshold passed, leaves nothing;
 //   - the index's version 2 (with rewritten saves) round-trips, and an index
 //     without them is still written as version 1.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <cerrno>
+#include <chrono>
 #include <memory>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bucket/bucket_index.h"
@@ -330,6 +339,86 @@ TEST_F(BucketRewriteTest, ARewriteTheServerFailsChangesNothingAndItsLeftoversGo)
   auto done = gc->ReclaimSpace(ReclaimOptions{});
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_EQ(done->files_rewritten, 1u);
+}
+
+// `ckptdb gc` killed (SIGKILL) at each of its requests in turn, once before
+// the request reaches the server and once after the server acted on it:
+// every kept step still loads, and a gc that takes every save and rewrite as
+// past the threshold leaves exactly the objects the index names.
+TEST_F(BucketRewriteTest, GcKilledAtAnyRequestOfARewriteLosesNothingAndLeavesNothing) {
+  using Action = ::ckptdb::testing::S3FaultProxy::Action;
+  int points = 0, rewritten_at = 0;
+  for (const Action hold : {Action::kHoldBeforeSending, Action::kHoldAfterForwarding}) {
+    for (int n = 1;; ++n) {
+      prefix_ = StorePrefix(::ckptdb::testing::UniqueTestPrefix() + "-" + std::to_string(points));
+      {
+        std::unique_ptr<StoreWriter> w = Writer(3600);
+        for (int64_t step = 1; step <= 3; ++step) ASSERT_TRUE(SaveStep(*w, step).ok()) << step;
+      }
+      ::ckptdb::testing::S3FaultProxy proxy(Server().port);
+      std::vector<Action> script(n - 1, Action::kPass);
+      script.push_back(hold);
+      proxy.Script(script);
+      std::vector<std::string> env = {"AWS_ENDPOINT_URL=" + proxy.endpoint(),
+                                      "AWS_ACCESS_KEY_ID=" + Server().settings.credentials.access_key_id,
+                                      "AWS_SECRET_ACCESS_KEY=" + Server().settings.credentials.secret_access_key,
+                                      "AWS_REGION=us-east-1", "AWS_CONFIG_FILE=/nonexistent",
+                                      "AWS_SHARED_CREDENTIALS_FILE=/nonexistent", "PATH=/usr/bin:/bin"};
+      const pid_t pid = ::ckptdb::testing::SpawnProcess(
+          {CKPTDB_CLI, "gc", "s3://" + Server().bucket + "/" + prefix_}, env);
+      bool finished = false;
+      for (int i = 0; i < 3000 && proxy.held() == 0; ++i) {
+        int status = 0;
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+          finished = true;
+          EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "gc failed: " << status;
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      if (finished) break;  // gc made fewer than n requests: every point is done
+      ASSERT_EQ(proxy.held(), 1) << "request " << n << " was never held";
+      kill(pid, SIGKILL);
+      int status = 0;
+      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      ++points;
+      SCOPED_TRACE("gc killed at request " + std::to_string(n) +
+                   (hold == Action::kHoldBeforeSending ? " before it reached the server" : " after the server acted"));
+      auto index = ReadIndex(client_.get(), Server().bucket, prefix_);
+      ASSERT_TRUE(index.ok()) << index.status();
+      if (!index->index.rewritten.empty()) ++rewritten_at;
+      std::unique_ptr<StoreReader> r = Reader();
+      for (int64_t step : {2, 3}) {
+        Status st = LoadStep(*r, step);
+        EXPECT_TRUE(st.ok()) << st;
+      }
+      ASSERT_TRUE(Writer(0)->Sweep().ok());
+      index = ReadIndex(client_.get(), Server().bucket, prefix_);
+      ASSERT_TRUE(index.ok()) << index.status();
+      std::set<std::string> named;  // every object the index's steps read now
+      for (const auto& [step, st] : index->index.steps) {
+        auto record = client_->GetObject(Server().bucket, StepRecordKey(prefix_, step, st.summary.save_id));
+        ASSERT_TRUE(record.ok()) << record.status();
+        auto whole = DecodeWholeStepRecord(*record);
+        ASSERT_TRUE(whole.ok()) << whole.status();
+        for (const SstObject& o : ObjectsNow(index->index, prefix_, whole->objects)) named.insert(o.key);
+      }
+      std::set<std::string> listed;
+      for (const s3::ObjectInfo& o : Listed("data/")) listed.insert(o.key);
+      EXPECT_EQ(listed, named);
+      EXPECT_TRUE(Listed("rewrites/").empty());
+      r = Reader();
+      for (int64_t step : {2, 3}) {
+        Status st = LoadStep(*r, step);
+        EXPECT_TRUE(st.ok()) << "after gc: " << st;
+      }
+      ASSERT_LT(n, 80) << "gc never ends";
+    }
+  }
+  std::printf("killed gc at %d points; the rewrite was committed at %d of them\n", points, rewritten_at);
+  EXPECT_GE(points, 10);
+  EXPECT_GE(rewritten_at, 1);
 }
 
 TEST(BucketIndexTest, RewrittenSavesRoundTripAsVersionTwoAndOthersStayVersionOne) {
