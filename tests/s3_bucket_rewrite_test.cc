@@ -22,6 +22,7 @@
 #include <sys/wait.h>
 
 #include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <memory>
 #include <set>
@@ -37,6 +38,7 @@
 #include "s3_fault_proxy.h"
 #include "s3_test_server.h"
 #include "test_util.h"
+#include "thread_communicator.h"
 #include "util/status_macros.h"
 
 namespace ckptdb {
@@ -339,6 +341,75 @@ TEST_F(BucketRewriteTest, ARewriteTheServerFailsChangesNothingAndItsLeftoversGo)
   auto done = gc->ReclaimSpace(ReclaimOptions{});
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_EQ(done->files_rewritten, 1u);
+}
+
+// Four ranks' objects per save: after the rewrite, a job's load through the
+// shared reader (the coordinator names each rank the objects its chunks lie
+// in) and in another sharding gets every row back.
+TEST_F(BucketRewriteTest, AJobLoadsRewrittenObjectsOfManyRanksThroughTheSharedReader) {
+  ::ckptdb::testing::SetAwsVariablesForTestServer();
+  const std::string url = "s3://" + Server().bucket + "/" + prefix_;
+  constexpr int kWorld = 4;
+  auto save = [&](int64_t step) {
+    ::ckptdb::testing::RunRanksAsThreads(kWorld, [&](int rank, Communicator& comm) {
+      std::unique_ptr<StoreWriter> w = Writer(3600);
+      const StateDict full = FineTuningStep(step);
+      StateDict sd;
+      for (const char* name : {"frozen", "adapter"}) {
+        const Tensor& t = std::get<Tensor>(*full.Find(name));
+        const int64_t rows = t.shape()[0] / kWorld, row = kCols * 4;
+        Tensor mine = Tensor::Zeros(DType::kF32, {rows, kCols}).value();
+        std::memcpy(mine.data(), static_cast<const char*>(t.data()) + rank * rows * row, rows * row);
+        (void)sd.Add(name, ShardedTensor::Create(DType::kF32, t.shape(), {Shard{{rank * rows, 0}, mine}}).value());
+      }
+      SaveOptions o;
+      o.step = step;
+      o.communicator = &comm;
+      Status st = Save(sd, *w, o);
+      EXPECT_TRUE(st.ok()) << "rank " << rank << ": " << st;
+    });
+  };
+  for (int64_t step = 1; step <= 3; ++step) save(step);
+  auto reclaimed = Writer(0)->ReclaimSpace(ReclaimOptions{});
+  ASSERT_TRUE(reclaimed.ok()) << reclaimed.status();
+  EXPECT_EQ(reclaimed->files_rewritten, static_cast<uint64_t>(kWorld));  // step 1's object of each rank
+  EXPECT_EQ(RewrittenObjects(), static_cast<size_t>(kWorld));
+  for (int world : {kWorld, 2}) {
+    for (bool shared : {true, false}) {
+      ::ckptdb::testing::RunRanksAsThreads(world, [&](int rank, Communicator& comm) {
+        auto reader = ::ckptdb::testing::OpenLoadReader(url, comm, shared);
+        ASSERT_TRUE(reader.ok()) << reader.status();
+        for (int64_t step : {2, 3}) {
+          const StateDict full = FineTuningStep(step);
+          StateDict sd;
+          std::vector<Tensor> targets;
+          for (const char* name : {"frozen", "adapter"}) {
+            const Tensor& t = std::get<Tensor>(*full.Find(name));
+            const int64_t rows = t.shape()[0] / world;
+            targets.push_back(Tensor::Zeros(DType::kF32, {rows, kCols}).value());
+            (void)sd.Add(name,
+                         ShardedTensor::Create(DType::kF32, t.shape(), {Shard{{rank * rows, 0}, targets.back()}})
+                             .value());
+          }
+          LoadOptions o;
+          o.step = step;
+          o.communicator = &comm;
+          Status st = Load(sd, **reader, o);
+          ASSERT_TRUE(st.ok()) << "rank " << rank << " of " << world << ", step " << step << ": " << st;
+          int k = 0;
+          for (const char* name : {"frozen", "adapter"}) {
+            const Tensor& t = std::get<Tensor>(*full.Find(name));
+            const int64_t rows = t.shape()[0] / world, row = kCols * 4;
+            EXPECT_EQ(std::memcmp(targets[k++].data(), static_cast<const char*>(t.data()) + rank * rows * row,
+                                  rows * row),
+                      0)
+                << name << " of step " << step << ", rank " << rank << " of " << world
+                << (shared ? " (shared reader)" : " (own reader)");
+          }
+        }
+      });
+    }
+  }
 }
 
 // `ckptdb gc` killed (SIGKILL) at each of its requests in turn, once before
