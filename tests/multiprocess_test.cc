@@ -11,6 +11,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -37,12 +38,13 @@ struct JobResult {
 // `args`, waits for all (killing them after `limit`), and reads their reports.
 JobResult RunJob(int world, const std::vector<std::string>& args, const std::string& rendezvous,
                  const std::string& out_dir, int start = -1, int timeout_ms = 20000,
-                 std::chrono::seconds limit = std::chrono::seconds(120)) {
+                 std::chrono::seconds limit = std::chrono::seconds(120),
+                 const std::map<std::string, std::string>& env = {}) {
   if (start < 0) start = world;
   static int job = 0;
   const std::string job_id = "test-" + std::to_string(getpid()) + "-" + std::to_string(job++);
   std::vector<testing::Proc> procs;
-  for (int r = 0; r < start; ++r) procs.push_back(testing::Proc{r, world, args, {}});
+  for (int r = 0; r < start; ++r) procs.push_back(testing::Proc{r, world, args, env});
   JobResult result;
   result.ranks = testing::RunProcs(procs, rendezvous, job_id, timeout_ms, out_dir, static_cast<double>(limit.count()));
   for (const RankResult& r : result.ranks) result.seconds = std::max(result.seconds, r.seconds);
@@ -290,6 +292,40 @@ TEST_F(MultiProcessTest, StoreOnTheCoordinatorsHostOnly) {
   }
   EXPECT_LT(seconds, 3.0 * timeout_ms / 1000) << "survivors took " << seconds << " s";
   ExpectStoreHoldsOnly(2);
+}
+
+// A rank killed while its files wait on its own host to be sent leaves its
+// local staging directory behind; the next save that stages on that host
+// (any job's, in the same directory) removes it. A live save's directory is
+// never touched: each is locked (flock) by the process that made it.
+TEST_F(MultiProcessTest, AKilledRanksLocalStagingIsRemovedByTheNextSaveOnItsHost) {
+  const std::string tmp = dir_.Sub("tmp");
+  std::filesystem::create_directories(tmp);
+  const std::map<std::string, std::string> env = {{"TMPDIR", tmp}};
+  auto staged = [&] {
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(tmp)) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind("ckptdb-staging-", 0) == 0) names.push_back(name);
+    }
+    return names;
+  };
+  JobResult saved = RunJob(4, Args("save", 1, {"--coordinator-only"}), FileRendezvous(), dir_.path(), -1, 20000,
+                           std::chrono::seconds(120), env);
+  for (const RankResult& r : saved.ranks) ASSERT_EQ(r.code, "OK") << r.text;
+  EXPECT_TRUE(staged().empty());
+  // (In columns: step 1's rows would all be shared, and rank 2 would send no file.)
+  JobResult died = RunJob(4, Args("save", 2, {"--coordinator-only", "--layout", "cols", "--kill-in-send", "2"}),
+                          FileRendezvous(), dir_.path(), -1, 5000, std::chrono::seconds(120), env);
+  ASSERT_EQ(died.ranks.size(), 4u);
+  EXPECT_EQ(died.ranks[2].exit_code, 128 + SIGKILL);
+  const std::vector<std::string> left = staged();
+  ASSERT_GE(left.size(), 1u);
+  for (const std::string& name : left) EXPECT_NE(name.find("-rank-2"), std::string::npos) << name;
+  JobResult next = RunJob(4, Args("save", 3, {"--coordinator-only"}), FileRendezvous(), dir_.path(), -1, 20000,
+                          std::chrono::seconds(120), env);
+  for (const RankResult& r : next.ranks) ASSERT_EQ(r.code, "OK") << r.text;
+  EXPECT_TRUE(staged().empty()) << "left: " << (staged().empty() ? "" : staged()[0]);
 }
 
 TEST_F(MultiProcessTest, RankThatNeverArrivesIsARendezvousTimeout) {

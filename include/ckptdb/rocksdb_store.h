@@ -162,7 +162,10 @@ struct StoreOptions {
   // directory per save, removed once sent, also when the save fails).
   // Empty: the system's temporary directory ($TMPDIR, else /tmp). Needs room
   // for the rank's share of one step; the files are not synced, so they
-  // mostly stay in the page cache.
+  // mostly stay in the page cache. A directory that a rank which died
+  // (killed, out of memory) left there is removed by the next save that
+  // stages in the same place on that host: each is locked by the process
+  // using it (a lock file beside it), so a live one is never touched.
   std::string local_staging_dir;
   // Bucket stores (s3://) only: gc (Sweep) takes a save whose pending marker
   // is older than this, by the server's clock, as dead, and deletes its

@@ -37,6 +37,7 @@
 #include "store/store_dir.h"
 #include "store/unsynced_env.h"
 #include "store/fork_safe_env.h"
+#include "store/local_staging.h"
 #include "store/unused_chunk_filter.h"
 
 namespace fs = std::filesystem;
@@ -267,12 +268,13 @@ class RocksDBStoreWriter final : public StoreWriter {
   Status PrepareStorage(const SaveContext& ctx, const std::vector<WriteItem>& items) override {
     RETURN_IF_ERROR(CheckWriteItems(ctx, items));
     if (SendsFiles(ctx)) {
-      // This rank's files stay on its own host until they are sent.
-      const std::string dir = LocalStagingDir(ctx);
-      std::error_code ec;
-      fs::remove_all(dir, ec);
-      fs::create_directories(dir, ec);
-      if (ec) return FsError("cannot create the local staging directory", dir, ec);
+      // This rank's files stay on its own host until they are sent, in a
+      // folder this process locks; what dead ranks left there goes first
+      // (store/local_staging.h).
+      (void)SweepAbandonedStagingFolders(LocalStagingRoot());
+      ASSIGN_OR_RETURN(StagingLock lock, MakeStagingFolder(LocalStagingDir(ctx)));
+      std::lock_guard<std::mutex> l(staging_mu_);
+      staging_locks_[ctx.save_id] = std::move(lock);
       return Status::OK();
     }
     // The coordinator made the directory and marked it: a rank that does not
@@ -293,8 +295,18 @@ class RocksDBStoreWriter final : public StoreWriter {
 
   void DiscardLocalFiles(const SaveContext& ctx) override {
     if (!SendsFiles(ctx)) return;
+    StagingLock lock;
+    {
+      std::lock_guard<std::mutex> l(staging_mu_);
+      auto it = staging_locks_.find(ctx.save_id);
+      if (it != staging_locks_.end()) {
+        lock = std::move(it->second);
+        staging_locks_.erase(it);
+      }
+    }
+    lock.RemoveFolder();
     std::error_code ec;
-    fs::remove_all(LocalStagingDir(ctx), ec);
+    fs::remove_all(LocalStagingDir(ctx), ec);  // (a folder this writer did not make)
   }
 
   StatusOr<WriteResult> Write(const SaveContext& ctx, const std::vector<WriteItem>& items) override {
@@ -978,11 +990,17 @@ class RocksDBStoreWriter final : public StoreWriter {
     return options_.access == StoreAccess::kCoordinatorOnly && ctx.rank != ctx.coordinator_rank;
   }
 
-  std::string LocalStagingDir(const SaveContext& ctx) const {
+  std::string LocalStagingRoot() const {
     std::error_code ec;
-    fs::path root = options_.local_staging_dir.empty() ? fs::temp_directory_path(ec) : fs::path(options_.local_staging_dir);
-    if (root.empty()) root = "/tmp";
-    return (root / ("ckptdb-staging-" + SaveIdName(ctx.save_id) + "-rank-" + std::to_string(ctx.rank))).string();
+    const fs::path root =
+        options_.local_staging_dir.empty() ? fs::temp_directory_path(ec) : fs::path(options_.local_staging_dir);
+    return root.empty() ? "/tmp" : root.string();
+  }
+
+  std::string LocalStagingDir(const SaveContext& ctx) const {
+    return (fs::path(LocalStagingRoot()) / ("ckptdb-staging-" + SaveIdName(ctx.save_id) + "-rank-" +
+                                            std::to_string(ctx.rank)))
+        .string();
   }
 
   void RemoveStaging(uint64_t save_id) {
@@ -1209,6 +1227,8 @@ class RocksDBStoreWriter final : public StoreWriter {
     std::set<SaveRef> saves;
   };
   std::map<uint64_t, ReuseBase> reuse_base_;
+  std::mutex staging_mu_;
+  std::map<uint64_t, StagingLock> staging_locks_;  // save id -> its local staging folder; guarded by staging_mu_
 };
 
 }  // namespace
