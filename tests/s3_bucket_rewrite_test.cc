@@ -145,6 +145,22 @@ class BucketRewriteTest : public ::testing::Test {
     return n;
   }
 
+  // One object a rewrite left (its index write never landed) and its young
+  // marker: `w` (a threshold of an hour) keeps them; a gc that takes every
+  // rewrite as past the threshold deletes both; steps 2 and 3 still load.
+  void ExpectALeftRewriteGoesPastTheThresholdOnly(StoreWriter& w) {
+    ASSERT_TRUE(w.Sweep().ok());
+    EXPECT_EQ(RewrittenObjects(), 1u) << "gc deleted the object of a rewrite whose marker is young";
+    ASSERT_TRUE(Writer(0)->Sweep().ok());
+    EXPECT_EQ(RewrittenObjects(), 0u);
+    EXPECT_TRUE(Listed("rewrites/").empty());
+    std::unique_ptr<StoreReader> r = Reader();
+    for (int64_t step : {2, 3}) {
+      Status st = LoadStep(*r, step);
+      EXPECT_TRUE(st.ok()) << st;
+    }
+  }
+
   std::shared_ptr<s3::S3Client> client_;
   std::string prefix_;
 };
@@ -279,16 +295,7 @@ TEST_F(BucketRewriteTest, AFailedRewritesObjectsStayWhileItsMarkerIsYoung) {
       prefix_ + "rewrites/00000000000000000001-" + save.substr(save.size() - 17, 16) + "-00000000000000aa";
   ASSERT_TRUE(client_->PutObject(Server().bucket, stray, "half").ok());
   ASSERT_TRUE(client_->PutObject(Server().bucket, marker, "").ok());
-  ASSERT_TRUE(w->Sweep().ok());
-  EXPECT_EQ(RewrittenObjects(), 1u) << "gc deleted the object of a rewrite whose marker is young";
-  ASSERT_TRUE(Writer(0)->Sweep().ok());
-  EXPECT_EQ(RewrittenObjects(), 0u);
-  EXPECT_TRUE(Listed("rewrites/").empty());
-  std::unique_ptr<StoreReader> r = Reader();
-  for (int64_t step : {2, 3}) {
-    Status st = LoadStep(*r, step);
-    EXPECT_TRUE(st.ok()) << st;
-  }
+  ExpectALeftRewriteGoesPastTheThresholdOnly(*w);
 }
 
 TEST_F(BucketRewriteTest, ARewriteTheServerFailsChangesNothingAndItsLeftoversGo) {
@@ -327,16 +334,7 @@ TEST_F(BucketRewriteTest, ARewriteTheServerFailsChangesNothingAndItsLeftoversGo)
   EXPECT_EQ(index_now(), index_before);
   EXPECT_EQ(RewrittenObjects(), 1u);
   EXPECT_EQ(Listed("rewrites/").size(), 1u);
-  ASSERT_TRUE(w->Sweep().ok());
-  EXPECT_EQ(RewrittenObjects(), 1u) << "gc deleted a rewrite's object while its marker is young";
-  ASSERT_TRUE(Writer(0)->Sweep().ok());
-  EXPECT_EQ(RewrittenObjects(), 0u);
-  EXPECT_TRUE(Listed("rewrites/").empty());
-  std::unique_ptr<StoreReader> r = Reader();
-  for (int64_t step : {2, 3}) {
-    Status st = LoadStep(*r, step);
-    EXPECT_TRUE(st.ok()) << st;
-  }
+  ExpectALeftRewriteGoesPastTheThresholdOnly(*w);
   // The server answering again, the rewrite goes through.
   auto done = gc->ReclaimSpace(ReclaimOptions{});
   ASSERT_TRUE(done.ok()) << done.status();

@@ -46,65 +46,22 @@ unset AWS_PROFILE AWS_SESSION_TOKEN AWS_CA_BUNDLE AWS_DEFAULT_REGION
 bucket=bench
 curl -sS -f -o /dev/null --aws-sigv4 "aws:amz:us-east-1:s3" -u "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" \
   -H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' -X PUT "$AWS_ENDPOINT_URL_S3/$bucket"
-PYTHONPATH="$root/build/python" OMP_NUM_THREADS=1 "$venv/bin/python" - "$root/build/ckptdb" "$bucket" \
+BENCH_S3_GC_TOOLS="$root/tools/bench" PYTHONPATH="$root/build/python" OMP_NUM_THREADS=1 "$venv/bin/python" - "$root/build/ckptdb" "$bucket" \
   "$rounds" "$steps" "$frozen" "$changing" <<'EOF'
-import json, os, resource, socket, statistics, subprocess, sys, threading, time
+import json, os, statistics, subprocess, sys, time
 import ckptdb, torch
+sys.path.insert(0, os.environ["BENCH_S3_GC_TOOLS"])
+from bench_s3 import CountingProxy, measured  # noqa: E402
 
 cli, bucket, rounds, steps, frozen_mib, changing_mib = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:])
 cols = 1024
 row = cols * 2  # bf16
 frozen = torch.randn((frozen_mib << 20) // row, cols).to(torch.bfloat16)
 step_bytes = (frozen_mib + changing_mib) << 20
-server_pid = int(os.environ["BENCH_S3_SERVER_PID"])
 endpoint = os.environ["AWS_ENDPOINT_URL"]
 host, port = endpoint.split("//")[1].split(":")
 port = int(port)
-
-def server_cpu() -> float:
-    with open(f"/proc/{server_pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-class Proxy:
-    """Counts the requests that pass (each HTTP request line)."""
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.port = self.sock.getsockname()[1]
-        self.requests = 0
-        self.lock = threading.Lock()
-        threading.Thread(target=self.accept, daemon=True).start()
-
-    def accept(self) -> None:
-        while True:
-            c, _ = self.sock.accept()
-            s = socket.create_connection((host, port))
-            threading.Thread(target=self.pipe, args=(c, s, True), daemon=True).start()
-            threading.Thread(target=self.pipe, args=(s, c, False), daemon=True).start()
-
-    def pipe(self, src, dst, count: bool) -> None:
-        try:
-            while True:
-                b = src.recv(1 << 16)
-                if not b:
-                    break
-                if count:
-                    n = sum(b.count(m) for m in (b"GET /", b"PUT /", b"POST /", b"HEAD /", b"DELETE /"))
-                    with self.lock:
-                        self.requests += n
-                dst.sendall(b)
-        except OSError:
-            pass
-        finally:
-            for x in (src, dst):
-                try:
-                    x.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
-proxy = Proxy()
+proxy = CountingProxy(host, port, ("GET", "HEAD", "PUT", "POST", "DELETE"))
 
 def save_case(url: str) -> None:
     store = ckptdb.Store(url, keep_last=2)
@@ -120,16 +77,12 @@ def data_bytes(url: str) -> int:
 def gc(url: str, min_unused: str) -> dict:
     env = dict(os.environ, AWS_ENDPOINT_URL=f"http://127.0.0.1:{proxy.port}",
                AWS_ENDPOINT_URL_S3=f"http://127.0.0.1:{proxy.port}")
-    before_req, before_server = proxy.requests, server_cpu()
-    before_cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    subprocess.run([cli, "gc", url, "--abandoned-after", "0", "--min-unused", min_unused], check=True,
-                   capture_output=True, env=env)
-    wall = time.perf_counter() - t0
-    after_cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
+    before = proxy.requests
+    m = measured(lambda: subprocess.run([cli, "gc", url, "--abandoned-after", "0", "--min-unused", min_unused],
+                                        check=True, capture_output=True, env=env), children=True)
     time.sleep(0.2)  # the proxy's last bytes
-    return {"wall": wall, "cpu": after_cpu.ru_utime + after_cpu.ru_stime - before_cpu.ru_utime - before_cpu.ru_stime,
-            "server_cpu": server_cpu() - before_server, "requests": proxy.requests - before_req}
+    return {"wall": m["seconds"], "cpu": m["client_cpu"], "server_cpu": m["server_cpu"],
+            "requests": proxy.requests - before}
 
 res = {"rewrite": [], "drop": []}
 for r in range(1, rounds + 1):

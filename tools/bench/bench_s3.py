@@ -223,12 +223,16 @@ def raw_curl(a, body: memoryview, keys: list[str]) -> dict:
 
 class CountingProxy:
     """A TCP forwarder on 127.0.0.1 to the server that counts the bytes the
-    server sends back (the bodies of GETs, with their headers) and the GET
-    and HEAD requests sent to it (reads send no bodies, so every request
-    line is one)."""
+    server sends back (the bodies of GETs, with their headers) and the
+    requests sent to it of `methods` (GET and HEAD by default: reads send no
+    bodies, so every request line is one; with methods that send bodies, a
+    body holding "PUT /" would count too, which random bytes all but never
+    do)."""
 
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(self, host: str, port: int, methods: tuple[str, ...] = ("GET", "HEAD")) -> None:
         self.target = (host, port)
+        self.lines = [m.encode() + b" /" for m in methods]
+        self.longest = max(len(x) for x in self.lines)
         self.received = 0
         self.requests = 0
         self._lock = threading.Lock()
@@ -257,9 +261,9 @@ class CountingProxy:
                         self.received += len(data)
                 else:
                     seen = tail + data
-                    n = seen.count(b"GET /") + seen.count(b"HEAD /")
-                    tail = seen[-5:]
-                    n -= tail.count(b"GET /") + tail.count(b"HEAD /")  # counted with the next read
+                    n = sum(seen.count(x) for x in self.lines)
+                    tail = seen[-(self.longest - 1):]
+                    n -= sum(tail.count(x) for x in self.lines)  # counted with the next read
                     with self._lock:
                         self.requests += n
                 dst.sendall(data)
