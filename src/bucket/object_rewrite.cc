@@ -34,8 +34,8 @@ std::string BaseName(const std::string& key) {
   return slash == std::string::npos ? key : key.substr(slash + 1);
 }
 
-// Writes the chunks `keys` of object `index` of `source`, in order, into
-// folder + the object's name; returns the new object.
+// Writes the chunks `keys` of object `old` (read through `source`), in
+// order, into folder + old's name; returns the new object.
 StatusOr<SstObject> WriteUsedChunks(s3::S3Client* client, const std::string& bucket, const SstObjectSource& source,
                                     const SstObject& old, const std::vector<std::string>& keys,
                                     const std::string& folder, const RewriteOptions& options) {
@@ -119,7 +119,7 @@ StatusOr<SaveRewrite> RewriteSaveObjects(s3::S3Client* client, const std::string
                                          const std::string& folder, const RewriteOptions& options) {
   std::unique_ptr<SstObjectSource> source = SstObjectSource::OpenLazily(client, bucket, objects);
   SaveRewrite out;
-  std::vector<std::string> uploaded;  // deleted when a later object fails
+  std::vector<std::string> uploaded;  // deleted when an object fails
   Status failed;
   for (size_t i = 0; i < objects.size() && failed.ok(); ++i) {
     const SstObject& o = objects[i];
@@ -163,6 +163,8 @@ StatusOr<SaveRewrite> RewriteSaveObjects(s3::S3Client* client, const std::string
     }
     StatusOr<SstObject> rewritten = WriteUsedChunks(client, bucket, *source, o, keep, folder, options);
     if (!rewritten.ok()) {
+      // (What an upload cut short may have left under its name goes too.)
+      uploaded.push_back(folder + BaseName(o.key));
       failed = rewritten.status();
       break;
     }
