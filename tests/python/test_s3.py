@@ -283,6 +283,29 @@ def test_copy_directory_to_bucket_and_back_keeps_steps_tags_and_metrics(tmp_path
         ckptdb.copy(url, other, steps=[1])
 
 
+def test_gc_gives_back_the_dead_chunks_of_a_shared_object_in_a_bucket(bucket):
+    """Fine-tuning into a bucket: step 1's object holds the frozen weights the
+    kept steps share beside its own dead adapter; Store.gc rewrites it with
+    the used chunks alone, and every kept step still loads bit for bit."""
+    url = f"s3://{bucket}/finetune"
+    frozen = torch.randn(768, 1024, generator=torch.Generator().manual_seed(0))
+    adapters = {s: torch.randn(256, 1024, generator=torch.Generator().manual_seed(s)) for s in range(1, 5)}
+    store = ckptdb.Store(url, keep_last=2)
+    for s, adapter in adapters.items():
+        ckptdb.save({"frozen": frozen, "adapter": adapter}, store, step=s)
+    assert [i.step for i in store.steps()] == [3, 4]
+    got = store.gc()
+    assert got["rewritten_files"] == 1 and got["saves_running"] == 0, got
+    assert got["rewritten_bytes_after"] < got["rewritten_bytes_before"], got
+    for s in (3, 4):
+        target = {"frozen": torch.zeros(768, 1024), "adapter": torch.zeros(256, 1024)}
+        ckptdb.load(target, url, step=s)
+        assert torch.equal(bits(target["frozen"]), bits(frozen)) and torch.equal(bits(target["adapter"]),
+                                                                                 bits(adapters[s]))
+    assert store.gc()["rewritten_files"] == 0  # nothing more to give back
+    store.close()
+
+
 def test_a_server_that_never_answers_ends_a_listing_and_a_save_within_the_stall_limit(tmp_path, monkeypatch):
     """A server that accepts connections and never says a word (a hung
     process, a load balancer holding the connection): Store(...,
