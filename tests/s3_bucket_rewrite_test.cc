@@ -490,6 +490,69 @@ TEST_F(BucketRewriteTest, GcKilledAtAnyRequestOfARewriteLosesNothingAndLeavesNot
   EXPECT_GE(rewritten_at, 1);
 }
 
+// 64 entries kept, each beside one that changes, cut into objects of about
+// 300 KiB: every object of the first step is partly used.
+StateDict ManyObjectsStep(int64_t step) {
+  StateDict sd;
+  for (int i = 0; i < 64; ++i) {
+    (void)sd.Add("layer" + std::to_string(1000 + i) + ".a", PatternTensor(DType::kF32, {64, 1024}, 7 + i));
+    (void)sd.Add("layer" + std::to_string(1000 + i) + ".b",
+                 PatternTensor(DType::kF32, {16, 1024}, static_cast<uint32_t>(step * 100 + i)));
+  }
+  return sd;
+}
+
+TEST_F(BucketRewriteTest, ManyObjectsAreRewrittenSeveralAtOnceAndAFailureLeavesNoneBehind) {
+  StoreOptions o;
+  o.compression = Compression::kNone;
+  o.chunk_bytes = 64 << 10;
+  o.retention.keep_last = 2;
+  BucketWriteOptions wo;
+  wo.upload_file_bytes = 300 << 10;
+  auto w = OpenBucketStoreWriter(client_, Server().bucket, prefix_, o, wo);
+  ASSERT_TRUE(w.ok()) << w.status();
+  for (int64_t step = 1; step <= 3; ++step) {
+    SaveOptions so;
+    so.step = step;
+    so.no_dist = true;
+    ASSERT_TRUE(Save(ManyObjectsStep(step), **w, so).ok()) << step;
+  }
+  const std::string index_before = client_->GetObject(Server().bucket, prefix_ + "index").value();
+
+  // One object's reads fail while others are being rewritten: nothing is
+  // committed and no new object stays.
+  ::ckptdb::testing::S3FaultProxy proxy(Server().port);
+  s3::S3Settings settings = Server().settings;
+  settings.endpoint = proxy.endpoint();
+  s3::S3ClientOptions co;
+  co.max_attempts = 1;
+  auto faulty = s3::S3Client::Create(settings, co);
+  ASSERT_TRUE(faulty.ok()) << faulty.status();
+  proxy.set_fail_requests_containing("/rank-0-30.sst");
+  auto failed = Writer(0, std::shared_ptr<s3::S3Client>(std::move(*faulty)))->ReclaimSpace(ReclaimOptions{});
+  EXPECT_FALSE(failed.ok());
+  EXPECT_NE(failed.status().ToString().find("rank-0-30.sst"), std::string::npos) << failed.status();
+  EXPECT_EQ(client_->GetObject(Server().bucket, prefix_ + "index").value(), index_before);
+  EXPECT_EQ(RewrittenObjects(), 0u);
+  EXPECT_TRUE(Listed("rewrites/").empty());
+
+  auto reclaimed = Writer(0)->ReclaimSpace(ReclaimOptions{});
+  ASSERT_TRUE(reclaimed.ok()) << reclaimed.status();
+  EXPECT_GE(reclaimed->files_rewritten, 60u);
+  EXPECT_EQ(RewrittenObjects(), reclaimed->files_rewritten);
+  std::unique_ptr<StoreReader> r = Reader();
+  for (int64_t step : {2, 3}) {
+    auto got = LoadWhole(*r, step);
+    ASSERT_TRUE(got.ok()) << got.status();
+    const StateDict saved = ManyObjectsStep(step);
+    for (const auto& [fqn, want] : saved.entries()) {
+      const auto* have = got->Find(fqn);
+      ASSERT_NE(have, nullptr) << fqn;
+      EXPECT_TRUE(std::get<Tensor>(*have).BitwiseEquals(std::get<Tensor>(want))) << fqn << " of step " << step;
+    }
+  }
+}
+
 TEST(BucketIndexTest, RewrittenSavesRoundTripAsVersionTwoAndOthersStayVersionOne) {
   BucketIndex index;
   IndexStep s;

@@ -45,6 +45,7 @@ StatusOr<SstObject> WriteUsedChunks(s3::S3Client* client, const std::string& buc
   UploadLedger ledger;
   ObjectUploadOptions uo;
   uo.cleanup_client = options.cleanup_client;
+  uo.parts_in_flight = 2;  // (objects_at_once of them upload at once)
   std::unique_ptr<rocksdb::Env> env =
       NewObjectUploadEnv(rocksdb::Env::Default(), client, bucket, folder, root, uo, &ledger);
   rocksdb::Options db_options = SstObjectWriteOptions();
@@ -118,64 +119,89 @@ StatusOr<SaveRewrite> RewriteSaveObjects(s3::S3Client* client, const std::string
                                          const std::vector<SstObject>& objects, const std::vector<KeyRange>& used,
                                          const std::string& folder, const RewriteOptions& options) {
   std::unique_ptr<SstObjectSource> source = SstObjectSource::OpenLazily(client, bucket, objects);
-  SaveRewrite out;
-  std::vector<std::string> uploaded;  // deleted when an object fails
-  Status failed;
-  for (size_t i = 0; i < objects.size() && failed.ok(); ++i) {
-    const SstObject& o = objects[i];
-    StatusOr<std::optional<std::vector<SstObjectSource::KeyBlock>>> blocks = source->KeyBlocksOf(i);
-    if (!blocks.ok()) {
-      failed = blocks.status();
-      break;
-    }
-    if (!blocks->has_value()) {
-      ++out.files_unknown;
-      out.objects.push_back(o);
-      continue;
-    }
-    std::vector<std::string> keep;
+  // What became of each object: decided, and rewritten, several at once (a
+  // save of many ranks has an object or more per rank, and each costs round
+  // trips: its tail, its runs, its upload), then added up in order.
+  struct Outcome {
+    enum Kind { kKept, kLeft, kUnknown, kDropped, kRewritten } kind = kKept;
     uint64_t unused = 0, kept_blocks = 0;
-    for (SstObjectSource::KeyBlock& b : **blocks) {
-      if (InRanges(used, b.key)) {
-        kept_blocks += b.block_bytes;
-        keep.push_back(std::move(b.key));
-      } else {
-        unused += b.block_bytes;
-      }
-    }
-    if (unused == 0) {
-      out.objects.push_back(o);
-      continue;
-    }
-    if (!keep.empty() && static_cast<double>(unused) < options.min_unused_fraction * static_cast<double>(o.size)) {
-      ++out.files_left;
-      out.unused_bytes_left += unused;
-      out.objects.push_back(o);
-      continue;
-    }
-    out.changed = true;
-    ++out.files_rewritten;
-    out.bytes_before += o.size;
-    if (keep.empty()) continue;  // nothing of it is used: it goes
-    if (options.dry_run) {
-      out.bytes_after += kept_blocks;
-      continue;
-    }
-    StatusOr<SstObject> rewritten = WriteUsedChunks(client, bucket, *source, o, keep, folder, options);
-    if (!rewritten.ok()) {
-      // (What an upload cut short may have left under its name goes too.)
-      uploaded.push_back(folder + BaseName(o.key));
-      failed = rewritten.status();
-      break;
-    }
-    uploaded.push_back(rewritten->key);
-    out.bytes_after += rewritten->size;
-    out.objects.push_back(std::move(*rewritten));
-  }
+    SstObject rewritten;
+  };
+  std::vector<Outcome> outcomes(objects.size());
+  std::vector<uint8_t> attempted(objects.size(), 0);  // a new object may be (partly) there
+  const int at_once = std::max(1, std::min<int>(options.objects_at_once, static_cast<int>(objects.size())));
+  Status failed = RunOrdered(
+      objects.size(), at_once, static_cast<size_t>(at_once),
+      [&](size_t i, std::string*) -> Status {
+        const SstObject& o = objects[i];
+        Outcome& out = outcomes[i];
+        ASSIGN_OR_RETURN(std::optional<std::vector<SstObjectSource::KeyBlock>> blocks, source->KeyBlocksOf(i));
+        if (!blocks.has_value()) {
+          out.kind = Outcome::kUnknown;
+          return Status::OK();
+        }
+        std::vector<std::string> keep;
+        for (SstObjectSource::KeyBlock& b : *blocks) {
+          if (InRanges(used, b.key)) {
+            out.kept_blocks += b.block_bytes;
+            keep.push_back(std::move(b.key));
+          } else {
+            out.unused += b.block_bytes;
+          }
+        }
+        if (out.unused == 0) return Status::OK();
+        if (!keep.empty() &&
+            static_cast<double>(out.unused) < options.min_unused_fraction * static_cast<double>(o.size)) {
+          out.kind = Outcome::kLeft;
+          return Status::OK();
+        }
+        out.kind = keep.empty() ? Outcome::kDropped : Outcome::kRewritten;
+        if (keep.empty() || options.dry_run) return Status::OK();
+        attempted[i] = 1;
+        ASSIGN_OR_RETURN(out.rewritten, WriteUsedChunks(client, bucket, *source, o, keep, folder, options));
+        return Status::OK();
+      },
+      [](size_t, std::string&) { return Status::OK(); });
   if (!failed.ok()) {
+    // What this call uploaded goes (an upload cut short may have left its
+    // object too): best effort, gc deletes what is left.
     s3::S3Client* cleanup = options.cleanup_client != nullptr ? options.cleanup_client : client;
-    for (const std::string& key : uploaded) (void)cleanup->DeleteObject(bucket, key);
+    for (size_t i = 0; i < objects.size(); ++i) {
+      if (attempted[i] != 0) (void)cleanup->DeleteObject(bucket, folder + BaseName(objects[i].key));
+    }
     return failed;
+  }
+  SaveRewrite out;
+  for (size_t i = 0; i < objects.size(); ++i) {
+    const SstObject& o = objects[i];
+    Outcome& r = outcomes[i];
+    switch (r.kind) {
+      case Outcome::kKept:
+        out.objects.push_back(o);
+        break;
+      case Outcome::kUnknown:
+        ++out.files_unknown;
+        out.objects.push_back(o);
+        break;
+      case Outcome::kLeft:
+        ++out.files_left;
+        out.unused_bytes_left += r.unused;
+        out.objects.push_back(o);
+        break;
+      case Outcome::kDropped:
+      case Outcome::kRewritten:
+        out.changed = true;
+        ++out.files_rewritten;
+        out.bytes_before += o.size;
+        if (r.kind == Outcome::kDropped) break;
+        if (options.dry_run) {
+          out.bytes_after += r.kept_blocks;
+        } else {
+          out.bytes_after += r.rewritten.size;
+          out.objects.push_back(std::move(r.rewritten));
+        }
+        break;
+    }
   }
   return out;
 }

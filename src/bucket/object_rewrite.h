@@ -42,7 +42,10 @@ struct SaveRewrite {
 struct RewriteOptions {
   double min_unused_fraction = 0.05;  // as ReclaimOptions
   bool dry_run = false;
-  int threads = 8;                    // GETs of chunks in flight
+  int threads = 8;                    // GETs of one object's chunks in flight
+  // Objects decided and rewritten at once; memory: about 3 upload parts and
+  // 2 x threads runs of chunks each.
+  int objects_at_once = 4;
   s3::S3Client* cleanup_client = nullptr;  // deletes what a failed rewrite uploaded (null: the client)
 };
 
