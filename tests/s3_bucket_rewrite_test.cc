@@ -113,14 +113,17 @@ class BucketRewriteTest : public ::testing::Test {
     return Status::OK();
   }
 
-  static std::vector<int64_t> StepNumbers(StoreReader& reader) {
-    std::vector<int64_t> out;
-    auto steps = reader.ListSteps();
-    EXPECT_TRUE(steps.ok()) << steps.status();
-    if (steps.ok()) {
-      for (const StepInfo& s : *steps) out.push_back(s.step);
-    }
-    return out;
+  // A client whose requests go through `proxy`, trying each `attempts` times.
+  static std::shared_ptr<s3::S3Client> ClientThrough(const ::ckptdb::testing::S3FaultProxy& proxy, int attempts) {
+    s3::S3Settings settings = Server().settings;
+    settings.endpoint = proxy.endpoint();
+    s3::S3ClientOptions co;
+    co.max_attempts = attempts;
+    co.initial_backoff_ms = 1;
+    co.max_backoff_ms = 10;
+    auto made = s3::S3Client::Create(settings, co);
+    EXPECT_TRUE(made.ok()) << made.status();
+    return made.ok() ? std::shared_ptr<s3::S3Client>(std::move(*made)) : nullptr;
   }
 
   std::vector<s3::ObjectInfo> Listed(const std::string& under) {
@@ -170,7 +173,7 @@ TEST_F(BucketRewriteTest, GcGivesBackTheDeadBytesOfASharedSavesObjects) {
   for (int64_t step = 1; step <= 12; ++step) ASSERT_TRUE(SaveStep(*w, step).ok()) << step;
   std::unique_ptr<StoreReader> before = Reader();
   ASSERT_NE(before, nullptr);
-  EXPECT_EQ(StepNumbers(*before), (std::vector<int64_t>{11, 12}));
+  EXPECT_EQ(::ckptdb::testing::Steps(*before), (std::vector<int64_t>{11, 12}));
   // Step 1's object holds the frozen chunks steps 11 and 12 share, and its
   // own dead adapter.
   const double dead = DataOverOneStep();
@@ -227,7 +230,7 @@ TEST_F(BucketRewriteTest, GcGivesBackTheDeadBytesOfASharedSavesObjects) {
   ASSERT_TRUE(SaveStep(*w, 14).ok());  // (drops steps 12 and 13)
   ASSERT_TRUE(eager->Sweep().ok());
   std::unique_ptr<StoreReader> last = Reader();
-  EXPECT_EQ(StepNumbers(*last), (std::vector<int64_t>{13, 14}));
+  EXPECT_EQ(::ckptdb::testing::Steps(*last), (std::vector<int64_t>{13, 14}));
   for (int64_t step : {13, 14}) {
     Status st = LoadStep(*last, step);
     EXPECT_TRUE(st.ok()) << st;
@@ -267,7 +270,7 @@ TEST_F(BucketRewriteTest, NothingIsRewrittenWhileASaveRunsAndASaveThatReadTheOld
   EXPECT_EQ(refused.code(), StatusCode::kAborted) << refused;
   EXPECT_NE(refused.ToString().find("gc rewrote"), std::string::npos) << refused;
   std::unique_ptr<StoreReader> r = Reader();
-  EXPECT_EQ(StepNumbers(*r), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(::ckptdb::testing::Steps(*r), (std::vector<int64_t>{2, 3}));
   for (int64_t step : {2, 3}) {
     Status st = LoadStep(*r, step);
     EXPECT_TRUE(st.ok()) << st;
@@ -302,16 +305,7 @@ TEST_F(BucketRewriteTest, ARewriteTheServerFailsChangesNothingAndItsLeftoversGo)
   std::unique_ptr<StoreWriter> w = Writer(3600);
   for (int64_t step = 1; step <= 3; ++step) ASSERT_TRUE(SaveStep(*w, step).ok()) << step;
   ::ckptdb::testing::S3FaultProxy proxy(Server().port);
-  s3::S3Settings settings = Server().settings;
-  settings.endpoint = proxy.endpoint();
-  s3::S3ClientOptions co;
-  co.max_attempts = 2;
-  co.initial_backoff_ms = 1;
-  co.max_backoff_ms = 10;
-  auto made = s3::S3Client::Create(settings, co);
-  ASSERT_TRUE(made.ok()) << made.status();
-  std::shared_ptr<s3::S3Client> faulty = std::move(*made);
-  std::unique_ptr<StoreWriter> gc = Writer(3600, faulty);
+  std::unique_ptr<StoreWriter> gc = Writer(3600, ClientThrough(proxy, 2));
   auto index_now = [&] { return client_->GetObject(Server().bucket, prefix_ + "index").value(); };
   const std::string index_before = index_now();
 
@@ -522,14 +516,8 @@ TEST_F(BucketRewriteTest, ManyObjectsAreRewrittenSeveralAtOnceAndAFailureLeavesN
   // One object's reads fail while others are being rewritten: nothing is
   // committed and no new object stays.
   ::ckptdb::testing::S3FaultProxy proxy(Server().port);
-  s3::S3Settings settings = Server().settings;
-  settings.endpoint = proxy.endpoint();
-  s3::S3ClientOptions co;
-  co.max_attempts = 1;
-  auto faulty = s3::S3Client::Create(settings, co);
-  ASSERT_TRUE(faulty.ok()) << faulty.status();
   proxy.set_fail_requests_containing("/rank-0-30.sst");
-  auto failed = Writer(0, std::shared_ptr<s3::S3Client>(std::move(*faulty)))->ReclaimSpace(ReclaimOptions{});
+  auto failed = Writer(0, ClientThrough(proxy, 1))->ReclaimSpace(ReclaimOptions{});
   EXPECT_FALSE(failed.ok());
   EXPECT_NE(failed.status().ToString().find("rank-0-30.sst"), std::string::npos) << failed.status();
   EXPECT_EQ(client_->GetObject(Server().bucket, prefix_ + "index").value(), index_before);

@@ -186,15 +186,6 @@ class BucketStoreTest : public ::testing::Test {
   }
 
   // The steps a reader lists, by number.
-  static std::vector<int64_t> StepNumbers(StoreReader& reader) {
-    std::vector<int64_t> out;
-    auto steps = reader.ListSteps();
-    EXPECT_TRUE(steps.ok()) << steps.status();
-    if (steps.ok()) {
-      for (const StepInfo& s : *steps) out.push_back(s.step);
-    }
-    return out;
-  }
 
   std::shared_ptr<s3::S3Client> client_;
   std::string bucket_;
@@ -242,7 +233,7 @@ TEST_F(BucketStoreTest, SavedOnFourRanksLoadsOnThreeColumnsAndOnOneBitForBit) {
   auto whole = LoadWhole(**reader, 3);
   ASSERT_TRUE(whole.ok()) << whole.status();
   EXPECT_TRUE(std::get<Tensor>(*whole->Find("t")).BitwiseEquals(full));
-  EXPECT_EQ(StepNumbers(**reader), std::vector<int64_t>{3});
+  EXPECT_EQ(::ckptdb::testing::Steps(**reader), std::vector<int64_t>{3});
 
   // A committed step is refused before anything is written.
   for (const Status& st : SaveRows(full, 4, 3)) EXPECT_EQ(st.code(), StatusCode::kAlreadyExists) << st;
@@ -279,7 +270,7 @@ TEST_F(BucketStoreTest, AFailedRankLeavesTheStepInvisibleAndItsObjectsDeleted) {
   auto md = (*reader)->ReadMetadata(2);
   EXPECT_EQ(md.status().code(), StatusCode::kNotFound) << md.status();
   EXPECT_NE(md.status().message().find("step 2"), std::string::npos) << md.status();
-  EXPECT_EQ(StepNumbers(**reader), std::vector<int64_t>{1});
+  EXPECT_EQ(::ckptdb::testing::Steps(**reader), std::vector<int64_t>{1});
   // The three ranks that wrote uploaded their files; Abort deleted them.
   EXPECT_TRUE(Keys(DataDir(2)).empty());
   EXPECT_EQ(Keys(DataDir(1)).size(), 4u);
@@ -747,7 +738,7 @@ TEST_F(BucketStoreTest, AnUploadThatFailsMidWayFailsTheSave) {
   EXPECT_EQ(statuses[0].code(), StatusCode::kUnavailable) << statuses[0];
   auto reader = OpenBucketStoreReader(client_, bucket_, prefix_);
   ASSERT_TRUE(reader.ok()) << reader.status();
-  EXPECT_EQ(StepNumbers(**reader), std::vector<int64_t>{1});
+  EXPECT_EQ(::ckptdb::testing::Steps(**reader), std::vector<int64_t>{1});
   StoreOptions o;
   o.abandoned_save_seconds = 0;
   auto w = OpenBucketStoreWriter(client_, bucket_, prefix_, o);

@@ -40,6 +40,7 @@
 #include "util/le_bytes.h"
 #include "util/ordered_parallel.h"
 #include "util/status_macros.h"
+#include "util/thread_fanout.h"
 
 namespace ckptdb {
 namespace bucket {
@@ -180,12 +181,6 @@ class MarkerAges {
       // whole seconds, LastModified may too: a second of slack keeps the
       // rounding on the side of young.
       if (server_now_ <= 0 || server_now_ - o->last_modified_unix_ms < threshold_s_ * 1000 + 1000) return true;
-    }
-    return false;
-  }
-  bool AnyYoung() const {
-    for (const auto& [ref, objects] : markers_) {
-      if (Young(ref)) return true;
     }
     return false;
   }
@@ -654,22 +649,26 @@ class BucketStoreWriter : public StoreWriter {
     ro.dry_run = options.dry_run;
     ro.cleanup_client = cleanup_client_.get();
     StatusOr<SaveRewrite> rewrite = RewriteSaveObjects(client_.get(), bucket_, objects, used, folder, ro);
-    if (rewrite.ok()) {
-      stats->files_rewritten += rewrite->files_rewritten;
-      stats->bytes_before += rewrite->bytes_before;
-      stats->bytes_after += rewrite->bytes_after;
-      stats->files_left += rewrite->files_left;
-      stats->unused_bytes_left += rewrite->unused_bytes_left;
-    }
-    if (marker == nullptr) return rewrite.status().ok() ? StatusOr<bool>(false) : StatusOr<bool>(rewrite.status());
-    std::vector<std::string> uploaded;
-    if (rewrite.ok()) {
-      for (const SstObject& o : rewrite->objects) {
-        if (o.key.compare(0, folder.size(), folder) == 0) uploaded.push_back(o.key);
+    if (!rewrite.ok()) {
+      // (Its uploads are deleted already.)
+      if (marker != nullptr) {
+        marker->Stop();
+        (void)cleanup_client_->DeleteObject(bucket_, marker->key());
       }
+      return rewrite.status();
     }
-    Status status = rewrite.status();
-    const bool changed = rewrite.ok() && rewrite->changed;
+    stats->files_rewritten += rewrite->files_rewritten;
+    stats->bytes_before += rewrite->bytes_before;
+    stats->bytes_after += rewrite->bytes_after;
+    stats->files_left += rewrite->files_left;
+    stats->unused_bytes_left += rewrite->unused_bytes_left;
+    if (marker == nullptr) return false;  // a dry run
+    std::vector<std::string> uploaded;
+    for (const SstObject& o : rewrite->objects) {
+      if (o.key.compare(0, folder.size(), folder) == 0) uploaded.push_back(o.key);
+    }
+    Status status;
+    const bool changed = rewrite->changed;
     if (changed && options_.abandoned_save_seconds > 0 &&
         marker->StalestAge().count() * 2 >= options_.abandoned_save_seconds * 1000) {
       status = Status::Aborted("the rewrite of step " + std::to_string(save.step) + "'s objects in " + path_ +
@@ -832,7 +831,7 @@ class BucketStoreWriter : public StoreWriter {
     std::set<SaveRef> with_record;
     for (const s3::ObjectInfo& o : data) {
       SaveRef ref;
-      if (ParseSaveRef(std::string_view(o.key).substr(prefix_.size() + 5), '/', &ref)) saves[ref].push_back(&o);
+      if (SaveOfDataObject(prefix_, o.key, &ref)) saves[ref].push_back(&o);
     }
     for (const s3::ObjectInfo& o : records) {
       SaveRef ref;
@@ -859,7 +858,7 @@ class BucketStoreWriter : public StoreWriter {
     for (const s3::MultipartUploadInfo& u : uploads) {
       SaveRef ref;
       // (An upload of a used save is a rewrite's.)
-      if (ParseSaveRef(std::string_view(u.key).substr(prefix_.size() + 5), '/', &ref) &&
+      if (SaveOfDataObject(prefix_, u.key, &ref) &&
           (used.count(ref) == 0 ? !running(ref) : !rewrites.Young(ref))) {
         g.uploads.emplace_back(u.key, u.upload_id);
       }
@@ -916,32 +915,30 @@ class BucketStoreWriter : public StoreWriter {
     return s;
   }
 
+  // One HEAD per object, 16 at once (ThreadFanout: as many threads as a
+  // capped process can start); the first failure stops the rest.
   Status CheckSizes(const SaveContext& ctx, const std::vector<SstObject>& objects) {
     constexpr size_t kHeadThreads = 16;
-    std::atomic<size_t> next{0};
+    std::atomic<bool> failed{false};
     std::mutex mu;
     Status first;
-    auto work = [&] {
-      for (size_t i = next.fetch_add(1); i < objects.size(); i = next.fetch_add(1)) {
-        const SstObject& o = objects[i];
-        StatusOr<s3::ObjectInfo> info = client_->HeadObject(bucket_, o.key);
-        Status s = info.status();
-        if (s.ok() && info->size != o.size) {
-          s = Status::DataLoss("object s3://" + bucket_ + "/" + o.key + " of step " + std::to_string(ctx.step) +
-                               " holds " + std::to_string(info->size) + " bytes, but " + std::to_string(o.size) +
-                               " were uploaded");
-        }
-        if (!s.ok()) {
-          std::lock_guard<std::mutex> lock(mu);
-          if (first.ok()) first = s;
-          return;
-        }
+    ThreadFanout heads(objects.size(), kHeadThreads - 1, [&](size_t i) {
+      if (failed.load()) return;
+      const SstObject& o = objects[i];
+      StatusOr<s3::ObjectInfo> info = client_->HeadObject(bucket_, o.key);
+      Status s = info.status();
+      if (s.ok() && info->size != o.size) {
+        s = Status::DataLoss("object s3://" + bucket_ + "/" + o.key + " of step " + std::to_string(ctx.step) +
+                             " holds " + std::to_string(info->size) + " bytes, but " + std::to_string(o.size) +
+                             " were uploaded");
       }
-    };
-    std::vector<std::thread> threads;
-    for (size_t t = 1; t < std::min(kHeadThreads, objects.size()); ++t) threads.emplace_back(work);
-    work();
-    for (std::thread& t : threads) t.join();
+      if (!s.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (first.ok()) first = s;
+        failed = true;
+      }
+    });
+    heads.Join();  // (the caller takes jobs too)
     return first;
   }
 

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <regex>
 #include <set>
@@ -295,7 +296,7 @@ class RocksDBStoreWriter final : public StoreWriter {
 
   void DiscardLocalFiles(const SaveContext& ctx) override {
     if (!SendsFiles(ctx)) return;
-    StagingLock lock;
+    std::optional<StagingLock> lock;
     {
       std::lock_guard<std::mutex> l(staging_mu_);
       auto it = staging_locks_.find(ctx.save_id);
@@ -304,9 +305,12 @@ class RocksDBStoreWriter final : public StoreWriter {
         staging_locks_.erase(it);
       }
     }
-    lock.RemoveFolder();
-    std::error_code ec;
-    fs::remove_all(LocalStagingDir(ctx), ec);  // (a folder this writer did not make)
+    if (lock.has_value()) {
+      lock->RemoveFolder();
+    } else {  // (a folder this writer did not make: its PrepareStorage failed, or another writer's)
+      std::error_code ec;
+      fs::remove_all(LocalStagingDir(ctx), ec);
+    }
   }
 
   StatusOr<WriteResult> Write(const SaveContext& ctx, const std::vector<WriteItem>& items) override {
