@@ -169,7 +169,11 @@ class StorageWriter {
   // visible atomically (refusing it when a step whose chunks it shares was
   // deleted meanwhile): after an error nothing of the step is visible (and
   // what was already moved into the store is removed again or left for the
-  // sweep), after OK all of it is, durably.
+  // sweep), after OK all of it is, durably. `results` holds every rank's
+  // rank and files; what each rank wrote of its pieces (WriteResult::items)
+  // is in `metadata`'s pieces by then, and the items themselves are empty
+  // (a coordinator of thousands of ranks does not hold every piece twice
+  // while it commits).
   virtual Status Finish(const SaveContext& ctx, const StepMetadata& metadata,
                         const std::vector<WriteResult>& results) = 0;
 

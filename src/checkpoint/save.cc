@@ -54,11 +54,14 @@ Status ResolveCommunicator(bool no_dist, Communicator* given, int coordinator_ra
 
 namespace {
 
-// Fills each piece's storage fields from what the ranks reported writing.
-Status CompleteMetadata(StepMetadata* md, const std::vector<WriteResult>& results) {
-  std::unordered_map<uint64_t, const WrittenItem*> written;
-  for (const WriteResult& r : results) {
-    for (const WrittenItem& w : r.items) written[(uint64_t{w.key.rank} << 32) | w.key.item] = &w;
+// Fills each piece's storage fields from what the ranks reported writing,
+// moving them out of the reports; then lets the reports' items go, so that
+// the commit (which encodes the metadata) does not also hold every piece's
+// report (StorageWriter::Finish takes the results' files only).
+Status CompleteMetadata(StepMetadata* md, std::vector<WriteResult>* results) {
+  std::unordered_map<uint64_t, WrittenItem*> written;
+  for (WriteResult& r : *results) {
+    for (WrittenItem& w : r.items) written[(uint64_t{w.key.rank} << 32) | w.key.item] = &w;
   }
   for (EntryMetadata& e : md->entries) {
     for (StoredPiece& p : e.pieces) {
@@ -70,12 +73,14 @@ Status CompleteMetadata(StepMetadata* md, const std::vector<WriteResult>& result
       p.chunk_bytes = it->second->chunk_bytes;
       p.num_chunks = it->second->num_chunks;
       p.stored_bytes = it->second->stored_bytes;
-      p.chunk_hashes = it->second->chunk_hashes;
-      p.references = it->second->references;
+      p.chunk_hashes = std::move(it->second->chunk_hashes);
+      p.references = std::move(it->second->references);
       p.encoding = it->second->encoding;
-      p.chunk_shape = it->second->chunk_shape;
+      p.chunk_shape = std::move(it->second->chunk_shape);
     }
   }
+  written.clear();
+  for (WriteResult& r : *results) std::vector<WrittenItem>().swap(r.items);
   return Status::OK();
 }
 
@@ -218,6 +223,7 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
   }
   std::string report;
   RETURN_IF_ERROR(comm->Scatter(reports_out, coordinator, &report).WithContext("save: sending the prepare report"));
+  std::vector<std::string>().swap(reports_out);  // (every rank's candidates, encoded: sent now)
   proto::PrepareReport prepared;
   if (!prepared.ParseFromString(report)) return Status::Internal("save: the prepare report does not parse");
   if (prepared.has_plan_status() && prepared.plan_status().code() != 0) return StatusFromProto(prepared.plan_status());
@@ -230,6 +236,7 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
   std::vector<ReuseCandidate> candidates = std::move(own_candidates);
   candidates.reserve(candidates.size() + static_cast<size_t>(prepared.candidates_size()));
   for (const proto::ReuseCandidate& q : prepared.candidates()) candidates.push_back(FromProto(q));
+  prepared.clear_candidates();
   if (!candidates.empty() && plan.ok()) {
     std::unordered_map<uint32_t, const ReuseCandidate*> by_item;
     for (const ReuseCandidate& c : candidates) by_item[c.key.item] = &c;
@@ -290,6 +297,11 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
       writer.DiscardLocalFiles(ctx);
     }
   }
+  // What only the write needed goes before the reports are gathered and the
+  // step is committed: the pieces' plan (the bytes' addresses) and the
+  // chunks they may share, each as large as the rank's pieces.
+  if (plan.ok()) std::vector<WriteItem>().swap(plan->items);
+  std::vector<ReuseCandidate>().swap(candidates);
   if (receivers) receivers->Join();
   // The ranks whose files did not arrive (kSent), each with why.
   auto not_received = [&](size_t r) { return received[r].WithContext("sending its files to the coordinator"); };
@@ -339,15 +351,17 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
       if (static_cast<int>(r) == coordinator) {
         results[r].items = std::move(own_items);
       } else {
+        results[r].items.reserve(static_cast<size_t>(p.items_size()));
         for (const proto::WrittenItem& w : p.items()) results[r].items.push_back(FromProto(w));
       }
+      std::string().swap(reports[r]);  // (parsed: its items are in results)
     }
     Status result;
     if (!failures.empty()) {
       writer.Abort(ctx);
       result = Status::CheckpointError("Failed to write data", std::move(failures));
     } else {
-      Status st = CompleteMetadata(&metadata, results);
+      Status st = CompleteMetadata(&metadata, &results);
       metadata.created_unix_ms = NowUnixMs();
       if (st.ok()) st = GuardedCall("finish", [&] { return writer.Finish(ctx, metadata, results); });
       if (!st.ok()) {

@@ -78,8 +78,15 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
     // Sized once here: the workers fill disjoint 16-byte slots in parallel.
     if (o.content_hashes) w.chunk_hashes.assign(size_t{w.num_chunks} * kChunkHashBytes, '\0');
     w.encoding = PieceEncoding(o.compression, o.zstd_level);
-    for (uint32_t c = 0; c < w.num_chunks; ++c) jobs.push_back(Job{i, c});
     result.items.push_back(std::move(w));
+  }
+  // (Sized once, as result.items: a vector grown by doubling held up to
+  // twice the jobs, and three times while it moved them.)
+  size_t total_chunks = 0;
+  for (const WrittenItem& w : result.items) total_chunks += w.num_chunks;
+  jobs.reserve(total_chunks);
+  for (size_t i = 0; i < result.items.size(); ++i) {
+    for (uint32_t c = 0; c < result.items[i].num_chunks; ++c) jobs.push_back(Job{i, c});
   }
 
   // Chunks that need not be written: their bytes are stored already.
