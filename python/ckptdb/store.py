@@ -445,7 +445,7 @@ class Store:
         """What a step holds, in the order it was saved."""
         n = self.resolve(step)
         return [EntryInfo(e["fqn"], e["kind"], e["dtype"], tuple(e["shape"]), e["logical_bytes"],
-                          e["stored_bytes"], e["bytes_encoding"]) for e in self._reader().entries(n)]
+                          e["stored_bytes"], e["bytes_encoding"]) for e in self._reader().entries(n, pieces=False)]
 
     def read(self, step: StepRef, fqn: str, slice: Any = None, *, like: str | None = None) -> Any:
         """One entry of a step as a new CPU tensor (`like="torch"`, the
@@ -495,7 +495,7 @@ class Store:
         return decode_object(fqn, self._read_bytes(n, fqn), info["bytes_encoding"], None)
 
     def _entry_info(self, n: int, fqn: str) -> dict:
-        info = next((e for e in self._reader().entries(n) if e["fqn"] == fqn), None)
+        info = self._reader().entry(n, fqn)  # (that entry's records only)
         if info is None:
             from ._errors import NotFoundError
             raise NotFoundError(f"entry '{fqn}' is not in step {n}", code="NotFound")

@@ -80,7 +80,9 @@ hold the same ranks as ckptdb's connection (the whole job), unless a
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
+import gc
 import io
 import json
 import os
@@ -630,10 +632,15 @@ class StorageReader(_DcpStorageReader):
         self.step = _check_step(step) if isinstance(step, int) else step
         self.step_loaded: int | None = None
         self._load_id = uuid.uuid4().hex
+        # What read_metadata read on this rank (the step, its entries by FQN
+        # without their pieces), for read_data: a rank reads the step's
+        # pieces once per load.
+        self._read: tuple[int, dict] | None = None
 
     def __getstate__(self) -> dict:
         d = self.__dict__.copy()
         d["_store"] = (self._store.path, dict(self._store._options))
+        d["_read"] = None
         return d
 
     def __setstate__(self, d: dict) -> None:
@@ -661,6 +668,7 @@ class StorageReader(_DcpStorageReader):
                 self._store = _store(checkpoint_id)
         self.step_loaded = None
         self._load_id = uuid.uuid4().hex
+        self._read = None
 
     def read_metadata(self, *args: Any) -> Metadata:
         """DCP's Metadata of the step (see the module's docstring)."""
@@ -670,14 +678,18 @@ class StorageReader(_DcpStorageReader):
         record = _read_dcp_record(self._store, n)
         properties = record.get("properties", {}) if record is not None else {}
         md: dict[str, Any] = {}
-        for e in entries:
-            if e["kind"] == "bytes":
-                md[e["fqn"]] = BytesStorageMetadata()
-                continue
-            md[e["fqn"]] = TensorStorageMetadata(
-                properties=_properties_from(_torch_dtype(e["dtype"]), properties.get(e["fqn"], {})),
-                size=torch.Size(e["shape"]),
-                chunks=[ChunkStorageMetadata(offsets=torch.Size(o), sizes=torch.Size(s)) for o, s in e["pieces"]])
+        with _collector_paused():
+            for e in entries:
+                if e["kind"] == "bytes":
+                    md[e["fqn"]] = BytesStorageMetadata()
+                    continue
+                sizes: dict[tuple, torch.Size] = {}  # (the pieces of an entry mostly have one shape)
+                md[e["fqn"]] = TensorStorageMetadata(
+                    properties=_properties_from(_torch_dtype(e["dtype"]), properties.get(e["fqn"], {})),
+                    size=torch.Size(e["shape"]),
+                    chunks=[ChunkStorageMetadata(offsets=torch.Size(o), sizes=_size_of(sizes, s))
+                            for o, s in e.pop("pieces")])
+            self._read = (n, {e["fqn"]: e for e in entries})
         kwargs: dict[str, Any] = {}
         fields = {f.name for f in dataclasses.fields(Metadata)}
         if "storage_meta" in fields:
@@ -707,8 +719,15 @@ class StorageReader(_DcpStorageReader):
         if self.step_loaded is None:
             self.step_loaded = self._store.resolve(self.step)
         n = self.step_loaded
-        reader = self._store._reader(refresh=True)
-        saved = {e["fqn"]: e for e in reader.entries(n)}
+        # The entries read_metadata read on this rank, when it read this step
+        # (else, as when DCP hands a rank its plan without, the step's
+        # summary: the load reads the pieces it needs).
+        read, self._read = self._read, None
+        reader = self._store._reader(refresh=read is None or read[0] != n)
+        if read is not None and read[0] == n:
+            saved = read[1]
+        else:
+            saved = {e["fqn"]: e for e in reader.entries(n, pieces=False)}
 
         tensor_items = [i for i in plan.items if i.type != LoadItemType.BYTE_IO]
         byte_items = [i for i in plan.items if i.type == LoadItemType.BYTE_IO]
@@ -721,6 +740,28 @@ class StorageReader(_DcpStorageReader):
         fut: Future[None] = Future()
         fut.set_result(None)
         return fut
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Any:
+    """Python's cyclic garbage collector off meanwhile: a step of many ranks
+    makes an object or more per piece (hundreds of thousands), none of them
+    in a cycle, and the collector went through them all again and again."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _size_of(cache: dict, sizes: list) -> torch.Size:
+    key = tuple(sizes)
+    got = cache.get(key)
+    if got is None:
+        got = cache[key] = torch.Size(key)
+    return got
 
 
 def _entry(saved: dict, fqn: str, n: int) -> dict:

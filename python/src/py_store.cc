@@ -7,6 +7,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,20 @@ nb::dict StepDict(const StepInfo& s) {
   return d;
 }
 
+// Python's cyclic garbage collector off while it lives (as it was after).
+class CollectorPaused {
+ public:
+  CollectorPaused() : was_enabled_(PyGC_Disable() != 0) {}
+  ~CollectorPaused() {
+    if (was_enabled_) PyGC_Enable();
+  }
+  CollectorPaused(const CollectorPaused&) = delete;
+  CollectorPaused& operator=(const CollectorPaused&) = delete;
+
+ private:
+  const bool was_enabled_;
+};
+
 nb::dict EntryDict(const EntryMetadata& e) {
   nb::dict d;
   d["fqn"] = e.fqn;
@@ -74,7 +89,9 @@ nb::dict EntryDict(const EntryMetadata& e) {
   d["dtype"] = e.kind == EntryKind::kBytes ? std::string() : std::string(DTypeName(e.dtype));
   d["shape"] = e.shape;
   d["logical_bytes"] = e.logical_bytes();
-  d["stored_bytes"] = e.stored_bytes();
+  // (An entry read without its pieces: the totals the step recorded.)
+  const std::optional<PieceTotals> totals = e.totals();
+  d["stored_bytes"] = totals.has_value() ? totals->stored_bytes : e.stored_bytes();
   nb::list pieces;
   for (const StoredPiece& p : e.pieces) pieces.append(nb::make_tuple(p.offsets, p.sizes));
   d["pieces"] = pieces;
@@ -255,22 +272,54 @@ void BindStore(nb::module_& m) {
           nb::arg("name"))
       .def(
           "entries",
-          [](PyReader& r, int64_t step) {
-            StepMetadata md = Released([&] {
+          [](PyReader& r, int64_t step, bool pieces) {
+            StepMetadata md = Released([&]() -> StatusOr<StepMetadata> {
               std::lock_guard<std::mutex> l(r.mu);
-              return r.reader->ReadMetadata(step);
+              if (pieces) return r.reader->ReadMetadata(step);
+              // The step's summary; the pieces of an entry only where the
+              // step recorded no totals for it (steps saved before it did).
+              StatusOr<StepMetadata> summary = r.reader->ReadStepSummary(step);
+              if (!summary.ok()) return summary;
+              std::vector<std::string> untotalled;
+              for (const EntryMetadata& e : summary->entries) {
+                if (!e.totals().has_value()) untotalled.push_back(e.fqn);
+              }
+              if (untotalled.empty()) return summary;
+              if (Status st = r.reader->ReadEntryPieces(&*summary, untotalled); !st.ok()) return st;
+              return summary;
             });
+            // A step of many ranks makes millions of Python containers here
+            // (a tuple and two lists a piece), and Python's cyclic collector,
+            // run every few hundred allocations, went through all of them
+            // again and again: two thirds of the time for 600k pieces. None
+            // of them can be part of a cycle.
+            const CollectorPaused paused;
             nb::list out;
             for (const EntryMetadata& e : md.entries) out.append(EntryDict(e));
             return out;
           },
-          nb::arg("step"))
+          nb::arg("step"), nb::arg("pieces") = true,
+          "Every entry of the step, with its pieces (offsets, sizes) unless pieces=False: then a step of "
+          "many ranks is listed from its summary")
+      .def(
+          "entry",
+          [](PyReader& r, int64_t step, const std::string& fqn) -> std::optional<nb::dict> {
+            StepMetadata md = Released([&] {
+              std::lock_guard<std::mutex> l(r.mu);
+              return r.reader->ReadMetadataOf(step, {fqn});
+            });
+            const EntryMetadata* e = md.Find(fqn);
+            if (e == nullptr) return std::nullopt;
+            return EntryDict(*e);
+          },
+          nb::arg("step"), nb::arg("fqn"),
+          "One entry of the step with its pieces, reading only its records; None when the step lacks it")
       .def(
           "annotations",
           [](PyReader& r, int64_t step) {
             StepMetadata md = Released([&] {
               std::lock_guard<std::mutex> l(r.mu);
-              return r.reader->ReadMetadata(step);
+              return r.reader->ReadStepSummary(step);  // (the step's record: no pieces)
             });
             nb::dict out;
             for (const auto& [name, value] : md.annotations)
