@@ -1,4 +1,5 @@
-"""A step that many ranks saved (entries of many pieces), read from Python:
+"""A step that many ranks saved (entries of many pieces), read from Python
+(in a directory and in a bucket):
 Store.entries lists it from the step's summary with the pieces' own figures,
 Store.read of one entry reads that entry's records, DCP's StorageReader
 gives every piece, and Python's garbage collector (paused while hundreds of
@@ -45,8 +46,10 @@ def save_rows(store: ckptdb.Store, step: int, seeds: list[int]) -> None:
     _ckptdb.save(sd, store._writer(), step, None, 0)
 
 
-@pytest.fixture
-def saved(store):
+@pytest.fixture(params=["directory", "bucket"])
+def saved(request, store):
+    if request.param == "bucket":
+        store = f"s3://{request.getfixturevalue('bucket')}/many-pieces"
     s = ckptdb.Store(store)
     save_rows(s, 1, list(range(ENTRIES)))
     save_rows(s, 2, [0, 1, 99] + list(range(3, ENTRIES)))  # entry 2 changed, the others stored once
