@@ -62,10 +62,12 @@ save. The training process's own saves keep the store open for writing, as
 process-based save to the same store follows them.
 
 The exchange before the save sends each rank's list of entries (FQN, dtype,
-shape) to every rank, like the engine's own plan exchange, with what the
-coordinator needs for DCP's metadata when its planner keeps none
-(``DefaultSavePlanner`` keeps it in ``planner.metadata``): the rank's
-planner_data and tensor properties.
+shape) to the coordinator, with what the coordinator needs for DCP's
+metadata when its planner keeps none (``DefaultSavePlanner`` keeps it in
+``planner.metadata``): the rank's planner_data and tensor properties, and
+its bytes entries. The coordinator merges them and sends every rank the
+step's entries (or the error every rank raises), like the engine's own plan
+exchange: what a rank receives does not grow with the world size.
 
 Limitations: a planner's ``planner_data`` is stored as JSON when it maps
 FQNs to paths of str and int keys (what DCP's planners make), and pickled
@@ -290,8 +292,8 @@ class StorageWriter(_DcpStorageWriter):
         with _save_lock:
             try:
                 mine = _LocalWrite(step, rank == info.coordinator, plan, planner, self._save_id)
-                everyone = _exchange(comm, mine.message())
-                sd = _merge_plan(step, everyone, rank, info.coordinator, mine)
+                entries, everyone = _agree(comm, mine.message(), info.coordinator, step)
+                sd = _state_dict_for(entries, everyone, rank, info.coordinator, mine)
                 annotations = {}
                 if rank == info.coordinator:  # only the coordinator's are stored
                     annotations[_ANNOTATION] = mine.record or _dcp_record(everyone, info.coordinator, None,
@@ -401,8 +403,8 @@ class _LocalWrite:
         self.results.append(WriteResult(index=item.index, size_in_bytes=r.nbytes, storage_data=self.step))
 
     def message(self) -> dict:
-        """What the other ranks need: the entries (every rank must save the
-        same FQNs) and the bytes for the coordinator, which keeps its own."""
+        """What the coordinator needs: the entries (every rank must save the
+        same FQNs) and the bytes, which it stores (it keeps its own)."""
         return {"step": self.step, "error": self.error, "error_kind": self.error_kind, "order": self.order,
                 "tensors": [(fqn, d, s) for fqn, (d, s, _) in self.tensors.items()],
                 "bytes": {fqn: None if self.is_coordinator else b for fqn, b in self.bytes.items()},
@@ -410,19 +412,47 @@ class _LocalWrite:
                 "properties": self.properties}
 
 
-def _exchange(comm: Any, message: dict) -> list[dict]:
-    """Every rank's message, indexed by rank (DCP's ranks trust each other's
-    pickles, as its own all_gather_object does)."""
+def _agree(comm: Any, message: dict, coordinator: int, step: int) -> tuple[list[tuple], list[dict] | None]:
+    """The save's entries as the coordinator merged every rank's message
+    (_merged_entries), the same on every rank, or the same error raised on
+    every rank. Each rank sends its message to the coordinator alone and
+    receives the merged entries: what a rank other than the coordinator
+    receives grows with the state dict, not with the world size (an
+    all-gather of every rank's message made it grow with both). Also
+    returns every rank's message on the coordinator (None elsewhere). DCP's
+    ranks trust each other's pickles, as its own gather_object does."""
     if comm is None:
-        return [message]
-    return [pickle.loads(b) for b in comm.all_gather(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))]
+        return _merged_entries(step, [message], 0), [message]
+    parts, missing = comm.gather(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL), coordinator)
+    everyone = None
+    outcome: dict[str, Any] = {}
+    if comm.rank == coordinator:
+        try:
+            if missing:
+                failures = {r: f"its plan did not reach the coordinator: {why}" for r, why in missing.items()}
+                text = "; ".join(f"rank {r}: {e}" for r, e in sorted(failures.items()))
+                raise CheckpointError(f"failed to prepare the DCP save of step {step} ({text})", code="Internal",
+                                      rank_failures=failures)
+            everyone = [pickle.loads(p) for p in parts]
+            outcome = {"entries": _merged_entries(step, everyone, coordinator)}
+        except CheckpointError as e:
+            outcome = {"error": (type(e).__name__, str(e), e.code, e.rank_failures)}
+        except Exception as e:  # noqa: BLE001 - every rank must still hear of it
+            outcome = {"error": ("CheckpointError", f"failed to prepare the DCP save of step {step} "
+                                 f"(rank {coordinator}: {type(e).__name__}: {e})", "Internal", {coordinator: str(e)})}
+    got = pickle.loads(comm.broadcast(pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL), coordinator))
+    if "error" in got:
+        name, text, code, failures = got["error"]
+        cls = {"InvalidArgumentError": InvalidArgumentError, "NotFoundError": NotFoundError}.get(name, CheckpointError)
+        raise cls(text, code=code, rank_failures=failures)
+    return got["entries"], everyone
 
 
-def _merge_plan(step: int, everyone: list[dict], rank: int, coordinator: int, mine: _LocalWrite) -> Any:
-    """The engine state dict this rank saves: every rank's FQNs (the same on
-    every rank, in the coordinator's state dict order), this rank's shards,
-    and on the coordinator every rank's bytes. Raises the same error on every
-    rank when any rank failed or the ranks disagree."""
+def _merged_entries(step: int, everyone: list[dict], coordinator: int) -> list[tuple]:
+    """On the coordinator: the step's entries from every rank's message, in
+    the coordinator's state dict order: (fqn, "t", dtype, shape) for a
+    tensor, (fqn, "b", rank holding the bytes) for bytes. Raises the error
+    every rank then raises when any rank failed or the ranks disagree."""
     failures = {r: m["error"] for r, m in enumerate(everyone) if m["error"] is not None}
     if failures:
         kinds = {everyone[r]["error_kind"] for r in failures}
@@ -459,17 +489,24 @@ def _merge_plan(step: int, everyone: list[dict], rank: int, coordinator: int, mi
             seen += 1
     order = everyone[coordinator]["order"] or []
     position = {fqn: i for i, fqn in enumerate(order)}
-    fqns = sorted(kinds, key=lambda f: (position.get(f, len(order)), first[f]))
+    return [(fqn, *kinds[fqn]) for fqn in sorted(kinds, key=lambda f: (position.get(f, len(order)), first[f]))]
+
+
+def _state_dict_for(entries: list[tuple], everyone: list[dict] | None, rank: int, coordinator: int,
+                    mine: _LocalWrite) -> Any:
+    """The engine state dict this rank saves: every entry (the same on every
+    rank), this rank's shards, and on the coordinator every rank's bytes
+    (from `everyone`, the ranks' messages it gathered)."""
     sd = _ckptdb.StateDict()
-    for fqn in fqns:
-        k = kinds[fqn]
-        if k[0] == "t":
-            _, dtype, shape = k
+    for fqn, kind, *rest in entries:
+        if kind == "t":
+            dtype, shape = rest
             shards = mine.tensors[fqn][2] if fqn in mine.tensors else []
             sd.add_sharded(fqn, dtype, shape, shards)
         elif rank == coordinator:  # only the coordinator's bytes entries are stored
-            sd.add_bytes(fqn, mine.bytes[fqn] if fqn in mine.bytes else everyone[k[1]]["bytes"][fqn],
-                         _state.TORCH_SAVE)
+            holder = rest[0]
+            data = mine.bytes[fqn] if fqn in mine.bytes else everyone[holder]["bytes"][fqn]  # type: ignore[index]
+            sd.add_bytes(fqn, data, _state.TORCH_SAVE)
         else:
             sd.add_bytes(fqn, b"", _state.TORCH_SAVE)
     return sd

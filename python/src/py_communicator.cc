@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -140,7 +141,51 @@ void BindCommunicator(nb::module_& m) {
             Check(st);
             return nb::bytes(s.data(), s.size());
           },
-          nb::arg("data"), nb::arg("root"), "The root's bytes on every rank");
+          nb::arg("data"), nb::arg("root"), "The root's bytes on every rank")
+      .def(
+          "gather",
+          [](PyCommunicator& c, nb::bytes mine, int root) {
+            std::string data(mine.c_str(), mine.size());
+            std::vector<std::string> out;
+            std::map<int, Status> missing;
+            Status st;
+            {
+              nb::gil_scoped_release release;
+              std::lock_guard<std::mutex> l(c.mu);
+              st = c.comm->Gather(data, root, &out, &missing);
+            }
+            Check(st);
+            nb::list parts;
+            for (size_t r = 0; r < out.size(); ++r) {
+              if (missing.count(static_cast<int>(r)) != 0) {
+                parts.append(nb::none());
+              } else {
+                parts.append(nb::bytes(out[r].data(), out[r].size()));
+              }
+            }
+            nb::dict why;
+            for (const auto& [r, status] : missing) why[nb::int_(r)] = status.ToString();
+            return nb::make_tuple(parts, why);
+          },
+          nb::arg("mine"), nb::arg("root"),
+          "Every rank's bytes at the root: (parts indexed by rank, None for a rank whose part did not come; "
+          "{rank: why} for those). Other ranks get ([], {}): what they receive does not grow with the world size")
+      .def(
+          "stats",
+          [](PyCommunicator& c) {
+            std::lock_guard<std::mutex> l(c.mu);
+            const CollectiveStats s = c.comm->stats();
+            nb::dict d;
+            d["calls"] = s.calls;
+            d["bytes_sent"] = s.bytes_sent;
+            d["bytes_received"] = s.bytes_received;
+            d["messages_sent"] = s.messages_sent;
+            d["messages_received"] = s.messages_received;
+            d["peers"] = s.peers;
+            return d;
+          },
+          "What this rank moved through the connection so far (CollectiveStats): bytes and messages sent and "
+          "received, peers");
 }
 
 }  // namespace ckptdb::py

@@ -255,3 +255,47 @@ def test_single_process_save_errors_and_ckptdb_saved_steps(tmp_path):
     assert ckptdb.torch.StorageReader.validate_checkpoint_id(store)
     assert not ckptdb.torch.StorageReader.validate_checkpoint_id(str(tmp_path))
     ckptdb.Store(store).close()
+
+
+# Argv = working directory. Saves 40 DTensors sharded over every rank, then
+# a second step; prints what rank 1 received through ckptdb's connection
+# during the second save.
+TRAFFIC = """
+import sys, warnings
+import torch, torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor import Shard, distribute_tensor
+import ckptdb, ckptdb.torch
+
+warnings.filterwarnings("ignore")
+dist.init_process_group("gloo")
+r, w = dist.get_rank(), dist.get_world_size()
+mesh = init_device_mesh("cpu", (w,))
+sd = {f"layers.{i}.weight": distribute_tensor(torch.full((12, 4), float(i)), mesh, [Shard(0)]) for i in range(40)}
+store = sys.argv[1] + "/store"
+dcp.save(sd, storage_writer=ckptdb.torch.StorageWriter(store, step=1))
+before = ckptdb.torch._dcp_communicator().stats()
+dcp.save(sd, storage_writer=ckptdb.torch.StorageWriter(store, step=2))
+after = ckptdb.torch._dcp_communicator().stats()
+print(f"rank {r} received {after['bytes_received'] - before['bytes_received']} "
+      f"messages {after['messages_received'] - before['messages_received']}", flush=True)
+dist.destroy_process_group()
+print(f"rank {r} finished ok", flush=True)
+"""
+
+
+@needs_fsdp2
+def test_what_a_rank_receives_in_a_dcp_save_does_not_grow_with_the_world(tmp_path):
+    # Every rank's entries go to the coordinator, which sends each rank the
+    # merged entries once: before, every rank received every rank's list
+    # (an all-gather), W - 1 of them.
+    received = {}
+    for world in (2, 6):
+        base = tmp_path / f"w{world}"
+        base.mkdir()
+        out = run_ranks(base, TRAFFIC, world, str(base), timeout=240)
+        assert out.returncode == 0, out.stdout
+        line = next(x for x in out.stdout.splitlines() if x.startswith("rank 1 received"))
+        received[world] = int(line.split()[3])
+    assert 0 < received[6] <= 1.2 * received[2], received
