@@ -3,6 +3,7 @@ rank of a job (SPMD: every rank calls them with the same arguments)."""
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 from typing import Any, Iterable
@@ -90,18 +91,29 @@ def save(state_dict: dict, store: Any, step: int, *, coordinator: int = 0,
     metrics, note = _check_metrics(metrics, note)
     s = _store(store)
     comm = _comm(communicator)
-    prepared = _prepared_everywhere(comm, state_dict, for_load=False)
+    prepared = _prepared_everywhere(comm, state_dict, for_load=False, coordinator=coordinator)
     with s._writing() as writer:
         _ckptdb.save(prepared.engine, writer, step, comm, coordinator, metrics=metrics, note=note)
 
 
-def _prepared_everywhere(comm: Any, state_dict: Any, for_load: bool) -> _state.Prepared:
+def _check_coordinator_in(comm: Any, coordinator: int) -> None:
+    """ValueError, the same on every rank, for a coordinator outside the job."""
+    if comm is not None and not 0 <= coordinator < comm.world_size:
+        from ._errors import InvalidArgumentError
+        raise InvalidArgumentError(f"coordinator rank {coordinator} is not in the world of size {comm.world_size}",
+                                   code="InvalidArgument")
+
+
+def _prepared_everywhere(comm: Any, state_dict: Any, for_load: bool, coordinator: int) -> _state.Prepared:
     """Flattens and hands over the state dict on this rank; the ranks then
-    agree (one small all-gather) that every rank managed, so that a bad
-    value on one rank (an unpicklable object, a read-only target, a tensor
-    on an unsupported device) raises the same error on every rank at once
-    instead of leaving the others waiting in the save or load until the
-    timeout. Alone, the local error is raised as it is."""
+    agree that every rank managed, so that a bad value on one rank (an
+    unpicklable object, a read-only target, a tensor on an unsupported
+    device) raises the same error on every rank at once instead of leaving
+    the others waiting in the save or load until the timeout. Each rank
+    tells the coordinator alone, which tells every rank which ranks failed
+    (a gather and a broadcast of nothing when none did: what a rank receives
+    does not grow with the world size, as it did with an all-gather). Alone,
+    the local error is raised as it is."""
     try:
         prepared = _state.prepare(_flatten.flatten(state_dict), for_load=for_load)
         error = None
@@ -111,8 +123,16 @@ def _prepared_everywhere(comm: Any, state_dict: Any, for_load: bool) -> _state.P
         prepared, error = None, e
     if comm is None:
         return prepared
+    _check_coordinator_in(comm, coordinator)
     mine = b"" if error is None else f"{type(error).__name__}: {error}".encode()
-    failed = {r: m.decode() for r, m in enumerate(comm.all_gather(mine)) if m}
+    parts, missing = comm.gather(mine, coordinator)
+    verdict = b""
+    if comm.rank == coordinator:
+        told = {r: f"its state dict's check did not reach the coordinator: {missing[r]}" if m is None else m.decode()
+                for r, m in enumerate(parts) if m is None or m}
+        verdict = json.dumps(sorted(told.items())).encode() if told else b""
+    verdict = comm.broadcast(verdict, coordinator)
+    failed = {int(r): m for r, m in json.loads(verdict)} if verdict else {}
     if not failed:
         return prepared
     from ._errors import CheckpointError, InvalidArgumentError
@@ -167,6 +187,7 @@ def load(state_dict: dict, store: Any, step: StepRef = "latest", keys: Iterable[
     coordinator = _check_coordinator(coordinator)
     s = _store(store)
     comm = _comm(communicator)
+    _check_coordinator_in(comm, coordinator)
     # With other ranks, only the coordinator opens the store: it names each
     # rank the few files (a directory on a shared file system) or objects (a
     # bucket) its chunks lie in, so that no rank replays a MANIFEST that
@@ -182,7 +203,7 @@ def load(state_dict: dict, store: Any, step: StepRef = "latest", keys: Iterable[
     for k in key_list:
         if not isinstance(k, str):
             raise TypeError(f"keys must be FQN strings, got {type(k).__name__}")
-    prepared = _prepared_everywhere(comm, state_dict, for_load=True)
+    prepared = _prepared_everywhere(comm, state_dict, for_load=True, coordinator=coordinator)
     stats = _ckptdb.load(prepared.engine, None if remote else reader, number, comm, coordinator, key_list,
                          not strict, convert_dtype, s.path if remote else "", not coordinator_only,
                          s._options.get("s3_stall_timeout_seconds", 0))
@@ -232,5 +253,6 @@ def async_save(state_dict: dict, store: Any, step: int, *, coordinator: int = 0,
     with s._async_saver(coordinator, max_in_flight) as queue:
         # Agreed on the synchronous connection: the saver's belongs to its
         # background thread.
-        prepared = _prepared_everywhere(_dist.default_communicator(), state_dict, for_load=False)
+        prepared = _prepared_everywhere(_dist.default_communicator(), state_dict, for_load=False,
+                                        coordinator=coordinator)
         return SaveFuture(queue(prepared.engine, step, metrics=metrics, note=note))

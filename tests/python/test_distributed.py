@@ -322,3 +322,48 @@ def test_only_an_abort_at_exit_after_a_ranks_work_is_tolerated():
     assert not _aborted_after_its_work(f"rank 0 ok\n{EXIT_ABORT}\n", -signal.SIGSEGV)
     assert not _aborted_after_its_work("rank 0 ok\n", abrt)
     assert not _aborted_after_its_work(f"Traceback ...\nAssertionError\n{EXIT_ABORT}\n", abrt)
+
+
+TRAFFIC_SCRIPT = """
+import os, sys, numpy as np, ckptdb
+from ckptdb import _dist
+store = sys.argv[1]
+r, w = int(os.environ["CKPTDB_RANK"]), int(os.environ["CKPTDB_WORLD_SIZE"])
+sd = {f"layer.{i}": np.full(64, i, dtype=np.float32) for i in range(40)}
+ckptdb.save(sd, store, 1, coordinator=1)
+comm = _dist.default_communicator()
+before = comm.stats()
+ckptdb.save(sd, store, 2, coordinator=1)
+target = {k: np.zeros(64, dtype=np.float32) for k in sd}
+assert ckptdb.load(target, store, coordinator=1) == 2 and all((target[k] == sd[k]).all() for k in sd)
+after = comm.stats()
+print(f"rank {r} received {after['bytes_received'] - before['bytes_received']} peers {after['peers']}", flush=True)
+for call in (lambda: ckptdb.save(sd, store, 3, coordinator=w), lambda: ckptdb.load(target, store, coordinator=w),
+             lambda: ckptdb.load(target, store, coordinator=-1)):
+    try:
+        call()
+        print(f"rank {r} bad coordinator accepted", flush=True)
+    except ValueError as e:
+        print(f"rank {r} bad coordinator: {e}", flush=True)
+"""
+
+
+def test_what_a_rank_receives_does_not_grow_with_the_world_and_a_bad_coordinator_is_named(tmp_path, store):
+    # Each rank tells the coordinator alone whether its state dict could be
+    # prepared, and hears the outcome once (it was an all-gather). A
+    # coordinator outside the job is named on every rank, for a load too
+    # (which resolved "latest" through it first: "broadcast root 6").
+    received = {}
+    for n in (2, 6):
+        path = f"{store}-{n}"
+        outs = run_env_ranks(tmp_path, TRAFFIC_SCRIPT, n, path)
+        for r, o in enumerate(outs):
+            assert o.returncode == 0, o.stdout
+            for bad, calls in ((n, 2), (-1, 1)):  # a save and a load, a load
+                want = f"rank {r} bad coordinator: coordinator rank {bad} is not in the world of size {n}"
+                assert o.stdout.count(want) == calls, o.stdout
+        line = next(x for x in outs[0].stdout.splitlines() if x.startswith("rank 0 received"))
+        received[n] = int(line.split()[3])  # (a rank other than the coordinator, rank 1)
+        assert [i.step for i in ckptdb.Store(path).steps()] == [1, 2]
+        ckptdb.Store(path).close()
+    assert 0 < received[6] <= 1.2 * received[2], received
