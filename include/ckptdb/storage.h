@@ -4,10 +4,10 @@
 // implementation, and tests wrap it to inject faults.
 //
 // Call order of a save, per rank (the protocol guarantees it):
-//   coordinator: Prepare(step)                 -> save id, broadcast to all
-//   coordinator: FindReusable(plan)            -> candidates, broadcast too
+//   coordinator: Prepare(step)                 -> save id, sent to every rank
+//   coordinator: FindReusable(plan)            -> candidates, each rank sent its own
 //   every rank:  PrepareStorage(ctx, items)    (only when Prepare succeeded)
-//   every rank:  Write(ctx, items)             -> WriteResult, all-gathered
+//   every rank:  Write(ctx, items)             -> WriteResult, gathered by the coordinator
 //   with FileDelivery::kSent, when every rank wrote: every rank but the
 //                coordinator sends its files to it (Save does, point to
 //                point), which stores them at ReceivedFilePath; then every

@@ -363,7 +363,7 @@ bool EncodeWhole(const char* src, size_t n, Compression compression, int zstd_le
 }  // namespace
 
 void EncodeChunk(const void* raw, size_t n, Compression compression, int zstd_level, std::string* out,
-                 size_t plane_width) {
+                 size_t plane_width, const char* content_hash) {
   if (compression != Compression::kNone && n > 0) {
     const char* src = static_cast<const char*>(raw);
     ChunkFilter filter = ChunkFilter::kNone;
@@ -375,7 +375,7 @@ void EncodeChunk(const void* raw, size_t n, Compression compression, int zstd_le
       src = planes.data();
       filter = ChunkFilter::kBytePlanes;
     } else {
-      sum = Checksum(raw, n);
+      sum = content_hash != nullptr ? ChecksumFromContentHash(content_hash, raw, n) : Checksum(raw, n);
     }
     // kAuto codes each plane of a floating-point chunk on its own (filter
     // 2): only the planes that shrink cost compression time, at the speed of
@@ -394,6 +394,11 @@ void EncodeChunk(const void* raw, size_t n, Compression compression, int zstd_le
   }
   // Raw: nothing to compress, or compressing did not pay.
   out->resize(kChunkHeaderSize + n);
+  if (content_hash != nullptr) {
+    if (n > 0) std::memcpy(&(*out)[kChunkHeaderSize], raw, n);
+    WriteHeader(&(*out)[0], ChunkCodec::kRaw, static_cast<uint32_t>(n), ChecksumFromContentHash(content_hash, raw, n));
+    return;
+  }
   const uint64_t copied_sum = CopyAndChecksum(&(*out)[kChunkHeaderSize], static_cast<const char*>(raw), n);
   WriteHeader(&(*out)[0], ChunkCodec::kRaw, static_cast<uint32_t>(n), copied_sum);
 }
@@ -520,9 +525,11 @@ Status VisitChunk(std::string_view value, uint64_t expected_raw, std::string* sc
   return whole.empty() ? Status::OK() : visit(0, whole.data(), whole.size());
 }
 
-void FinishRawChunk(std::string* value) {
+void FinishRawChunk(std::string* value, const char* content_hash) {
   const size_t n = value->size() - kChunkHeaderSize;
-  WriteHeader(&(*value)[0], ChunkCodec::kRaw, static_cast<uint32_t>(n), Checksum(value->data() + kChunkHeaderSize, n));
+  const char* raw = value->data() + kChunkHeaderSize;
+  WriteHeader(&(*value)[0], ChunkCodec::kRaw, static_cast<uint32_t>(n),
+              content_hash != nullptr ? ChecksumFromContentHash(content_hash, raw, n) : Checksum(raw, n));
 }
 
 StatusOr<std::string> DecodeChunkToString(std::string_view value) {
@@ -533,6 +540,13 @@ StatusOr<std::string> DecodeChunkToString(std::string_view value) {
   st = DecodeChunk(value, h.raw_len, out.data());
   if (!st.ok()) return st;
   return out;
+}
+
+uint64_t ChecksumFromContentHash(const char* content_hash, const void* data, size_t n) {
+  if (n <= 240) return Checksum(data, n);  // (XXH3_MIDSIZE_MAX: its short paths differ)
+  XXH128_canonical_t c;
+  std::memcpy(c.digest, content_hash, kChunkHashBytes);
+  return XXH128_hashFromCanonical(&c).low64;
 }
 
 void ChunkContentHash(const char* data, size_t n, char* out) {

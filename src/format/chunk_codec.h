@@ -57,8 +57,14 @@ Status ValidateCompression(Compression c, const std::string& name);
 // that pays, else stored; zstd_level then only matters for a plane that
 // coder does not take (a single byte value, under 1 KiB).
 // REQUIRES: n <= kMaxChunkRawBytes; n is a multiple of plane_width.
+//
+// `content_hash`, when the caller computed the chunk's ChunkContentHash of
+// these raw bytes already (a deduplicating save does, before it decides to
+// write the chunk): a raw chunk's checksum is then taken from it
+// (ChecksumFromContentHash) instead of hashing the bytes a second time. The
+// value is the same bytes either way.
 void EncodeChunk(const void* raw, size_t n, Compression compression, int zstd_level, std::string* out,
-                 size_t plane_width = 0);
+                 size_t plane_width = 0, const char* content_hash = nullptr);
 
 // Decodes `value` into dest, which holds exactly `expected_raw` bytes.
 // DataLoss describing what is wrong (caller adds which chunk of which FQN).
@@ -81,8 +87,8 @@ Status VisitChunk(std::string_view value, uint64_t expected_raw, std::string* sc
 
 // Makes *value, whose raw bytes the caller wrote after kChunkHeaderSize
 // bytes of room, a raw chunk value (header and checksum), as EncodeChunk
-// with Compression::kNone would have made it.
-void FinishRawChunk(std::string* value);
+// with Compression::kNone would have made it; `content_hash` as EncodeChunk's.
+void FinishRawChunk(std::string* value, const char* content_hash = nullptr);
 
 // Decodes a value whose raw length is not known in advance.
 StatusOr<std::string> DecodeChunkToString(std::string_view value);
@@ -91,6 +97,14 @@ StatusOr<std::string> DecodeChunkToString(std::string_view value);
 // raw (decoded) bytes, written to out[0..kChunkHashBytes) as the high then
 // the low 64 bits, each big-endian (proto/FORMAT.md).
 void ChunkContentHash(const char* data, size_t n, char* out);
+
+// The chunk checksum (Checksum: XXH3-64) of the n raw bytes at `data` whose
+// ChunkContentHash is `content_hash`. For more than 240 bytes XXH3 computes
+// its 64- and 128-bit hashes from the same accumulators and merges them
+// alike, so XXH3-64 is the low 64 bits of XXH3-128 and is read from the hash
+// without a pass over the bytes; shorter chunks (other code paths in XXH3)
+// are hashed.
+uint64_t ChecksumFromContentHash(const char* content_hash, const void* data, size_t n);
 
 // StoredPiece::encoding of chunks written with these settings:
 // (compression + 1) << 8 | zstd level (0 for kNone). Never 0.

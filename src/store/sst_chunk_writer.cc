@@ -142,7 +142,7 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
       return false;
     };
     auto encode = [&](const char* bytes) {
-      if (!stored_already(bytes)) EncodeChunk(bytes, len, o.compression, o.zstd_level, value, planes);
+      if (!stored_already(bytes)) EncodeChunk(bytes, len, o.compression, o.zstd_level, value, planes, hash);
     };
     if (grid != nullptr) {
       const Box piece{std::vector<int64_t>(it->sizes.size(), 0), it->sizes};
@@ -165,9 +165,9 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
         CopyRegionWindow(piece, src, src_begin, src_len, it->dtype, box, dst, it->dtype, box);
         if (stored_already(dst)) return;
         if (raw) {
-          FinishRawChunk(value);
+          FinishRawChunk(value, hash);
         } else {
-          EncodeChunk(dst, len, o.compression, o.zstd_level, value, planes);
+          EncodeChunk(dst, len, o.compression, o.zstd_level, value, planes, hash);
         }
       };
       if (!it->source) {
