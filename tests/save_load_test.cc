@@ -217,6 +217,39 @@ TEST_F(SaveLoadTest, CorruptedChunkIsDataLossNamingTheFqn) {
   EXPECT_OK(LoadNoDist(other, *Reader(), 0));
 }
 
+// A load of thousands of small entries beside large ones (more than a
+// small read: the workers share it, in batches of small chunks): every
+// entry lands, and a damaged chunk among them is DataLoss naming its entry.
+TEST_F(SaveLoadTest, ThousandsOfSmallEntriesLoadTogetherAndADamagedOneIsNamed) {
+  StateDict sd;
+  ASSERT_OK(sd.Add("big.0", PatternTensor(DType::kF32, {768, 1024}, 1)));  // 3 MiB each
+  for (int i = 0; i < 3000; ++i) {
+    ASSERT_OK(sd.Add("small." + std::to_string(i), PatternTensor(DType::kF32, {16}, static_cast<uint32_t>(i + 10))));
+  }
+  // In a block of its own (more than 4 KiB), with bytes the test can find.
+  Tensor marked = Tensor::Zeros(DType::kU8, {8192}).value();
+  for (int i = 0; i < 8192; ++i) marked.data_as<uint8_t>()[i] = static_cast<uint8_t>((i * 11 + 5) % 253);
+  ASSERT_OK(sd.Add("small.marked", marked));
+  for (int i = 3000; i < 6000; ++i) {
+    ASSERT_OK(sd.Add("small." + std::to_string(i), PatternTensor(DType::kF32, {16}, static_cast<uint32_t>(i + 10))));
+  }
+  ASSERT_OK(sd.Add("big.1", PatternTensor(DType::kF32, {768, 1024}, 2)));
+  {
+    auto w = Writer();
+    ASSERT_OK(SaveNoDist(sd, *w, 1));
+  }
+  StateDict target = TargetLike(sd);
+  ASSERT_OK(LoadNoDist(target, *Reader(), 1));
+  ExpectSame(sd, target);
+
+  std::string needle(reinterpret_cast<const char*>(marked.data()) + 4000, 64);
+  ASSERT_TRUE(testing::FlipByteOf(store_ + "/db", ".sst", needle));
+  StateDict again = TargetLike(sd);
+  Status st = LoadNoDist(again, *Reader(), 1);
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss) << st;
+  EXPECT_NE(st.ToString().find("'small.marked'"), std::string::npos) << st;
+}
+
 TEST_F(SaveLoadTest, CorruptedMetadataIsDataLoss) {
   StateDict sd;
   ASSERT_OK(sd.Add("w", PatternTensor(DType::kF32, {8}, 1)));

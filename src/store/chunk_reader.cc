@@ -19,6 +19,9 @@ namespace {
 
 // Below this many raw bytes a read runs on one thread.
 constexpr uint64_t kSmallReadBytes = 4u << 20;
+// The most bytes and chunks a worker is handed at once (ReadChunksFrom).
+constexpr uint64_t kBatchBytes = 256u << 10;
+constexpr size_t kBatchChunks = 4096;
 
 // One job per chunk, with every item that wants part of it: several target
 // shards on one rank that overlap one chunk read (and verify) it once.
@@ -266,7 +269,28 @@ StatusOr<ReadStats> ReadChunksFrom(const ChunkValueGetter& get_chunk, const Step
     };
     RETURN_IF_ERROR(RunOrdered(groups.size(), threads, static_cast<size_t>(std::max(1, threads)) * 2, read_run, none));
   } else {
-    RETURN_IF_ERROR(RunOrdered(jobs.size(), threads, static_cast<size_t>(std::max(1, threads)) * 4, fetch, none));
+    // Small chunks go to the workers in batches of consecutive chunks of up
+    // to kBatchBytes: a hand-off per chunk of a few bytes (a job of
+    // thousands of ranks' rows, loaded in one process) cost two wake-ups,
+    // far more than the chunk. A chunk of kBatchBytes or more is a batch of
+    // its own.
+    std::vector<size_t> batch_starts;  // the first job of each batch
+    uint64_t batch_bytes = 0;
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      const uint64_t bytes = jobs[j].piece->chunk_raw_bytes(jobs[j].chunk);
+      if (batch_starts.empty() || batch_bytes + bytes > kBatchBytes || j - batch_starts.back() >= kBatchChunks) {
+        batch_starts.push_back(j);
+        batch_bytes = 0;
+      }
+      batch_bytes += bytes;
+    }
+    const auto fetch_batch = [&](size_t b, std::string* scratch) -> Status {
+      const size_t end = b + 1 < batch_starts.size() ? batch_starts[b + 1] : jobs.size();
+      for (size_t j = batch_starts[b]; j < end; ++j) RETURN_IF_ERROR(fetch(j, scratch));
+      return Status::OK();
+    };
+    RETURN_IF_ERROR(RunOrdered(batch_starts.size(), threads, static_cast<size_t>(std::max(1, threads)) * 4,
+                               fetch_batch, none));
   }
   ReadStats stats;
   stats.chunks_read = jobs.size();

@@ -14,6 +14,8 @@ seconds and how much its peak RSS grew:
   read_row     Store.read(1, "layer.7.weight", (slice(0, 1),)): one rank's row
   dcp_metadata ckptdb.torch.StorageReader(...).read_metadata(): what every
                rank of a dcp.load reads (DCP's Metadata lists every piece)
+  load_all     ckptdb.load of every entry into whole tensors in one process
+               (a job's checkpoint gathered on one machine: every piece)
 
 --compare PYTHONPATH runs every Python operation with that package too (an
 older build), interleaved with this one, so that a change is measured
@@ -35,7 +37,7 @@ import subprocess
 import sys
 import tempfile
 
-OPS = ["entries", "read", "read_row", "dcp_metadata"]
+OPS = ["entries", "read", "read_row", "dcp_metadata", "load_all"]
 
 # Runs in a fresh process: one operation, its CPU seconds and peak RSS growth
 # as JSON on the last line.
@@ -52,6 +54,10 @@ def rss_mib():
 op, path = sys.argv[1], sys.argv[2]
 store = ckptdb.Store(path)
 store.resolve(1)
+if op == "load_all":  # (ckptdb-metadata-bench's state dict, made without reading the step)
+    entries, pieces = int(sys.argv[3]), int(sys.argv[4])
+    whole = {f"layer.{i}.weight": torch.zeros(pieces, 4) for i in range(entries)}
+    whole["step_count"] = torch.zeros(4)
 before, c0 = rss_mib(), cpu()
 if op == "entries":
     n = len(store.entries(1))
@@ -61,14 +67,16 @@ elif op == "read_row":
     n = store.read(1, "layer.7.weight", (slice(0, 1),)).numel()
 elif op == "dcp_metadata":
     n = len(StorageReader(path, step=1).read_metadata().state_dict_metadata)
+elif op == "load_all":
+    n = ckptdb.load(whole, store, 1)
 print(json.dumps({"cpu": cpu() - c0, "rss": rss_mib() - before, "n": n}))
 """
 
 
-def run_python(op: str, path: str, pythonpath: str) -> dict:
+def run_python(op: str, path: str, pythonpath: str, entries: int, pieces: int) -> dict:
     env = dict(os.environ, PYTHONPATH=pythonpath, OMP_NUM_THREADS="1")
-    out = subprocess.run([sys.executable, "-c", CHILD, op, path], env=env, check=True, capture_output=True,
-                         text=True).stdout
+    out = subprocess.run([sys.executable, "-c", CHILD, op, path, str(entries), str(pieces)], env=env, check=True,
+                         capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -113,7 +121,8 @@ def main() -> None:
             got = {"engine": run_engine(a.bench, path)}
             for op in OPS:
                 for b in names:
-                    got[f"{op} ({b})" if len(builds) > 1 else op] = run_python(op, path, builds[b])
+                    got[f"{op} ({b})" if len(builds) > 1 else op] = run_python(op, path, builds[b], a.entries,
+                                                                               a.pieces)
             for k, v in got.items():
                 cpu.setdefault(k, []).append(v["cpu"])
                 rss.setdefault(k, []).append(v["rss"])
