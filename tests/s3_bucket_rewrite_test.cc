@@ -60,14 +60,12 @@ StateDict FineTuningStep(int64_t step) {
   return sd;
 }
 
-class BucketRewriteTest : public ::testing::Test {
+class BucketRewriteTest : public ::ckptdb::testing::S3ServerTest {
  protected:
   void SetUp() override {
-    if (!Server().skip_reason.empty()) GTEST_SKIP() << Server().skip_reason;
-    auto c = s3::S3Client::Create(Server().settings);
-    ASSERT_TRUE(c.ok()) << c.status();
-    client_ = std::move(*c);
-    prefix_ = StorePrefix(::ckptdb::testing::UniqueTestPrefix());
+    S3ServerTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    prefix_ = StorePrefix(prefix_);
   }
 
   std::unique_ptr<StoreWriter> Writer(int64_t abandoned_save_seconds, std::shared_ptr<s3::S3Client> client = nullptr) {
@@ -163,9 +161,6 @@ class BucketRewriteTest : public ::testing::Test {
       EXPECT_TRUE(st.ok()) << st;
     }
   }
-
-  std::shared_ptr<s3::S3Client> client_;
-  std::string prefix_;
 };
 
 TEST_F(BucketRewriteTest, GcGivesBackTheDeadBytesOfASharedSavesObjects) {

@@ -102,16 +102,10 @@ class WrappedWriter : public StorageWriter {
   std::function<void(int rank, const WriteResult&)> after_write_;
 };
 
-class BucketStoreTest : public ::testing::Test {
+class BucketStoreTest : public ::ckptdb::testing::S3ServerTest {
  protected:
   void SetUp() override {
-    if (!Server().skip_reason.empty()) GTEST_SKIP() << Server().skip_reason;
-    auto c = s3::S3Client::Create(Server().settings);
-    ASSERT_TRUE(c.ok()) << c.status();
-    client_ = std::move(*c);
-    bucket_ = Server().bucket;
-    prefix_ = ::ckptdb::testing::UniqueTestPrefix();
-    if (!prefix_.empty() && prefix_.back() != '/') prefix_ += "/";
+    S3ServerTest::SetUp();
     options_.chunk_bytes = 4096;
   }
 
@@ -187,9 +181,6 @@ class BucketStoreTest : public ::testing::Test {
 
   // The steps a reader lists, by number.
 
-  std::shared_ptr<s3::S3Client> client_;
-  std::string bucket_;
-  std::string prefix_;
   StoreOptions options_;
 };
 

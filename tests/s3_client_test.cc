@@ -25,21 +25,7 @@ using ::ckptdb::testing::RandomBytes;
 
 const ::ckptdb::testing::S3TestServer& Server() { return ::ckptdb::testing::TestS3Server(); }
 
-class S3ClientTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!Server().skip_reason.empty()) GTEST_SKIP() << Server().skip_reason;
-    auto c = S3Client::Create(Server().settings);
-    ASSERT_TRUE(c.ok()) << c.status();
-    client_ = std::move(*c);
-    bucket_ = Server().bucket;
-    prefix_ = ::ckptdb::testing::UniqueTestPrefix();
-  }
-
-  std::unique_ptr<S3Client> client_;
-  std::string bucket_;
-  std::string prefix_;
-};
+class S3ClientTest : public ::ckptdb::testing::S3ServerTest {};
 
 TEST_F(S3ClientTest, PutGetHeadDelete) {
   const std::string key = prefix_ + "object";

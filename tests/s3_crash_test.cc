@@ -76,14 +76,12 @@ int Wait(pid_t pid) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-class S3CrashTest : public ::testing::Test {
+class S3CrashTest : public ::ckptdb::testing::S3ServerTest {
  protected:
   void SetUp() override {
-    if (!Server().skip_reason.empty()) GTEST_SKIP() << Server().skip_reason;
+    S3ServerTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     ::ckptdb::testing::SetAwsVariablesForTestServer();
-    auto c = s3::S3Client::Create(Server().settings);
-    ASSERT_TRUE(c.ok()) << c.status();
-    client_ = std::move(*c);
   }
 
   // The saves (step, save id) whose objects are under `prefix`.
@@ -101,7 +99,6 @@ class S3CrashTest : public ::testing::Test {
     return out;
   }
 
-  std::unique_ptr<s3::S3Client> client_;
   ::ckptdb::testing::TempDir dir_;
 };
 

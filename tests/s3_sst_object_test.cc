@@ -98,16 +98,8 @@ SstFile WriteSst(const TempDir& dir, int chunks, size_t chunk_bytes, int damage_
   return f;
 }
 
-class SstObjectTest : public ::testing::Test {
+class SstObjectTest : public ::ckptdb::testing::S3ServerTest {
  protected:
-  void SetUp() override {
-    if (!Server().skip_reason.empty()) GTEST_SKIP() << Server().skip_reason;
-    auto c = s3::S3Client::Create(Server().settings);
-    ASSERT_TRUE(c.ok()) << c.status();
-    client_ = std::move(*c);
-    bucket_ = Server().bucket;
-    prefix_ = ::ckptdb::testing::UniqueTestPrefix();
-  }
 
   void Put(const std::string& key, const std::string& data) {
     auto etag = client_->PutObject(bucket_, key, data);
@@ -121,10 +113,6 @@ class SstObjectTest : public ::testing::Test {
     Put(key, bytes);
     return SstObjectSource::Open(client_.get(), bucket_, {{key, bytes.size(), f.smallest, f.largest}});
   }
-
-  std::unique_ptr<s3::S3Client> client_;
-  std::string bucket_;
-  std::string prefix_;
 };
 
 TEST_F(SstObjectTest, ReadsEveryChunkBitForBitWithOneGetEach) {

@@ -41,18 +41,14 @@ Tensor Rows(const Tensor& full, int64_t begin, int64_t count) {
   return out;
 }
 
-class S3StoreUrlTest : public ::testing::Test {
+class S3StoreUrlTest : public ::ckptdb::testing::S3ServerTest {
  protected:
   void SetUp() override {
-    if (!Server().skip_reason.empty()) GTEST_SKIP() << Server().skip_reason;
+    S3ServerTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     // As a user's environment says it (every ctest test is a process of its own).
     ::ckptdb::testing::SetAwsVariablesForTestServer();
-    auto c = s3::S3Client::Create(Server().settings);
-    ASSERT_TRUE(c.ok()) << c.status();
-    client_ = std::move(*c);
-    prefix_ = ::ckptdb::testing::UniqueTestPrefix();
-    if (!prefix_.empty() && prefix_.back() != '/') prefix_ += "/";
-    url_ = "s3://" + Server().bucket + "/" + prefix_;
+    url_ = "s3://" + bucket_ + "/" + prefix_;
     options_.chunk_bytes = 4096;
   }
 
@@ -144,8 +140,6 @@ class S3StoreUrlTest : public ::testing::Test {
     return objects.ok() ? objects->size() : 0;
   }
 
-  std::unique_ptr<s3::S3Client> client_;
-  std::string prefix_;
   std::string url_;
   StoreOptions options_;
 };

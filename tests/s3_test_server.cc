@@ -60,6 +60,16 @@ std::string UniqueTestPrefix() {
   return std::string(info->test_suite_name()) + "." + info->name() + "-" + std::to_string(std::random_device{}()) + "/";
 }
 
+void S3ServerTest::SetUp() {
+  const S3TestServer& server = TestS3Server();
+  if (!server.skip_reason.empty()) GTEST_SKIP() << server.skip_reason;
+  auto c = s3::S3Client::Create(server.settings);
+  ASSERT_TRUE(c.ok()) << c.status();
+  client_ = std::move(*c);
+  bucket_ = server.bucket;
+  prefix_ = UniqueTestPrefix();
+}
+
 void SetAwsVariablesForTestServer() {
   const S3TestServer& server = TestS3Server();
   setenv("AWS_ENDPOINT_URL", server.settings.endpoint.c_str(), 1);

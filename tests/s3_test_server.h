@@ -3,9 +3,13 @@
 #ifndef CKPTDB_TESTS_S3_TEST_SERVER_H_
 #define CKPTDB_TESTS_S3_TEST_SERVER_H_
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
+#include <memory>
 #include <string>
 
+#include "s3/s3_client.h"
 #include "s3/s3_config.h"
 
 namespace ckptdb {
@@ -37,6 +41,20 @@ std::string RandomBytes(size_t n, uint64_t seed);
 // the test server, as a user's environment does, for this process and the
 // ones it starts.
 void SetAwsVariablesForTestServer();
+
+// A test of the fixture's server, skipped (saying why) when there is none.
+// client_ reaches it (path style, the server's identity), bucket_ is its
+// warm bucket, prefix_ a key prefix of the test's own (UniqueTestPrefix,
+// ending in '/'). A fixture that adds to SetUp calls this one first and
+// returns when it skipped or failed.
+class S3ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override;
+
+  std::shared_ptr<s3::S3Client> client_;
+  std::string bucket_;
+  std::string prefix_;
+};
 
 }  // namespace testing
 }  // namespace ckptdb

@@ -51,17 +51,10 @@ cmake --build "$root/build" -j "$(nproc)" --target _ckptdb ckptdb_python_files >
 work="$(mktemp -d "${TMPDIR:-/tmp}/bench-s3-XXXXXX")"
 server="$work/server"
 trap '"$root/tools/seaweedfs.sh" stop "$server"; rm -rf "$work"' EXIT
-"$root/tools/seaweedfs.sh" start "$server" >/dev/null
-# shellcheck disable=SC1091
-. "$server/server.env"
-# The server's CPU seconds are read from /proc by each phase.
-export BENCH_S3_SERVER_PID="$(cat "$server/weed.pid")"
-export AWS_ENDPOINT_URL_S3="$CKPTDB_S3_ENDPOINT" AWS_ENDPOINT_URL="$CKPTDB_S3_ENDPOINT" \
-  AWS_ACCESS_KEY_ID="$CKPTDB_S3_ACCESS_KEY" AWS_SECRET_ACCESS_KEY="$CKPTDB_S3_SECRET_KEY" AWS_REGION=us-east-1
-unset AWS_PROFILE AWS_SESSION_TOKEN AWS_CA_BUNDLE AWS_DEFAULT_REGION
 bucket=bench
-curl -sS -f -o /dev/null --aws-sigv4 "aws:amz:us-east-1:s3" -u "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" \
-  -H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' -X PUT "$AWS_ENDPOINT_URL_S3/$bucket"
+# shellcheck source=tools/bench/s3_server.sh
+. "$root/tools/bench/s3_server.sh"
+bench_s3_server "$server" "$bucket"
 
 mkdir -p "$work/out"
 run() {  # run NAME ARGS...: one phase in a fresh process

@@ -125,13 +125,13 @@ def _prepared_everywhere(comm: Any, state_dict: Any, for_load: bool, coordinator
         return prepared
     _check_coordinator_in(comm, coordinator)
     mine = b"" if error is None else f"{type(error).__name__}: {error}".encode()
-    parts, missing = comm.gather(mine, coordinator)
-    verdict = b""
-    if comm.rank == coordinator:
+
+    def decide(parts: list, missing: dict) -> bytes:
         told = {r: f"its state dict's check did not reach the coordinator: {missing[r]}" if m is None else m.decode()
                 for r, m in enumerate(parts) if m is None or m}
-        verdict = json.dumps(sorted(told.items())).encode() if told else b""
-    verdict = comm.broadcast(verdict, coordinator)
+        return json.dumps(sorted(told.items())).encode() if told else b""
+
+    verdict = _dist.decided_by(comm, mine, coordinator, decide)
     failed = {int(r): m for r, m in json.loads(verdict)} if verdict else {}
     if not failed:
         return prepared

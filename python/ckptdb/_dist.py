@@ -27,7 +27,7 @@ import os
 import sys
 import threading
 from datetime import timedelta
-from typing import Any
+from typing import Any, Callable
 
 from . import _ckptdb
 
@@ -174,3 +174,15 @@ def default_communicator() -> Any:
 def rank_and_world() -> tuple[int, int]:
     c = default_communicator()
     return (0, 1) if c is None else (c.rank, c.world_size)
+
+
+def decided_by(comm: Any, mine: bytes, coordinator: int,
+               decide: Callable[[list[bytes | None], dict[int, str]], bytes]) -> bytes:
+    """Every rank sends `mine` to the coordinator alone, which calls
+    decide(parts, missing) (parts indexed by rank, None for a rank whose part
+    did not come and its reason in missing) and sends what it returns to
+    every rank; returns that on every rank. What a rank other than the
+    coordinator receives is the decision only, whatever the world size."""
+    parts, missing = comm.gather(mine, coordinator)
+    verdict = decide(parts, missing) if comm.rank == coordinator else b""
+    return comm.broadcast(verdict, coordinator)

@@ -423,10 +423,10 @@ def _agree(comm: Any, message: dict, coordinator: int, step: int) -> tuple[list[
     ranks trust each other's pickles, as its own gather_object does."""
     if comm is None:
         return _merged_entries(step, [message], 0), [message]
-    parts, missing = comm.gather(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL), coordinator)
     everyone = None
-    outcome: dict[str, Any] = {}
-    if comm.rank == coordinator:
+
+    def decide(parts: list, missing: dict) -> bytes:
+        nonlocal everyone
         try:
             if missing:
                 failures = {r: f"its plan did not reach the coordinator: {why}" for r, why in missing.items()}
@@ -434,13 +434,16 @@ def _agree(comm: Any, message: dict, coordinator: int, step: int) -> tuple[list[
                 raise CheckpointError(f"failed to prepare the DCP save of step {step} ({text})", code="Internal",
                                       rank_failures=failures)
             everyone = [pickle.loads(p) for p in parts]
-            outcome = {"entries": _merged_entries(step, everyone, coordinator)}
+            outcome: dict[str, Any] = {"entries": _merged_entries(step, everyone, coordinator)}
         except CheckpointError as e:
             outcome = {"error": (type(e).__name__, str(e), e.code, e.rank_failures)}
         except Exception as e:  # noqa: BLE001 - every rank must still hear of it
             outcome = {"error": ("CheckpointError", f"failed to prepare the DCP save of step {step} "
                                  f"(rank {coordinator}: {type(e).__name__}: {e})", "Internal", {coordinator: str(e)})}
-    got = pickle.loads(comm.broadcast(pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL), coordinator))
+        return pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL)
+
+    got = pickle.loads(_dist.decided_by(comm, pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL), coordinator,
+                                        decide))
     if "error" in got:
         name, text, code, failures = got["error"]
         cls = {"InvalidArgumentError": InvalidArgumentError, "NotFoundError": NotFoundError}.get(name, CheckpointError)
