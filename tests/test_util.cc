@@ -220,6 +220,7 @@ StatusOr<WriteResult> FaultyWriter::Write(const SaveContext& ctx, const std::vec
   }
   StatusOr<WriteResult> r = inner_->Write(ctx, items);
   if (r.ok() && after_write) after_write();
+  if (r.ok() && edit_result) edit_result(&r.value());
   return r;
 }
 

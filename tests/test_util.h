@@ -109,6 +109,9 @@ class FaultyWriter : public StorageWriter {
   // Called after the inner Write returned successfully, before its result is
   // passed on (e.g. to die with the rank's data already in staging).
   std::function<void()> after_write;
+  // Called then too, with the result, which it may change (a writer whose
+  // report is wrong).
+  std::function<void(WriteResult*)> edit_result;
   // false: Abort is counted, not passed on (a coordinator that died cleans
   // nothing up).
   bool forward_abort = true;

@@ -270,6 +270,22 @@ TEST(ThreadJobTest, EveryFailureFailsEveryRankAlikeAt64Ranks) {
       {"finish on coordinator 5", 5, 5, [&](FaultyWriter& w) { w.on_finish = [&] { return io; }; }, false, false,
        StatusCode::kIOError, "Failed to finish checkpoint"},
       {"rank 30 leaves the job", 0, 30, nullptr, true, false, StatusCode::kUnavailable, "Failed to exchange plans"},
+      // A writer whose report leaves a piece out, or names one the rank did
+      // not plan: that rank's failure, not the coordinator's.
+      {"rank 40's report lacks its piece", 0, 40,
+       [](FaultyWriter& w) { w.edit_result = [](WriteResult* r) { r->items.clear(); }; }, false, false,
+       StatusCode::kInternal, "lacks item 40/0 (a piece of 't')"},
+      {"coordinator 7's report has an item it did not plan", 7, 7,
+       [](FaultyWriter& w) {
+         w.edit_result = [](WriteResult* r) {
+           r->items.push_back(r->items.back());
+           r->items.back().key.item = 9;
+         };
+       },
+       false, false, StatusCode::kInternal, "its write report has item 7/9, which it did not plan to write"},
+      {"rank 8 reports its piece twice", 0, 8,
+       [](FaultyWriter& w) { w.edit_result = [](WriteResult* r) { r->items.push_back(r->items.back()); }; }, false,
+       false, StatusCode::kInternal, "its write report has item 8/0 twice"},
   };
   int64_t step = 1;
   auto save = [&](const SaveCase* c) {

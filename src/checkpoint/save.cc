@@ -13,6 +13,7 @@
 #include "util/guarded_call.h"
 #include "util/thread_fanout.h"
 #include "checkpoint/planner.h"
+#include "checkpoint/written_pieces.h"
 #include "comm/resolve_communicator.h"
 #include "comm/transfer.h"
 #include "checkpoint/plan_cache.h"
@@ -53,36 +54,6 @@ Status ResolveCommunicator(bool no_dist, Communicator* given, int coordinator_ra
 }
 
 namespace {
-
-// Fills each piece's storage fields from what the ranks reported writing,
-// moving them out of the reports; then lets the reports' items go, so that
-// the commit (which encodes the metadata) does not also hold every piece's
-// report (StorageWriter::Finish takes the results' files only).
-Status CompleteMetadata(StepMetadata* md, std::vector<WriteResult>* results) {
-  std::unordered_map<uint64_t, WrittenItem*> written;
-  for (WriteResult& r : *results) {
-    for (WrittenItem& w : r.items) written[(uint64_t{w.key.rank} << 32) | w.key.item] = &w;
-  }
-  for (EntryMetadata& e : md->entries) {
-    for (StoredPiece& p : e.pieces) {
-      auto it = written.find((uint64_t{p.key.rank} << 32) | p.key.item);
-      if (it == written.end()) {
-        return Status::Internal("rank " + std::to_string(p.key.rank) + " did not report writing item " +
-                                std::to_string(p.key.item) + " of '" + e.fqn + "'");
-      }
-      p.chunk_bytes = it->second->chunk_bytes;
-      p.num_chunks = it->second->num_chunks;
-      p.stored_bytes = it->second->stored_bytes;
-      p.chunk_hashes = std::move(it->second->chunk_hashes);
-      p.references = std::move(it->second->references);
-      p.encoding = it->second->encoding;
-      p.chunk_shape = std::move(it->second->chunk_shape);
-    }
-  }
-  written.clear();
-  for (WriteResult& r : *results) std::vector<WrittenItem>().swap(r.items);
-  return Status::OK();
-}
 
 int64_t NowUnixMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -326,6 +297,8 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
   std::string outcome;
   if (is_coordinator) {
     std::map<int, Status> failures;
+    // Each rank's report completes its pieces as it is read.
+    WrittenPieces written(&metadata, comm->world_size());
     for (size_t r = 0; r < reports.size(); ++r) {
       if (auto m = missing.find(static_cast<int>(r)); m != missing.end()) {
         // (A rank that died while sending its files: why they did not come.)
@@ -348,22 +321,20 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
       }
       results[r].rank = static_cast<int>(r);
       if (!sent || static_cast<int>(r) == coordinator) results[r].files.assign(p.files().begin(), p.files().end());
-      if (static_cast<int>(r) == coordinator) {
-        results[r].items = std::move(own_items);
-      } else {
-        results[r].items.reserve(static_cast<size_t>(p.items_size()));
-        for (const proto::WrittenItem& w : p.items()) results[r].items.push_back(FromProto(w));
-      }
-      std::string().swap(reports[r]);  // (parsed: its items are in results)
+      // (Its items go into the step's pieces now; the results carry files.)
+      Status filled = static_cast<int>(r) == coordinator ? written.Fill(coordinator, std::move(own_items))
+                                                         : written.Fill(static_cast<int>(r), p.items());
+      if (filled.ok()) filled = written.Complete(static_cast<int>(r));
+      if (!filled.ok()) failures[static_cast<int>(r)] = filled;
+      std::string().swap(reports[r]);
     }
     Status result;
     if (!failures.empty()) {
       writer.Abort(ctx);
       result = Status::CheckpointError("Failed to write data", std::move(failures));
     } else {
-      Status st = CompleteMetadata(&metadata, &results);
       metadata.created_unix_ms = NowUnixMs();
-      if (st.ok()) st = GuardedCall("finish", [&] { return writer.Finish(ctx, metadata, results); });
+      Status st = GuardedCall("finish", [&] { return writer.Finish(ctx, metadata, results); });
       if (!st.ok()) {
         writer.Abort(ctx);
         result = Status::CheckpointError("Failed to finish checkpoint", {{coordinator, st}});

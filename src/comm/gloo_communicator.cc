@@ -295,8 +295,10 @@ class GlooCommunicator final : public Communicator {
     out->assign(ctx_->size, std::string());
     (*out)[root] = mine;
     // Every head is posted before any is waited for; then the rests (the
-    // rests get a timeout of their own: they follow their heads at once).
-    std::vector<std::string> heads(ctx_->size), rests(ctx_->size);
+    // rests get a timeout of their own: they follow their heads at once),
+    // each received in place after its head's bytes (a coordinator gathers
+    // a report per piece of the step: a copy would hold it twice).
+    std::vector<std::string> heads(ctx_->size);
     std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> bufs(ctx_->size);
     for (int p = 0; p < ctx_->size; ++p) {
       if (p == root) continue;
@@ -319,11 +321,12 @@ class GlooCommunicator final : public Communicator {
         Count(0, kHead, 1);
         bufs[p].reset();
         if (n > kInline) {
-          rests[p].assign(n - kInline, '\0');
+          (*out)[p].resize(n);
           Post(p, "gather", missing, [&] {
-            bufs[p] = ctx_->createUnboundBuffer(rests[p].data(), rests[p].size());
+            bufs[p] = ctx_->createUnboundBuffer((*out)[p].data() + kInline, n - kInline);
             bufs[p]->recv(p, RootedSlot(seq, 1));
           });
+          if (!bufs[p]) (*out)[p].clear();  // (lost: in `missing`)
         }
       }
     }
@@ -334,8 +337,7 @@ class GlooCommunicator final : public Communicator {
         (*out)[p].clear();
         continue;
       }
-      (*out)[p] += rests[p];
-      Count(0, rests[p].size(), 1);
+      Count(0, (*out)[p].size() - kInline, 1);
     }
     AddCall(mine.size(), t0);
     return Status::OK();

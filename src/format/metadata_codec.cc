@@ -91,12 +91,7 @@ void ToProto(const WrittenItem& w, proto::WrittenItem* q) {
   WrittenFieldsToProto(w, q);
 }
 
-WrittenItem FromProto(const proto::WrittenItem& q) {
-  WrittenItem w;
-  w.key = StorageKey{q.key().rank(), q.key().item()};
-  WrittenFieldsFromProto(q, &w);
-  return w;
-}
+void SetWrittenFields(const proto::WrittenItem& q, StoredPiece* p) { WrittenFieldsFromProto(q, p); }
 
 void ToProto(const ReuseCandidate& c, proto::ReuseCandidate* q) {
   q->mutable_key()->set_rank(c.key.rank);

@@ -25,7 +25,9 @@ void ReferencesToProto(const std::vector<ChunkReference>& refs,
 std::vector<ChunkReference> ReferencesFromProto(
     const google::protobuf::RepeatedPtrField<proto::ChunkReference>& refs);
 void ToProto(const WrittenItem& w, proto::WrittenItem* out);
-WrittenItem FromProto(const proto::WrittenItem& w);
+// Sets the storage fields of `p` (all but its region, key and nbytes) from
+// what its rank reported writing.
+void SetWrittenFields(const proto::WrittenItem& w, StoredPiece* p);
 void ToProto(const ReuseCandidate& c, proto::ReuseCandidate* out);
 ReuseCandidate FromProto(const proto::ReuseCandidate& c);
 void ToProto(const EntryMetadata& e, proto::Entry* out);

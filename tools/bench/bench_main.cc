@@ -7,6 +7,7 @@
 //                [--chunk-layout boxes|rows]
 //   ckptdb-bench --scenario finetune [--size 1GiB] [--world 2] [--repeat 3] ...
 //   ckptdb-bench --scenario hosts [--size 1GiB] [--world 2] [--repeat 3] [--local-dir DIR] ...
+//   ckptdb-bench --scenario control [--world 8,64,512] [--entries 20] ...  (ckptdb-scale-bench)
 //
 // With --world N it starts N ranks for real (ckptdb-launch, next to this
 // binary) and rank 0 reports. Every rank holds size/N bytes: tensors of
@@ -32,6 +33,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -944,6 +946,21 @@ int HostsWorker(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // --scenario control: the control plane at thousands of ranks, which runs
+  // the ranks as threads of one process (ckptdb-scale-bench, next to this
+  // binary, given the other arguments: --world 8,64,512 --entries 20 ...).
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::string(argv[i]) != "--scenario" || std::string(argv[i + 1]) != "control") continue;
+    const std::string scale =
+        (fs::read_symlink("/proc/self/exe").parent_path() / "ckptdb-scale-bench").string();
+    std::vector<char*> args{const_cast<char*>(scale.c_str())};
+    for (int k = 1; k < argc; ++k) {
+      if (k != i && k != i + 1) args.push_back(argv[k]);
+    }
+    args.push_back(nullptr);
+    execv(scale.c_str(), args.data());
+    Die("cannot run " + scale + ": " + std::strerror(errno));
+  }
   Args a;
   bool worker = false;
   std::vector<std::string> forward;
@@ -1017,14 +1034,18 @@ int main(int argc, char** argv) {
                    "medians and min-max of each, and the per-run throughput ratio coordinator-only /\n"
                    "shared (aim for saves: >= 0.7). On one host through ckptdb-launch as the other\n"
                    "modes; across network-namespace hosts, each with its own --local-dir, through\n"
-                   "tools/bench-hosts.sh.\n";
+                   "tools/bench-hosts.sh.\n\n"
+                   "usage: ckptdb-bench --scenario control [--world 8,64,512] [--entries 20] [--saves 3] ...\n\n"
+                   "The control plane at thousands of ranks (plans, write reports, metadata, connections):\n"
+                   "runs ckptdb-scale-bench, next to this binary, with the other arguments; its --help\n"
+                   "says what it runs and prints.\n";
       return 0;
     } else if (s == "--scenario") {
       const std::string sc = next();
       if (sc == "finetune") a.finetune = true;
       else if (sc == "hosts") a.hosts = true;
       else if (sc == "default") a.finetune = false;
-      else Die("unknown --scenario '" + sc + "' (default, finetune, hosts)");
+      else Die("unknown --scenario '" + sc + "' (default, finetune, hosts, control)");
     } else if (s == "--size") {
       a.size = ParseSize(next());
     } else if (s == "--world") {

@@ -18,6 +18,13 @@
 // (ReadMetadata), as every load did before loads read only the entries they
 // need: the baseline, in the same process kind and the same store.
 //
+// Run under ckptdb-launch (CKPTDB_WORLD_SIZE set), the save is one job's:
+// each of the W ranks saves its share of every entry's pieces (--pieces / W
+// consecutive rows; step_count is the coordinator's, rank 0) and prints its
+// peak RSS; the coordinator merges and commits every rank's pieces, the
+// others hold their own only. E.g. `ckptdb-launch -n 8 --
+// ckptdb-metadata-bench save DIR`.
+//
 // Public API only, so that the same file builds against an older ckptdb.
 #include <sys/resource.h>
 
@@ -25,6 +32,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -91,11 +99,25 @@ int main(int argc, char** argv) {
   StateDict sd;
   const float counter[4] = {1, 2, 3, 4};
   if (mode == "save") {
+    // A rank of a job (ckptdb-launch), or the whole job in this process.
+    std::unique_ptr<Communicator> comm;
+    int rank = 0, world = 1;
+    if (std::getenv("CKPTDB_WORLD_SIZE") != nullptr) {
+      auto config = DistributedConfig::FromEnvironment();
+      if (!config.ok()) Die(config.status().ToString());
+      auto c = ConnectGloo(*config);
+      if (!c.ok()) Die(c.status().ToString());
+      comm = std::move(c).value();
+      rank = comm->rank();
+      world = comm->world_size();
+    }
+    const int64_t first = pieces * rank / world, last = pieces * (rank + 1) / world;
+    // (Every rank's; the coordinator's is saved.)
     if (!sd.Add("step_count", Tensor::Copy(DType::kF32, {4}, counter, sizeof(counter)).value()).ok()) Die("add");
     for (int64_t e = 0; e < entries; ++e) {
       std::vector<Shard> shards;
-      shards.reserve(pieces);
-      for (int64_t r = 0; r < pieces; ++r) {
+      shards.reserve(last - first);
+      for (int64_t r = first; r < last; ++r) {
         const float values[4] = {float(e), float(r), 0, 1};
         shards.push_back(Shard{{r, 0}, Tensor::Copy(DType::kF32, {1, 4}, values, sizeof(values)).value()});
       }
@@ -109,12 +131,20 @@ int main(int argc, char** argv) {
     const auto t0 = std::chrono::steady_clock::now();
     SaveOptions o;
     o.step = step;
-    o.no_dist = true;
+    o.no_dist = comm == nullptr;
+    o.communicator = comm.get();
     if (Status st = Save(sd, **w, o); !st.ok()) Die(st.ToString());
-    std::printf("saved step %lld: %lld entries x %lld pieces + step_count in %.2f s, peak RSS %.1f MiB (%.1f MiB "
-                "with the state dict built, before the save)\n",
-                (long long)step, (long long)entries, (long long)pieces,
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), PeakRssMiB(), built_rss);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (comm == nullptr) {
+      std::printf("saved step %lld: %lld entries x %lld pieces + step_count in %.2f s, peak RSS %.1f MiB (%.1f MiB "
+                  "with the state dict built, before the save)\n",
+                  (long long)step, (long long)entries, (long long)pieces, seconds, PeakRssMiB(), built_rss);
+    } else {
+      std::printf("rank %d of %d (%s) saved step %lld: its %lld of %lld pieces of each of %lld entries in %.2f s, "
+                  "peak RSS %.1f MiB (%.1f MiB with its state dict built, before the save)\n",
+                  rank, world, rank == 0 ? "the coordinator" : "not the coordinator", (long long)step,
+                  (long long)(last - first), (long long)pieces, (long long)entries, seconds, PeakRssMiB(), built_rss);
+    }
     return 0;
   }
   if (mode != "load") Die("mode is save or load");
