@@ -22,8 +22,10 @@
 // each of the W ranks saves its share of every entry's pieces (--pieces / W
 // consecutive rows; step_count is the coordinator's, rank 0) and prints its
 // peak RSS; the coordinator merges and commits every rank's pieces, the
-// others hold their own only. E.g. `ckptdb-launch -n 8 --
-// ckptdb-metadata-bench save DIR`.
+// others hold their own only. Each rank then loads its rows back (through
+// OpenSharedStoreReader, as ckptdb.load does) and prints the control bytes
+// and messages it received saving and loading, and its peers. E.g.
+// `ckptdb-launch -n 8 -- ckptdb-metadata-bench save DIR`.
 //
 // Public API only, so that the same file builds against an older ckptdb.
 #include <sys/resource.h>
@@ -139,12 +141,44 @@ int main(int argc, char** argv) {
       std::printf("saved step %lld: %lld entries x %lld pieces + step_count in %.2f s, peak RSS %.1f MiB (%.1f MiB "
                   "with the state dict built, before the save)\n",
                   (long long)step, (long long)entries, (long long)pieces, seconds, PeakRssMiB(), built_rss);
-    } else {
-      std::printf("rank %d of %d (%s) saved step %lld: its %lld of %lld pieces of each of %lld entries in %.2f s, "
-                  "peak RSS %.1f MiB (%.1f MiB with its state dict built, before the save)\n",
-                  rank, world, rank == 0 ? "the coordinator" : "not the coordinator", (long long)step,
-                  (long long)(last - first), (long long)pieces, (long long)entries, seconds, PeakRssMiB(), built_rss);
+      return 0;
     }
+    const CollectiveStats saved = comm->stats();
+    const double save_rss = PeakRssMiB();
+    // Then the job loads its rows back, each rank its own, through a reader
+    // shared the way ckptdb.load shares one (the coordinator opens the store).
+    StateDict back;
+    for (int64_t e = 0; e < entries; ++e) {
+      std::vector<Shard> shards;
+      for (int64_t r = first; r < last; ++r) {
+        shards.push_back(Shard{{r, 0}, Tensor::Zeros(DType::kF32, {1, 4}).value()});
+      }
+      auto t = ShardedTensor::Create(DType::kF32, {pieces, 4}, std::move(shards));
+      if (!t.ok()) Die(t.status().ToString());
+      if (!back.Add("layer." + std::to_string(e) + ".weight", std::move(t).value()).ok()) Die("add");
+    }
+    auto reader = OpenSharedStoreReader(dir, comm.get());
+    if (!reader.ok()) Die(reader.status().ToString());
+    LoadOptions lo;
+    lo.step = step;
+    lo.communicator = comm.get();
+    if (Status st = Load(back, **reader, lo); !st.ok()) Die(st.ToString());
+    for (int64_t e = 0; e < entries; ++e) {
+      const auto& shards = std::get<ShardedTensor>(*back.Find("layer." + std::to_string(e) + ".weight")).local_shards();
+      for (const Shard& s : shards) {
+        const float want[4] = {float(e), float(s.offsets[0]), 0, 1};
+        if (std::memcmp(s.tensor.data(), want, sizeof(want)) != 0) Die("a row loaded wrong");
+      }
+    }
+    const CollectiveStats all = comm->stats();
+    std::printf("rank %d of %d (%s) saved step %lld: its %lld of %lld pieces of each of %lld entries in %.2f s, "
+                "peak RSS %.1f MiB (%.1f MiB with its state dict built, before the save); received %llu bytes in "
+                "%llu messages saving, %llu in %llu loading its rows back; peers %llu\n",
+                rank, world, rank == 0 ? "the coordinator" : "not the coordinator", (long long)step,
+                (long long)(last - first), (long long)pieces, (long long)entries, seconds, save_rss, built_rss,
+                (unsigned long long)saved.bytes_received, (unsigned long long)saved.messages_received,
+                (unsigned long long)(all.bytes_received - saved.bytes_received),
+                (unsigned long long)(all.messages_received - saved.messages_received), (unsigned long long)all.peers);
     return 0;
   }
   if (mode != "load") Die("mode is save or load");
