@@ -131,6 +131,20 @@ TEST(MergePlans, NamesEachWayAPlanDisagrees) {
   EXPECT_TRUE(m.status().IsCheckpointError()) << m.status();
   ASSERT_EQ(m.status().rank_failures().size(), 1u) << m.status();
   EXPECT_EQ(m.status().rank_failures().begin()->first, 2);
+  // A plan with a piece keyed to another rank (the coordinator would have
+  // completed it from that rank's report): that rank's planning failure.
+  {
+    StatusOr<LocalPlan> plan = PlanLocal(RankState(1, 2), 1, 0);
+    ASSERT_OK(plan.status());
+    for (EntryMetadata& e : plan->entries) {
+      if (e.fqn == "w") e.pieces.at(0).key.rank = 0;
+    }
+    m = merge({coordinator, EncodeLocalPlan(plan)});
+    EXPECT_TRUE(m.status().IsCheckpointError()) << m.status();
+    ASSERT_EQ(m.status().rank_failures().count(1), 1u) << m.status();
+    EXPECT_NE(m.status().ToString().find("the plan of rank 1 has a piece of 'w' keyed to rank 0"), std::string::npos)
+        << m.status();
+  }
   // The coordinator's own failure: named, and the others are still read.
   m = MergePlans({failed, EncodedPlan(RankState(1, 2), 1)}, 0);
   EXPECT_TRUE(m.status().IsCheckpointError()) << m.status();

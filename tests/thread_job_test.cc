@@ -286,6 +286,9 @@ TEST(ThreadJobTest, EveryFailureFailsEveryRankAlikeAt64Ranks) {
       {"rank 8 reports its piece twice", 0, 8,
        [](FaultyWriter& w) { w.edit_result = [](WriteResult* r) { r->items.push_back(r->items.back()); }; }, false,
        false, StatusCode::kInternal, "its write report has item 8/0 twice"},
+      {"rank 12 reports its piece under rank 13's key", 0, 12,
+       [](FaultyWriter& w) { w.edit_result = [](WriteResult* r) { r->items.back().key.rank = 13; }; }, false, false,
+       StatusCode::kInternal, "its write report has item 13/0, of another rank"},
   };
   int64_t step = 1;
   auto save = [&](const SaveCase* c) {

@@ -154,7 +154,10 @@ class StorageWriter {
   virtual Status PrepareStorage(const SaveContext& ctx, const std::vector<WriteItem>& items) = 0;
 
   // Every rank: writes every item's bytes durably into staging. Nothing is
-  // visible to readers yet.
+  // visible to readers yet. The result has exactly one WrittenItem per item,
+  // with its key (in any order): a result that leaves an item out, names one
+  // twice or names a key not among `items` fails the save as this rank's
+  // error.
   virtual StatusOr<WriteResult> Write(const SaveContext& ctx, const std::vector<WriteItem>& items) = 0;
 
   // Coordinator only, with kSent: where to store file `name` (a plain file

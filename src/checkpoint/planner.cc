@@ -196,8 +196,23 @@ StatusOr<StepMetadata> MergePlans(const std::vector<std::string>& encoded_plans,
   m.world_size = world;
   m.coordinator_rank = coordinator_rank;
   std::map<std::string, size_t> index;
-  auto read = [&](int r, const std::function<void(const proto::Entry&)>& on_entry) {
+  // A rank plans only its own pieces (keys {r, item}): the coordinator
+  // completes each piece from the report of the rank in its key.
+  auto owns_its_pieces = [&](int r, const proto::Entry& pe) {
+    for (const proto::Piece& piece : pe.pieces()) {
+      if (piece.key().rank() != static_cast<uint32_t>(r)) {
+        failures[r] = Status::Internal("the plan of rank " + std::to_string(r) + " has a piece of '" + pe.fqn() +
+                                       "' keyed to rank " + std::to_string(piece.key().rank()));
+        return false;
+      }
+    }
+    return true;
+  };
+  auto read = [&](int r, const std::function<void(const proto::Entry&)>& on_each) {
     proto::LocalPlan head;
+    auto on_entry = [&](const proto::Entry& pe) {
+      if (owns_its_pieces(r, pe)) on_each(pe);
+    };
     if (!ForEachPlanEntry(encoded_plans[r], &head, on_entry)) {
       failures[r] = Status::Internal("the plan of rank " + std::to_string(r) + " does not parse");
       return false;
@@ -207,7 +222,7 @@ StatusOr<StepMetadata> MergePlans(const std::vector<std::string>& encoded_plans,
       return false;
     }
     delivery_of[r] = head.delivery();
-    return true;
+    return failures.count(r) == 0;
   };
   const bool have_coordinators = read(coordinator_rank, [&](const proto::Entry& pe) {
     if (!disagreement.ok()) return;

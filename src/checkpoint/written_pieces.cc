@@ -1,6 +1,7 @@
 #include "checkpoint/written_pieces.h"
 
 #include <algorithm>
+#include <functional>
 #include <string>
 #include <utility>
 
@@ -67,9 +68,10 @@ Status WrittenPieces::Fill(int rank, std::vector<WrittenItem>&& items) {
 Status WrittenPieces::Complete(int rank) const {
   for (const Slot& s : by_rank_[rank]) {
     if (s.filled) continue;
-    std::string fqn;
+    std::string fqn;  // (found by address: the error path only)
+    const std::less<const StoredPiece*> before;
     for (const EntryMetadata& e : md_->entries) {
-      if (!e.pieces.empty() && &e.pieces.front() <= s.piece && s.piece <= &e.pieces.back()) fqn = e.fqn;
+      if (!e.pieces.empty() && !before(s.piece, &e.pieces.front()) && !before(&e.pieces.back(), s.piece)) fqn = e.fqn;
     }
     return Status::Internal("its write report lacks item " + std::to_string(rank) + "/" + std::to_string(s.item) +
                             " (a piece of '" + fqn + "')");

@@ -19,21 +19,28 @@
 
 namespace ckptdb {
 
+// Use: for each rank r in [0, world_size) whose report came, Fill(r, its
+// items) once, then Complete(r); a rank whose Fill or Complete fails is
+// that rank's write failure. `md` may be committed only when every rank's
+// Fill and Complete succeeded: after a failure some pieces hold new storage
+// fields and others none.
 class WrittenPieces {
  public:
-  // Indexes md's pieces by the rank that writes them (16 bytes a piece).
-  // `md` must outlive this, its pieces neither added nor moved.
+  // Indexes md's pieces by the rank in their keys (16 bytes a piece); every
+  // key's rank is in [0, world_size) (MergePlans refuses a plan with a piece
+  // of another rank). `md` must outlive this, its pieces neither added nor
+  // moved.
   WrittenPieces(StepMetadata* md, int world_size);
 
   // Fills the pieces rank `rank` reported writing: from its encoded report's
   // items, or (the coordinator's own) from its written items, moved out. An
   // Internal error names what does not fit: an item of another rank, one
-  // the rank did not plan, one reported twice. A rank's report must then be
-  // Complete.
+  // the rank did not plan, one reported twice (in this report or an earlier
+  // Fill of the same rank).
   Status Fill(int rank, const google::protobuf::RepeatedPtrField<proto::WrittenItem>& items);
   Status Fill(int rank, std::vector<WrittenItem>&& items);
-  // Internal error naming the first piece of `rank`'s plan that its report
-  // left out (and its entry).
+  // After Fill(rank, ...): Internal error naming the first piece of `rank`'s
+  // plan that its report left out (and its entry).
   Status Complete(int rank) const;
 
  private:

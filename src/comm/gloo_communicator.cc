@@ -311,6 +311,7 @@ class GlooCommunicator final : public Communicator {
         bufs[p] = ctx_->createUnboundBuffer(heads[p].data(), kHead);
         bufs[p]->recv(p, RootedSlot(seq, 0));
       });
+      if (missing->count(p) != 0) bufs[p].reset();  // (lost, its receive maybe not posted: not waited for)
     }
     {
       Waiter waiter(deadline);
@@ -326,7 +327,10 @@ class GlooCommunicator final : public Communicator {
             bufs[p] = ctx_->createUnboundBuffer((*out)[p].data() + kInline, n - kInline);
             bufs[p]->recv(p, RootedSlot(seq, 1));
           });
-          if (!bufs[p]) (*out)[p].clear();  // (lost: in `missing`)
+          if (missing->count(p) != 0) {  // (lost, its receive maybe not posted: not waited for)
+            bufs[p].reset();
+            (*out)[p].clear();
+          }
         }
       }
     }
