@@ -12,6 +12,7 @@ AWS settings that reach it, in this process and in the ranks it starts.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -66,6 +67,20 @@ def _aborted_after_its_work(out: str, returncode: int) -> bool:
         return False
     before = out.split(EXIT_ABORT)[0].strip().splitlines()
     return bool(before) and before[-1].rstrip().endswith(" ok")
+
+
+def _torchrun_aborted_after_the_work(out: str, returncode: int, nproc: int) -> bool:
+    """torchrun's counterpart of _aborted_after_its_work: True when torchrun
+    failed only because ranks were aborted at exit (SIGABRT, std::terminate)
+    or terminated by torchrun after that (SIGTERM), and each of its `nproc`
+    ranks printed its "... ok" line. torchrun merges its ranks' output, so
+    one rank's abort may be printed before another rank's "ok" line."""
+    if returncode == 0 or EXIT_ABORT not in out:
+        return False
+    codes = {int(c) for c in re.findall(r"exitcode\s*:\s*(-?\d+)", out)}
+    if -signal.SIGABRT not in codes or not codes <= {-signal.SIGABRT, -signal.SIGTERM}:
+        return False
+    return len({line.strip() for line in out.splitlines() if line.rstrip().endswith(" ok")}) == nproc
 
 
 def run_ranks(tmp_path, script: str, nproc: int, *args: str, timeout: float = 120,

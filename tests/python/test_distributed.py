@@ -322,6 +322,17 @@ def test_only_an_abort_at_exit_after_a_ranks_work_is_tolerated():
     assert not _aborted_after_its_work(f"rank 0 ok\n{EXIT_ABORT}\n", -signal.SIGSEGV)
     assert not _aborted_after_its_work("rank 0 ok\n", abrt)
     assert not _aborted_after_its_work(f"Traceback ...\nAssertionError\n{EXIT_ABORT}\n", abrt)
+    # Under torchrun, whose output merges the ranks': a rank's abort may come
+    # before another's "ok" (seen in CI), but every rank must have printed it.
+    from conftest import _torchrun_aborted_after_the_work as torchrun_ok
+    torchrun = ("  exitcode  : -15 (pid: 2)  (SIGTERM)\n"
+                "  exitcode  : -6 (pid: 1)  (SIGABRT)\n")
+    assert torchrun_ok(f"rank 2 ok\nrank 0 ok\n{EXIT_ABORT}\nrank 1 ok\n{torchrun}", 1, 3)
+    assert not torchrun_ok(f"rank 2 ok\nrank 0 ok\n{EXIT_ABORT}\n{torchrun}", 1, 3)  # rank 1 never finished
+    assert not torchrun_ok(f"rank 2 ok\nrank 0 ok\nrank 1 ok\n{torchrun}", 1, 3)  # no abort
+    assert not torchrun_ok(f"rank 2 ok\nrank 0 ok\n{EXIT_ABORT}\nrank 1 ok\n{torchrun}"
+                           "  exitcode  : 1 (pid: 3)\n", 1, 3)  # a rank failed besides
+    assert not torchrun_ok(f"rank 0 ok\n{EXIT_ABORT}\nrank 1 ok\n  exitcode  : -11 (pid: 1)\n", 1, 2)
 
 
 TRAFFIC_SCRIPT = """

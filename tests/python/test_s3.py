@@ -143,17 +143,16 @@ def torchrun(tmp_path, script: str, nproc: int, *args: str) -> subprocess.Comple
     A job whose every rank printed its "ok" line and one of which was then
     aborted as the process exited (PyTorch's gloo threads releasing DCP's
     tensors during interpreter teardown, pytorch/pytorch#190489; see
-    conftest's run_ranks) counts as succeeded, with a warning."""
-    from conftest import EXIT_ABORT, free_port
+    conftest's _torchrun_aborted_after_the_work) counts as succeeded, with a
+    warning."""
+    from conftest import _torchrun_aborted_after_the_work, free_port
     path = tmp_path / f"torchrun_{abs(hash(script))}.py"
     path.write_text(textwrap.dedent(script))
     out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc),
                           "--master-addr", "127.0.0.1", "--master-port", str(free_port()), "--max-restarts", "0",
                           str(path), *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          timeout=180, env=_child_env(), cwd=tmp_path)
-    before_abort = out.stdout.split(EXIT_ABORT)[0]
-    if (out.returncode != 0 and EXIT_ABORT in out.stdout and "(exitcode: -6)" in out.stdout
-            and before_abort.count(" ok") == nproc):
+    if _torchrun_aborted_after_the_work(out.stdout, out.returncode, nproc):
         warnings.warn(f"a rank aborted at exit after its work was done: {out.stdout[-300:]}")
         out.returncode = 0
     return out
