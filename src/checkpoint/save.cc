@@ -306,7 +306,10 @@ Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOption
             received[r].ok() ? m->second.WithContext("its write report did not reach the coordinator") : not_received(r);
         continue;
       }
-      proto::WriteReport p;
+      // (Parsed on an arena, freed whole: a report has a message per piece
+      // its rank wrote, each with parts of its own.)
+      google::protobuf::Arena arena;
+      proto::WriteReport& p = *google::protobuf::Arena::CreateMessage<proto::WriteReport>(&arena);
       if (!p.ParseFromString(reports[r])) {
         failures[static_cast<int>(r)] = Status::Internal("write report does not parse");
         continue;

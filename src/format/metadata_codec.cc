@@ -644,9 +644,11 @@ StatusOr<MetadataRecord> DecodeMetadataRecord(std::string_view value) {
 namespace {
 
 // A pieces record of entry `index` of `m` (its entry, step and save), its
-// pieces yet to be added.
-proto::EntryPieces PiecesRecordOf(const StepMetadata& m, size_t index) {
-  proto::EntryPieces pe;
+// pieces yet to be added, on `arena`: a commit encodes a record per grid
+// cell (a piece of each rank, per entry), each message with parts of its
+// own, freed whole with the arena.
+proto::EntryPieces& PiecesRecordOn(const StepMetadata& m, size_t index, google::protobuf::Arena* arena) {
+  proto::EntryPieces& pe = *google::protobuf::Arena::CreateMessage<proto::EntryPieces>(arena);
   pe.set_fqn(m.entries.at(index).fqn);
   pe.set_step(m.step);
   pe.set_save_id(m.save_id);
@@ -657,7 +659,8 @@ proto::EntryPieces PiecesRecordOf(const StepMetadata& m, size_t index) {
 
 std::string EncodeEntryPiecesValue(const StepMetadata& m, size_t index) {
   const EntryMetadata& e = m.entries.at(index);
-  proto::EntryPieces pe = PiecesRecordOf(m, index);
+  google::protobuf::Arena arena;
+  proto::EntryPieces& pe = PiecesRecordOn(m, index, &arena);
   pe.mutable_pieces()->Reserve(static_cast<int>(e.pieces.size()));
   for (const StoredPiece& p : e.pieces) ToProto(p, pe.add_pieces());
   return RecordValue(pe);
@@ -737,7 +740,8 @@ Status AdoptPieces(std::vector<StoredPiece> pieces, const StepMetadata& m, Entry
 
 std::string EncodeEntryPiecesPage(const StepMetadata& m, size_t index, uint32_t page) {
   const EntryMetadata& e = m.entries.at(index);
-  proto::EntryPieces pe = PiecesRecordOf(m, index);
+  google::protobuf::Arena arena;
+  proto::EntryPieces& pe = PiecesRecordOn(m, index, &arena);
   pe.set_page(page);
   const size_t first = static_cast<size_t>(page) * kPiecesPerPage;
   const size_t end = std::min(e.pieces.size(), first + kPiecesPerPage);
@@ -746,7 +750,9 @@ std::string EncodeEntryPiecesPage(const StepMetadata& m, size_t index, uint32_t 
 }
 
 std::string EncodeEntryPiecesCell(const StepMetadata& m, size_t index, const PiecesGrid& grid, uint32_t cell) {
-  proto::EntryPieces pe = PiecesRecordOf(m, index);
+  alignas(16) char block[4096];
+  google::protobuf::Arena arena(StackArena(block, sizeof block));
+  proto::EntryPieces& pe = PiecesRecordOn(m, index, &arena);
   pe.set_page(cell);
   ToProto(m.entries.at(index).pieces.at(grid.piece_of_cell.at(cell)), pe.add_pieces());
   return RecordValue(pe);
@@ -789,7 +795,8 @@ Status DecodeEntryPiecesPage(std::string_view value, const StepMetadata& m, cons
 
 std::string EncodePiecesSubset(const StepMetadata& m, size_t index, const std::vector<size_t>& which) {
   const EntryMetadata& e = m.entries.at(index);
-  proto::EntryPieces pe = PiecesRecordOf(m, index);
+  google::protobuf::Arena arena;
+  proto::EntryPieces& pe = PiecesRecordOn(m, index, &arena);
   for (size_t i : which) ToProto(e.pieces.at(i), pe.add_pieces());
   return RecordValue(pe);
 }
