@@ -241,6 +241,17 @@ Status PlanLoad(StateDict& target, const StepMetadata& md, const LoadOptions& op
   // One index of the step's entries: a lookup per target entry, not a scan.
   std::unordered_map<std::string, const EntryMetadata*> saved_by_fqn;
   for (const EntryMetadata& e : md.entries) saved_by_fqn.emplace(e.fqn, &e);
+  // Sized once, for a read per saved piece of the entries loaded (those the
+  // metadata holds; more when several target regions meet one piece): a
+  // process loading a step of hundreds of thousands of pieces held up to
+  // twice their reads, three times while the vector moved them.
+  size_t expected_reads = 0;
+  for (const auto& [fqn, entry] : target.entries()) {
+    if (!only.empty() && only.count(fqn) == 0) continue;
+    auto found = saved_by_fqn.find(fqn);
+    if (found != saved_by_fqn.end()) expected_reads += found->second->pieces.size();
+  }
+  plan->reads.reserve(expected_reads);
   for (auto& [fqn, entry] : target.mutable_entries()) {
     if (!only.empty() && only.count(fqn) == 0) continue;
     auto found = saved_by_fqn.find(fqn);

@@ -6,8 +6,10 @@
 // its CPU seconds and peak RSS.
 //
 //   ckptdb-metadata-bench save DIR [--entries 300] [--pieces 2048] [--step 1]
-//   ckptdb-metadata-bench load DIR [--step 1] [--whole 1] [--row R [--pages 0]]
+//   ckptdb-metadata-bench load DIR [--step 1] [--whole 1] [--row R [--pages 0]] [--all 1]
 //
+// --all 1 loads every entry whole as well (one process gathering every
+// rank's pieces: a read per piece of the step), and checks every row.
 // --row R loads row R of entry layer.0.weight as well (one rank's shard of
 // it): a store of format 7 reads the one page of 64 pieces that holds it;
 // --pages 0 makes the load read every piece of the entry instead (a reader
@@ -75,10 +77,10 @@ constexpr auto CpuSeconds = bench::ProcessCpuSeconds;
 int main(int argc, char** argv) {
   if (argc < 3) {
     Die("usage: ckptdb-metadata-bench save|load DIR [--entries N] [--pieces N] [--step N] [--whole 1] "
-        "[--row R [--pages 0]]");
+        "[--row R [--pages 0]] [--all 1]");
   }
   const std::string mode = argv[1], dir = argv[2];
-  int64_t entries = 300, pieces = 2048, step = 1, whole = 0, row = -1, pages = 1;
+  int64_t entries = 300, pieces = 2048, step = 1, whole = 0, row = -1, pages = 1, every = 0;
   for (int i = 3; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const int64_t v = std::atoll(argv[i + 1]);
@@ -94,6 +96,8 @@ int main(int argc, char** argv) {
       row = v;
     } else if (flag == "--pages") {
       pages = v;
+    } else if (flag == "--all") {
+      every = v;
     } else {
       Die("unknown flag " + flag);
     }
@@ -125,7 +129,8 @@ int main(int argc, char** argv) {
       }
       auto t = ShardedTensor::Create(DType::kF32, {pieces, 4}, std::move(shards));
       if (!t.ok()) Die(t.status().ToString());
-      if (Status st = sd.Add("layer." + std::to_string(e) + ".weight", std::move(t).value()); !st.ok()) Die(st.ToString());
+      Status st = sd.Add("layer." + std::to_string(e) + ".weight", std::move(t).value());
+      if (!st.ok()) Die(st.ToString());
     }
     const double built_rss = PeakRssMiB();
     auto w = OpenStoreWriter(dir);
@@ -187,6 +192,12 @@ int main(int argc, char** argv) {
   auto r = OpenStoreReader(dir);
   if (!r.ok()) Die(r.status().ToString());
   if (!sd.Add("step_count", Tensor::Zeros(DType::kF32, {4}).value()).ok()) Die("add");
+  if (every != 0 && row >= 0) Die("--all 1 loads every row already: no --row with it");
+  for (int64_t e = 0; every != 0 && e < entries; ++e) {
+    if (!sd.Add("layer." + std::to_string(e) + ".weight", Tensor::Zeros(DType::kF32, {pieces, 4}).value()).ok()) {
+      Die("add");
+    }
+  }
   if (row >= 0) {
     std::vector<Shard> one;
     one.push_back(Shard{{row, 0}, Tensor::Zeros(DType::kF32, {1, 4}).value()});
@@ -207,13 +218,22 @@ int main(int argc, char** argv) {
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const Tensor& got = std::get<Tensor>(*sd.Find("step_count"));
   if (std::memcmp(got.data(), counter, sizeof(counter)) != 0) Die("step_count loaded wrong");
+  for (int64_t e = 0; every != 0 && e < entries; ++e) {
+    const Tensor& loaded = std::get<Tensor>(*sd.Find("layer." + std::to_string(e) + ".weight"));
+    const float* got_rows = static_cast<const float*>(loaded.data());
+    for (int64_t k = 0; k < pieces; ++k) {
+      const float want[4] = {float(e), float(k), 0, 1};
+      if (std::memcmp(got_rows + 4 * k, want, sizeof(want)) != 0) Die("an entry loaded wrong");
+    }
+  }
   if (row >= 0) {
     const Tensor& r0 = std::get<ShardedTensor>(*sd.Find("layer.0.weight")).local_shards()[0].tensor;
     const float want[4] = {0, float(row), 0, 1};
     if (std::memcmp(r0.data(), want, sizeof(want)) != 0) Die("row loaded wrong");
   }
-  std::printf("load of step_count (16 bytes)%s%s%s: %.3f CPU-s, %.3f s wall, peak RSS %.1f MiB (%.1f MiB before)\n",
-              row >= 0 ? " and one row of layer.0.weight" : "", pages == 0 ? " (every piece of it read)" : "",
+  std::printf("load of step_count (16 bytes)%s%s%s%s: %.3f CPU-s, %.3f s wall, peak RSS %.1f MiB (%.1f MiB before)\n",
+              every != 0 ? " and every entry whole" : "", row >= 0 ? " and one row of layer.0.weight" : "",
+              pages == 0 ? " (every piece of it read)" : "",
               whole != 0 ? " after reading the whole metadata" : "", CpuSeconds() - cpu0, wall, PeakRssMiB(), rss0);
   return 0;
 }
