@@ -52,14 +52,7 @@ Status WrittenPieces::Fill(int rank, std::vector<WrittenItem>&& items) {
   for (WrittenItem& w : items) {
     StatusOr<StoredPiece*> p = Take(rank, w.key);
     if (!p.ok()) return p.status();
-    StoredPiece& piece = **p;
-    piece.chunk_bytes = w.chunk_bytes;
-    piece.num_chunks = w.num_chunks;
-    piece.stored_bytes = w.stored_bytes;
-    piece.chunk_hashes = std::move(w.chunk_hashes);
-    piece.references = std::move(w.references);
-    piece.encoding = w.encoding;
-    piece.chunk_shape = std::move(w.chunk_shape);
+    MoveWrittenFields(std::move(w), *p);
   }
   std::vector<WrittenItem>().swap(items);
   return Status::OK();

@@ -311,12 +311,13 @@ class GlooCommunicator final : public Communicator {
         bufs[p] = ctx_->createUnboundBuffer(heads[p].data(), kHead);
         bufs[p]->recv(p, RootedSlot(seq, 0));
       });
-      if (missing->count(p) != 0) bufs[p].reset();  // (lost, its receive maybe not posted: not waited for)
     }
     {
       Waiter waiter(deadline);
       for (int p = 0; p < ctx_->size; ++p) {
-        if (!bufs[p] || !WaitFor(waiter, p, "gather", true, &bufs[p], missing)) continue;
+        // (A peer lost while posting is not waited for: its receive may not
+        // be posted. RootSends skips such peers alike.)
+        if (!bufs[p] || !LostPeer(p).ok() || !WaitFor(waiter, p, "gather", true, &bufs[p], missing)) continue;
         const uint64_t n = GetLE64(heads[p].data());
         (*out)[p].assign(heads[p].data() + 8, std::min<uint64_t>(n, kInline));
         Count(0, kHead, 1);
@@ -327,17 +328,13 @@ class GlooCommunicator final : public Communicator {
             bufs[p] = ctx_->createUnboundBuffer((*out)[p].data() + kInline, n - kInline);
             bufs[p]->recv(p, RootedSlot(seq, 1));
           });
-          if (missing->count(p) != 0) {  // (lost, its receive maybe not posted: not waited for)
-            bufs[p].reset();
-            (*out)[p].clear();
-          }
         }
       }
     }
     Waiter waiter(Clock::now() + timeout_);
     for (int p = 0; p < ctx_->size; ++p) {
       if (!bufs[p]) continue;
-      if (!WaitFor(waiter, p, "gather", true, &bufs[p], missing)) {
+      if (!LostPeer(p).ok() || !WaitFor(waiter, p, "gather", true, &bufs[p], missing)) {
         (*out)[p].clear();
         continue;
       }

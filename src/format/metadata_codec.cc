@@ -93,6 +93,16 @@ void ToProto(const WrittenItem& w, proto::WrittenItem* q) {
 
 void SetWrittenFields(const proto::WrittenItem& q, StoredPiece* p) { WrittenFieldsFromProto(q, p); }
 
+void MoveWrittenFields(WrittenItem&& w, StoredPiece* p) {
+  p->chunk_bytes = w.chunk_bytes;
+  p->num_chunks = w.num_chunks;
+  p->stored_bytes = w.stored_bytes;
+  p->chunk_hashes = std::move(w.chunk_hashes);
+  p->references = std::move(w.references);
+  p->encoding = w.encoding;
+  p->chunk_shape = std::move(w.chunk_shape);
+}
+
 void ToProto(const ReuseCandidate& c, proto::ReuseCandidate* q) {
   q->mutable_key()->set_rank(c.key.rank);
   q->mutable_key()->set_item(c.key.item);

@@ -25,9 +25,11 @@ void ReferencesToProto(const std::vector<ChunkReference>& refs,
 std::vector<ChunkReference> ReferencesFromProto(
     const google::protobuf::RepeatedPtrField<proto::ChunkReference>& refs);
 void ToProto(const WrittenItem& w, proto::WrittenItem* out);
-// Sets the storage fields of `p` (all but its region, key and nbytes) from
-// what its rank reported writing.
+// Set the storage fields of `p` (all but its region, key and nbytes) from
+// what its rank reported writing: its encoded report's item, or its own
+// written item, moved out.
 void SetWrittenFields(const proto::WrittenItem& w, StoredPiece* p);
+void MoveWrittenFields(WrittenItem&& w, StoredPiece* p);
 void ToProto(const ReuseCandidate& c, proto::ReuseCandidate* out);
 ReuseCandidate FromProto(const proto::ReuseCandidate& c);
 void ToProto(const EntryMetadata& e, proto::Entry* out);

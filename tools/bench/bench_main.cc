@@ -951,8 +951,7 @@ int main(int argc, char** argv) {
   // binary, given the other arguments: --world 8,64,512 --entries 20 ...).
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::string(argv[i]) != "--scenario" || std::string(argv[i + 1]) != "control") continue;
-    const std::string scale =
-        (fs::read_symlink("/proc/self/exe").parent_path() / "ckptdb-scale-bench").string();
+    const std::string scale = bench::BesideThisProgram("ckptdb-scale-bench");
     std::vector<char*> args{const_cast<char*>(scale.c_str())};
     for (int k = 1; k < argc; ++k) {
       if (k != i && k != i + 1) args.push_back(argv[k]);
@@ -1109,7 +1108,7 @@ int main(int argc, char** argv) {
 
   // Start the ranks through ckptdb-launch, next to this binary.
   std::string self = fs::read_symlink("/proc/self/exe").string();
-  std::string launch = (fs::path(self).parent_path() / "ckptdb-launch").string();
+  std::string launch = bench::BesideThisProgram("ckptdb-launch");
   std::string dir = a.dir;
   bool temp = dir.empty();
   if (temp) {

@@ -1,11 +1,12 @@
 // What the benchmark programs share besides CPU time (cpu_time.h): sizes
-// given on their command lines, and medians.
+// given on their command lines, medians, and the programs they run.
 #ifndef CKPTDB_TOOLS_BENCH_BENCH_UTIL_H_
 #define CKPTDB_TOOLS_BENCH_BENCH_UTIL_H_
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,12 @@ inline StatusOr<uint64_t> ParseSize(const std::string& text) {
 inline double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// The program `name` in the folder of this one (the build's), which the
+// benchmarks start: ckptdb-launch, ckptdb, ckptdb-scale-bench.
+inline std::string BesideThisProgram(const std::string& name) {
+  return (std::filesystem::read_symlink("/proc/self/exe").parent_path() / name).string();
 }
 
 }  // namespace ckptdb::bench

@@ -156,8 +156,7 @@ int main(int argc, char** argv) {
     dir = fs::absolute(tmpl).string();
   }
   if (out_dir.empty()) out_dir = dir;
-  const std::string self = fs::read_symlink("/proc/self/exe").string();
-  if (cli.empty()) cli = (fs::path(self).parent_path() / "ckptdb").string();
+  if (cli.empty()) cli = bench::BesideThisProgram("ckptdb");
   const std::string store = dir + "/store", out = out_dir + "/ckptdb-export-bench.out";
   const int64_t n = static_cast<int64_t>(size / 4);
 

@@ -54,6 +54,29 @@ namespace {
 
 using bench::PeakRssMiB;
 
+std::string EntryName(int64_t e) { return "layer." + std::to_string(e) + ".weight"; }
+
+// Rows [first, last) of entry e, a [pieces, 4] f32 tensor, as one-row
+// shards: row r holds {e, r, 0, 1} (or zeros, to load into).
+ShardedTensor RowsOf(int64_t e, int64_t first, int64_t last, int64_t pieces, bool zeros) {
+  std::vector<Shard> shards;
+  shards.reserve(static_cast<size_t>(last - first));
+  for (int64_t r = first; r < last; ++r) {
+    const float values[4] = {float(e), float(r), 0, 1};
+    shards.push_back(Shard{{r, 0}, zeros ? Tensor::Zeros(DType::kF32, {1, 4}).value()
+                                         : Tensor::Copy(DType::kF32, {1, 4}, values, sizeof(values)).value()});
+  }
+  auto t = ShardedTensor::Create(DType::kF32, {pieces, 4}, std::move(shards));
+  if (!t.ok()) Die(t.status().ToString());
+  return std::move(t).value();
+}
+
+// Whether row r of entry e holds what RowsOf saved.
+bool RowIsRight(const void* row, int64_t e, int64_t r) {
+  const float want[4] = {float(e), float(r), 0, 1};
+  return std::memcmp(row, want, sizeof(want)) == 0;
+}
+
 // A reader whose loads read every piece of the entries they load, whatever
 // their regions (ReadMetadataOf): the baseline for --pages 0.
 class IgnoringRegions final : public StorageReader {
@@ -121,16 +144,7 @@ int main(int argc, char** argv) {
     // (Every rank's; the coordinator's is saved.)
     if (!sd.Add("step_count", Tensor::Copy(DType::kF32, {4}, counter, sizeof(counter)).value()).ok()) Die("add");
     for (int64_t e = 0; e < entries; ++e) {
-      std::vector<Shard> shards;
-      shards.reserve(last - first);
-      for (int64_t r = first; r < last; ++r) {
-        const float values[4] = {float(e), float(r), 0, 1};
-        shards.push_back(Shard{{r, 0}, Tensor::Copy(DType::kF32, {1, 4}, values, sizeof(values)).value()});
-      }
-      auto t = ShardedTensor::Create(DType::kF32, {pieces, 4}, std::move(shards));
-      if (!t.ok()) Die(t.status().ToString());
-      Status st = sd.Add("layer." + std::to_string(e) + ".weight", std::move(t).value());
-      if (!st.ok()) Die(st.ToString());
+      if (Status st = sd.Add(EntryName(e), RowsOf(e, first, last, pieces, false)); !st.ok()) Die(st.ToString());
     }
     const double built_rss = PeakRssMiB();
     auto w = OpenStoreWriter(dir);
@@ -154,13 +168,7 @@ int main(int argc, char** argv) {
     // shared the way ckptdb.load shares one (the coordinator opens the store).
     StateDict back;
     for (int64_t e = 0; e < entries; ++e) {
-      std::vector<Shard> shards;
-      for (int64_t r = first; r < last; ++r) {
-        shards.push_back(Shard{{r, 0}, Tensor::Zeros(DType::kF32, {1, 4}).value()});
-      }
-      auto t = ShardedTensor::Create(DType::kF32, {pieces, 4}, std::move(shards));
-      if (!t.ok()) Die(t.status().ToString());
-      if (!back.Add("layer." + std::to_string(e) + ".weight", std::move(t).value()).ok()) Die("add");
+      if (!back.Add(EntryName(e), RowsOf(e, first, last, pieces, true)).ok()) Die("add");
     }
     auto reader = OpenSharedStoreReader(dir, comm.get());
     if (!reader.ok()) Die(reader.status().ToString());
@@ -169,10 +177,8 @@ int main(int argc, char** argv) {
     lo.communicator = comm.get();
     if (Status st = Load(back, **reader, lo); !st.ok()) Die(st.ToString());
     for (int64_t e = 0; e < entries; ++e) {
-      const auto& shards = std::get<ShardedTensor>(*back.Find("layer." + std::to_string(e) + ".weight")).local_shards();
-      for (const Shard& s : shards) {
-        const float want[4] = {float(e), float(s.offsets[0]), 0, 1};
-        if (std::memcmp(s.tensor.data(), want, sizeof(want)) != 0) Die("a row loaded wrong");
+      for (const Shard& s : std::get<ShardedTensor>(*back.Find(EntryName(e))).local_shards()) {
+        if (!RowIsRight(s.tensor.data(), e, s.offsets[0])) Die("a row loaded wrong");
       }
     }
     const CollectiveStats all = comm->stats();
@@ -194,16 +200,10 @@ int main(int argc, char** argv) {
   if (!sd.Add("step_count", Tensor::Zeros(DType::kF32, {4}).value()).ok()) Die("add");
   if (every != 0 && row >= 0) Die("--all 1 loads every row already: no --row with it");
   for (int64_t e = 0; every != 0 && e < entries; ++e) {
-    if (!sd.Add("layer." + std::to_string(e) + ".weight", Tensor::Zeros(DType::kF32, {pieces, 4}).value()).ok()) {
-      Die("add");
-    }
+    if (!sd.Add(EntryName(e), Tensor::Zeros(DType::kF32, {pieces, 4}).value()).ok()) Die("add");
   }
   if (row >= 0) {
-    std::vector<Shard> one;
-    one.push_back(Shard{{row, 0}, Tensor::Zeros(DType::kF32, {1, 4}).value()});
-    auto t = ShardedTensor::Create(DType::kF32, {pieces, 4}, std::move(one));
-    if (!t.ok()) Die(t.status().ToString());
-    if (!sd.Add("layer.0.weight", std::move(t).value()).ok()) Die("add");
+    if (!sd.Add(EntryName(0), RowsOf(0, row, row + 1, pieces, true)).ok()) Die("add");
   }
   if (whole != 0) {
     auto md = (*r)->ReadMetadata(step);
@@ -219,17 +219,14 @@ int main(int argc, char** argv) {
   const Tensor& got = std::get<Tensor>(*sd.Find("step_count"));
   if (std::memcmp(got.data(), counter, sizeof(counter)) != 0) Die("step_count loaded wrong");
   for (int64_t e = 0; every != 0 && e < entries; ++e) {
-    const Tensor& loaded = std::get<Tensor>(*sd.Find("layer." + std::to_string(e) + ".weight"));
-    const float* got_rows = static_cast<const float*>(loaded.data());
+    const float* rows = static_cast<const float*>(std::get<Tensor>(*sd.Find(EntryName(e))).data());
     for (int64_t k = 0; k < pieces; ++k) {
-      const float want[4] = {float(e), float(k), 0, 1};
-      if (std::memcmp(got_rows + 4 * k, want, sizeof(want)) != 0) Die("an entry loaded wrong");
+      if (!RowIsRight(rows + 4 * k, e, k)) Die("an entry loaded wrong");
     }
   }
   if (row >= 0) {
-    const Tensor& r0 = std::get<ShardedTensor>(*sd.Find("layer.0.weight")).local_shards()[0].tensor;
-    const float want[4] = {0, float(row), 0, 1};
-    if (std::memcmp(r0.data(), want, sizeof(want)) != 0) Die("row loaded wrong");
+    const Tensor& r0 = std::get<ShardedTensor>(*sd.Find(EntryName(0))).local_shards()[0].tensor;
+    if (!RowIsRight(r0.data(), 0, row)) Die("row loaded wrong");
   }
   std::printf("load of step_count (16 bytes)%s%s%s%s: %.3f CPU-s, %.3f s wall, peak RSS %.1f MiB (%.1f MiB before)\n",
               every != 0 ? " and every entry whole" : "", row >= 0 ? " and one row of layer.0.weight" : "",
