@@ -231,6 +231,60 @@ TEST_F(BucketStoreTest, SavedOnFourRanksLoadsOnThreeColumnsAndOnOneBitForBit) {
   EXPECT_EQ(Keys(DataDir(3)), data);
 }
 
+// A load lands the chunks that lie whole and unconverted in its target
+// straight from the GET (LoadStats::chunks_landed), contiguous or strided,
+// and copies the others; either way the target is the saved tensor, bit for
+// bit. (Chunks of 4 KiB are tiles of 32 x 32; the chunks in an object's
+// cached tail, its last 64 KiB, are read from it without a GET: at most 16
+// an object here, 32 in all.)
+TEST_F(BucketStoreTest, ChunksThatLieWholeInTheTargetLandThereAndTheOthersAreCopied) {
+  const Tensor full = PatternTensor(DType::kF32, {1024, 1024}, 5);  // 2 MiB a rank
+  for (const Status& st : SaveRows(full, 2, 4)) ASSERT_TRUE(st.ok()) << st;
+  auto reader = OpenBucketStoreReader(client_, bucket_, prefix_);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  LoadOptions o;
+  o.step = 4;
+  o.no_dist = true;
+  constexpr uint64_t kInTails = 32;
+
+  StateDict whole;
+  (void)whole.Add("t", ::ckptdb::testing::ZerosLike(full));
+  LoadStats stats;
+  ASSERT_OK(Load(whole, **reader, o, &stats));
+  EXPECT_TRUE(std::get<Tensor>(*whole.Find("t")).BitwiseEquals(full));
+  EXPECT_EQ(stats.chunks_read, 1024u);
+  EXPECT_GE(stats.chunks_landed, stats.chunks_read - kInTails);
+
+  // Columns [0, 500) and [500, 1024): each tile lands in rows 4 KiB apart,
+  // but for the 32 tiles that column 500 cuts, copied into both.
+  for (const int64_t first : {int64_t{0}, int64_t{500}}) {
+    const std::vector<int64_t> offsets{0, first}, sizes{1024, first == 0 ? 500 : 524};
+    StateDict part;
+    std::vector<Shard> shards{Shard{offsets, ::ckptdb::testing::ZerosLike(Slice(full, offsets, sizes))}};
+    (void)part.Add("t", ShardedTensor::Create(DType::kF32, full.shape(), std::move(shards)).value());
+    LoadStats part_stats;
+    ASSERT_OK(Load(part, **reader, o, &part_stats));
+    const Shard& got = std::get<ShardedTensor>(*part.Find("t")).local_shards()[0];
+    EXPECT_TRUE(got.tensor.BitwiseEquals(Slice(full, offsets, sizes))) << first;
+    EXPECT_LE(part_stats.chunks_landed, part_stats.chunks_read - 32) << first;
+    EXPECT_GE(part_stats.chunks_landed, part_stats.chunks_read - 32 - kInTails) << first;
+  }
+
+  // Converted on the way in: copied.
+  StateDict wide;
+  (void)wide.Add("t", Tensor::Zeros(DType::kF64, full.shape()).value());
+  LoadOptions convert = o;
+  convert.convert_dtype = true;
+  LoadStats wide_stats;
+  ASSERT_OK(Load(wide, **reader, convert, &wide_stats));
+  const Tensor& w = std::get<Tensor>(*wide.Find("t"));
+  for (int64_t i = 0; i < full.numel(); i += 4099) {
+    EXPECT_EQ(static_cast<const double*>(w.data())[i], static_cast<const float*>(full.data())[i]) << i;
+  }
+  EXPECT_EQ(wide_stats.chunks_read, 1024u);
+  EXPECT_EQ(wide_stats.chunks_landed, 0u);
+}
+
 // A file of more than one part goes up in parts (in parallel) while it is
 // written: 11 MiB in parts of 5 MiB, S3's (and SeaweedFS's) smallest but the
 // last.

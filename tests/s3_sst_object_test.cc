@@ -113,6 +113,30 @@ class SstObjectTest : public ::ckptdb::testing::S3ServerTest {
     Put(key, bytes);
     return SstObjectSource::Open(client_.get(), bucket_, {{key, bytes.size(), f.smallest, f.largest}});
   }
+
+  // A client of the test server through `proxy`.
+  std::unique_ptr<s3::S3Client> ClientThrough(const ::ckptdb::testing::S3FaultProxy& proxy,
+                                              const s3::S3ClientOptions& options) {
+    s3::S3Settings settings = Server().settings;
+    settings.endpoint = proxy.endpoint();
+    auto client = s3::S3Client::Create(settings, options);
+    EXPECT_TRUE(client.ok()) << client.status();
+    return client.ok() ? std::move(*client) : nullptr;
+  }
+
+  // Get of chunk i of `f` through `runs`: DataLoss naming the object `key`
+  // for chunk `bad`, the chunk's value for any other.
+  void ExpectGet(ChunkRuns& runs, const SstFile& f, size_t i, size_t bad = SIZE_MAX, const std::string& key = "") {
+    rocksdb::PinnableSlice v;
+    Status s = runs.Get(f.keys[i], &v);
+    if (i == bad) {
+      EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s;
+      EXPECT_NE(s.message().find(ObjectPath(bucket_, key)), std::string::npos) << s;
+    } else {
+      ASSERT_OK(s);
+      EXPECT_TRUE(v.ToString() == f.values[i]) << i;
+    }
+  }
 };
 
 TEST_F(SstObjectTest, ReadsEveryChunkBitForBitWithOneGetEach) {
@@ -609,15 +633,143 @@ TEST_F(SstObjectTest, AFlippedByteInARunIsDataLossForItsChunkOnly) {
   auto runs = (*source)->PlanRuns(f.keys, 1);
   ASSERT_TRUE(runs.ok()) << runs.status();
   ASSERT_EQ((*runs)->runs().size(), 1u);
-  for (size_t i = 0; i < f.keys.size(); ++i) {
-    rocksdb::PinnableSlice v;
-    Status s = (*runs)->Get(f.keys[i], &v);
-    if (i == 2) {
-      EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s;
-      EXPECT_NE(s.message().find(ObjectPath(bucket_, key)), std::string::npos) << s;
+  for (size_t i = 0; i < f.keys.size(); ++i) ExpectGet(**runs, f, i, 2, key);
+  EXPECT_EQ((*source)->stats().gets, gets + 1);
+}
+
+// Land: a run's raw chunks are written straight into their places, checked,
+// by the run's one GET; the compressed ones (WriteSst's odd chunks) come
+// from that same GET through Get, as do chunks given a place of the wrong
+// size, or none. A run none of whose chunks has a place is not fetched:
+// Get fetches it.
+TEST_F(SstObjectTest, ARunsRawChunksLandInTheirPlacesByItsOneGet) {
+  TempDir dir;
+  const SstFile f = WriteSst(dir, 7, 64 << 10);
+  auto source = PutAndOpen(prefix_ + "land.sst", f.bytes, f);
+  ASSERT_TRUE(source.ok()) << source.status();
+  for (const bool one_wrong_size : {false, true}) {
+    SCOPED_TRACE(one_wrong_size ? "chunk 4 given the wrong size, 6 none" : "every chunk given its size");
+    const uint64_t gets = (*source)->stats().gets;
+    auto runs = (*source)->PlanRuns(f.keys, 1);
+    ASSERT_TRUE(runs.ok()) << runs.status();
+    ASSERT_EQ((*runs)->runs().size(), 1u);
+    const std::vector<size_t>& run = (*runs)->runs()[0];
+    std::vector<std::string> places(f.keys.size(), std::string(64 << 10, '\0'));
+    std::vector<ChunkLanding> spots;
+    for (size_t i : run) {
+      const uint64_t raw = f.raw[i].size() - (one_wrong_size && i == 4 ? 8 : 0);
+      spots.push_back({BoxPlace{one_wrong_size && i == 6 ? nullptr : places[i].data(), raw, raw}, raw});
+    }
+    const std::vector<bool> landed = (*runs)->Land(0, spots);
+    ASSERT_EQ(landed.size(), run.size());
+    for (size_t k = 0; k < run.size(); ++k) {
+      const size_t i = run[k];
+      const bool raw = i % 2 == 0 && !(one_wrong_size && (i == 4 || i == 6));
+      EXPECT_EQ(landed[k], raw) << i;
+      if (raw) {
+        EXPECT_TRUE(places[i] == f.raw[i]) << i;
+        continue;
+      }
+      ExpectGet(**runs, f, i);
+    }
+    EXPECT_EQ((*source)->stats().gets, gets + 1);
+    (*runs)->Done(0);
+  }
+
+  const uint64_t gets = (*source)->stats().gets;
+  auto runs = (*source)->PlanRuns(f.keys, 1);
+  ASSERT_TRUE(runs.ok()) << runs.status();
+  std::string place(64 << 10, '\0');
+  std::vector<ChunkLanding> spots((*runs)->runs()[0].size(), ChunkLanding{BoxPlace{place.data(), 64 << 10, 64 << 10},
+                                                                         64 << 10});
+  for (ChunkLanding& spot : spots) spot.place.dest = nullptr;
+  EXPECT_EQ((*runs)->Land(0, spots), std::vector<bool>(spots.size(), false));
+  EXPECT_EQ((*source)->stats().gets, gets);
+  for (size_t i : (*runs)->runs()[0]) ExpectGet(**runs, f, i);
+  EXPECT_EQ((*source)->stats().gets, gets + 1);
+}
+
+// Every byte of a landed block counts: one flipped anywhere in chunk 2's
+// block (its key, its type, the chunk's header, its raw bytes, the restart
+// array, the trailer) keeps that chunk from landing, and Get then gives
+// RocksDB's DataLoss for it, from the same GET; the others land.
+TEST_F(SstObjectTest, AFlippedByteAnywhereInABlockKeepsItsChunkFromLanding) {
+  TempDir dir;
+  const SstFile f = WriteSst(dir, 7, 64 << 10);
+  const size_t v = f.bytes.find(f.values[2]);
+  ASSERT_NE(v, std::string::npos);
+  const size_t end = v + f.values[2].size();
+  const std::vector<std::pair<const char*, size_t>> places = {
+      {"the key", v - 12},          {"the type", v - 8},        {"the chunk header", v + 4},
+      {"the checksum", v + 9},      {"a raw byte", v + 16 + 1000}, {"the restarts", end + 1},
+      {"their count", end + 4},     {"the compression", end + 8},  {"the block checksum", end + 10}};
+  for (const auto& [what, at] : places) {
+    SCOPED_TRACE(what);
+    std::string bytes = f.bytes;
+    bytes[at] ^= 0x01;
+    const std::string key = prefix_ + "land-flipped-" + std::to_string(at) + ".sst";
+    auto source = PutAndOpen(key, bytes, f);
+    ASSERT_TRUE(source.ok()) << source.status();
+    const uint64_t gets = (*source)->stats().gets;
+    auto runs = (*source)->PlanRuns(f.keys, 1);
+    ASSERT_TRUE(runs.ok()) << runs.status();
+    ASSERT_EQ((*runs)->runs().size(), 1u);
+    const std::vector<size_t>& run = (*runs)->runs()[0];
+    // In runs of 1000 bytes, 1024 apart: the block that fails is gathered
+    // from its runs to be read again.
+    std::vector<std::string> dest(f.keys.size(), std::string(66 * 1024, '\0'));
+    std::vector<ChunkLanding> spots;
+    for (size_t i : run) spots.push_back({BoxPlace{dest[i].data(), 1000, 1024}, f.raw[i].size()});
+    const std::vector<bool> landed = (*runs)->Land(0, spots);
+    for (size_t k = 0; k < run.size(); ++k) {
+      const size_t i = run[k];
+      EXPECT_EQ(landed[k], i % 2 == 0 && i != 2) << i;
+      if (!landed[k]) ExpectGet(**runs, f, i, 2, key);
+    }
+    EXPECT_EQ((*source)->stats().gets, gets + 1);
+  }
+}
+
+// A run's GET cut off mid-body and retried hands the bytes over again from
+// the first: every raw chunk still lands, whole and checked.
+TEST_F(SstObjectTest, ALandedRunsGetRetriedMidBodyLandsEveryChunk) {
+  using Action = ::ckptdb::testing::S3FaultProxy::Action;
+  TempDir dir;
+  const SstFile f = WriteSst(dir, 7, 64 << 10);
+  const std::string key = prefix_ + "land-retried.sst";
+  Put(key, f.bytes);
+  ::ckptdb::testing::S3FaultProxy proxy(Server().port);
+  s3::S3ClientOptions options;
+  options.http.stall_timeout_s = 1;
+  std::unique_ptr<s3::S3Client> client = ClientThrough(proxy, options);
+  ASSERT_NE(client, nullptr);
+  auto source = SstObjectSource::Open(client.get(), bucket_, {{key, f.bytes.size(), f.smallest, f.largest}});
+  ASSERT_TRUE(source.ok()) << source.status();
+  auto runs = (*source)->PlanRuns(f.keys, 1);
+  ASSERT_TRUE(runs.ok()) << runs.status();
+  ASSERT_EQ((*runs)->runs().size(), 1u);
+  const std::vector<size_t>& run = (*runs)->runs()[0];
+  // Each chunk's raw bytes land in runs of 4 KiB, 6 KiB apart (a tile of a
+  // wider tensor).
+  constexpr uint64_t kRun = 4096, kStride = 6144;
+  std::vector<std::string> dest(f.keys.size(), std::string((64 << 10) / kRun * kStride, '\0'));
+  std::vector<ChunkLanding> spots;
+  for (size_t i : run) spots.push_back({BoxPlace{dest[i].data(), kRun, kStride}, f.raw[i].size()});
+  const auto landed_bytes = [&](size_t i) {
+    std::string out;
+    for (uint64_t x = 0; x < f.raw[i].size(); x += kRun) out.append(dest[i], x / kRun * kStride, kRun);
+    return out;
+  };
+  proxy.Script({Action::kStallMidBody});
+  const uint64_t gets = (*source)->stats().gets;
+  const std::vector<bool> landed = (*runs)->Land(0, spots);
+  for (size_t k = 0; k < run.size(); ++k) {
+    const size_t i = run[k];
+    EXPECT_EQ(landed[k], i % 2 == 0) << i;
+    if (landed[k]) {
+      EXPECT_TRUE(landed_bytes(i) == f.raw[i]) << i;
     } else {
-      ASSERT_OK(s);
-      EXPECT_TRUE(v.ToString() == f.values[i]) << i;
+      ExpectGet(**runs, f, i);
     }
   }
   EXPECT_EQ((*source)->stats().gets, gets + 1);
@@ -641,25 +793,23 @@ TEST_F(SstObjectTest, AServerThatKeepsFailingIsUnavailableNamingTheObject) {
   const std::string key = prefix_ + "slow.sst";
   Put(key, f.bytes);
   ::ckptdb::testing::S3FaultProxy proxy(Server().port);
-  s3::S3Settings settings = Server().settings;
-  settings.endpoint = proxy.endpoint();
   s3::S3ClientOptions options;
   options.max_attempts = 2;
   options.initial_backoff_ms = 1;
   options.max_backoff_ms = 5;
-  auto client = s3::S3Client::Create(settings, options);
-  ASSERT_TRUE(client.ok()) << client.status();
+  std::unique_ptr<s3::S3Client> client = ClientThrough(proxy, options);
+  ASSERT_NE(client, nullptr);
 
   // (RocksDB ignores a failed prefetch of the tail and reads it again.)
   proxy.Script(std::vector<Action>(8, Action::kServiceUnavailable));
-  auto failed = SstObjectSource::Open(client->get(), bucket_, {{key, f.bytes.size(), f.smallest, f.largest}});
+  auto failed = SstObjectSource::Open(client.get(), bucket_, {{key, f.bytes.size(), f.smallest, f.largest}});
   ASSERT_FALSE(failed.ok());
   EXPECT_EQ(failed.status().code(), StatusCode::kUnavailable) << failed.status();
   EXPECT_NE(failed.status().message().find(ObjectPath(bucket_, key)), std::string::npos) << failed.status();
   EXPECT_NE(failed.status().message().find("SlowDown"), std::string::npos) << failed.status();
   proxy.Script({});
 
-  auto source = SstObjectSource::Open(client->get(), bucket_, {{key, f.bytes.size(), f.smallest, f.largest}});
+  auto source = SstObjectSource::Open(client.get(), bucket_, {{key, f.bytes.size(), f.smallest, f.largest}});
   ASSERT_TRUE(source.ok()) << source.status();
   // Chunk 0's block starts before the cached tail: its read is a GET.
   proxy.Script(std::vector<Action>(8, Action::kResetBeforeSending));

@@ -130,6 +130,7 @@ struct LoadOptions {
 // What a load read, on this rank.
 struct LoadStats {
   uint64_t chunks_read = 0;
+  uint64_t chunks_landed = 0;  // of chunks_read: ReadStats::chunks_landed
   uint64_t stored_bytes_read = 0;
   // The raw (decoded) bytes of the chunks read, whole: raw_bytes_read /
   // bytes_copied is the load's read amplification (1 when every chunk read

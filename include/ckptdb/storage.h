@@ -190,6 +190,15 @@ class StorageWriter {
 // to `dest` (which holds at least `length` bytes), or handed to `sink`; or,
 // for a piece cut into boxes (StoredPiece::chunk_shape set), whose byte
 // ranges are not runs of chunks, a region of it handed to `box_sink`.
+// Where a box's row-major bytes lie in a target: in runs of run_bytes, run k
+// at dest + k * stride (one run, of all of them, when they lie together).
+// dest null: they do not lie so.
+struct BoxPlace {
+  char* dest = nullptr;
+  uint64_t run_bytes = 0;
+  uint64_t stride = 0;
+};
+
 struct ReadItem {
   std::string fqn;  // for error messages
   StoredPiece piece;
@@ -223,11 +232,22 @@ struct ReadItem {
   std::function<Status(const std::vector<int64_t>& box_offsets, const std::vector<int64_t>& box_sizes,
                        uint64_t begin, const char* data, uint64_t n)>
       box_sink{};
+  // Optional, beside box_sink: where a chunk's box (global coordinates)
+  // lies whole in the target, its row-major bytes as box_sink would copy
+  // them there, unconverted (BoxPlace); a null dest where they do not (part
+  // of the box, a conversion). A store may then write the chunk's verified
+  // raw bytes there straight from storage, box_sink not called for it (the
+  // bucket store does). Called from the reader's threads.
+  std::function<BoxPlace(const std::vector<int64_t>& box_offsets, const std::vector<int64_t>& box_sizes)> box_place{};
 };
 
 // What a read fetched from storage.
 struct ReadStats {
   uint64_t chunks_read = 0;
+  // Of those, the chunks the store wrote straight into their place as they
+  // arrived, verified, with no copy (ReadItem::box_dest; a bucket's raw
+  // chunks).
+  uint64_t chunks_landed = 0;
   uint64_t stored_bytes_read = 0;  // chunk values as stored
   uint64_t raw_bytes_read = 0;     // after decompression (whole chunks)
 };

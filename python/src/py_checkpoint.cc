@@ -98,6 +98,13 @@ class InterruptibleReader final : public StorageReader {
           if (cancel_) return Interrupted();
           return inner_box_sink(offsets, sizes, begin, data, n);
         };
+        if (item.box_place) {  // once interrupted, no chunk lands: box_sink says so
+          auto inner_box_place = item.box_place;
+          item.box_place = [this, inner_box_place](const std::vector<int64_t>& offsets,
+                                                   const std::vector<int64_t>& sizes) -> BoxPlace {
+            return cancel_ ? BoxPlace{} : inner_box_place(offsets, sizes);
+          };
+        }
         continue;
       }
       auto inner_sink = item.sink;
@@ -226,6 +233,7 @@ void BindCheckpoint(nb::module_& m) {
         }));
         nb::dict d;
         d["chunks_read"] = stats.chunks_read;
+        d["chunks_landed"] = stats.chunks_landed;
         d["stored_bytes_read"] = stats.stored_bytes_read;
         d["raw_bytes_read"] = stats.raw_bytes_read;
         d["bytes_copied"] = stats.bytes_copied;

@@ -21,12 +21,14 @@ rocksdb::IOStatus Truncated(const std::string& path, const s3::S3Client& client,
                                        std::to_string(ends_by) + " but its size is " + std::to_string(size));
 }
 
-// GETs [offset, offset + n) of bucket/key into out, counted; Corruption
-// naming the object when it ends before that (it is shorter than `size`,
-// the size it was opened with).
+// GETs [offset, offset + n) of bucket/key into out (or hands it to
+// `stream` when out is null), counted; Corruption naming the object when it
+// ends before that (it is shorter than `size`, the size it was opened with).
 rocksdb::IOStatus FetchRange(s3::S3Client* client, ObjectReadCounters* counters, const std::string& bucket,
-                             const std::string& key, uint64_t size, uint64_t offset, uint64_t n, char* out) {
-  StatusOr<size_t> got = client->GetObjectRangeInto(bucket, key, offset, n, out);
+                             const std::string& key, uint64_t size, uint64_t offset, uint64_t n, char* out,
+                             s3::HttpBodyStream* stream = nullptr) {
+  StatusOr<size_t> got = out != nullptr ? client->GetObjectRangeInto(bucket, key, offset, n, out)
+                                        : client->GetObjectRangeTo(bucket, key, offset, n, stream);
   counters->gets.fetch_add(1, std::memory_order_relaxed);
   if (got.ok()) counters->bytes.fetch_add(*got, std::memory_order_relaxed);
   if (!got.ok()) {
@@ -196,30 +198,52 @@ std::optional<uint64_t> ObjectFileSystem::TailStart(const std::string& path) {
   return TailStartOf(it->second, options_.tail_bytes);
 }
 
-rocksdb::IOStatus ObjectFileSystem::FetchWindow(const std::string& path, uint64_t begin, uint64_t n,
-                                                ObjectWindow* window) {
-  std::string bucket, key;
-  if (!ParseObjectPath(path, &bucket, &key)) {
+rocksdb::IOStatus ObjectFileSystem::CheckRange(const std::string& path, uint64_t begin, uint64_t n,
+                                               std::string* bucket, std::string* key, uint64_t* size) {
+  if (!ParseObjectPath(path, bucket, key)) {
     return rocksdb::IOStatus::InvalidArgument(path + " is not s3://BUCKET/KEY");
   }
-  StatusOr<uint64_t> size = SizeOf(path, bucket, key);
-  if (!size.ok()) return ToIOStatus(size.status());
+  StatusOr<uint64_t> known = SizeOf(path, *bucket, *key);
+  if (!known.ok()) return ToIOStatus(known.status());
+  *size = *known;
   if (begin > *size || n > *size - begin) {
     return rocksdb::IOStatus::InvalidArgument(path + ": bytes [" + std::to_string(begin) + ", " +
                                               std::to_string(begin + n) + ") lie past its end (" +
                                               std::to_string(*size) + " bytes)");
   }
+  return rocksdb::IOStatus::OK();
+}
+
+rocksdb::IOStatus ObjectFileSystem::FetchWindow(const std::string& path, uint64_t begin, uint64_t n,
+                                                ObjectWindow* window) {
+  std::string bucket, key;
+  uint64_t size = 0;
+  rocksdb::IOStatus checked = CheckRange(path, begin, n, &bucket, &key, &size);
+  if (!checked.ok()) return checked;
   window->path = path;
   window->begin = begin;
   window->size = 0;
+  ReserveWindow(window, n);
+  rocksdb::IOStatus s = FetchRange(client_, counters_.get(), bucket, key, size, begin, n, window->data.get());
+  if (s.ok()) window->size = n;
+  return s;
+}
+
+void ReserveWindow(ObjectWindow* window, uint64_t n) {
   if (window->capacity < n || window->data == nullptr) {
     window->data.reset();  // the old buffer goes before the new one comes
     window->data.reset(new char[n]);
     window->capacity = n;
   }
-  rocksdb::IOStatus s = FetchRange(client_, counters_.get(), bucket, key, *size, begin, n, window->data.get());
-  if (s.ok()) window->size = n;
-  return s;
+}
+
+rocksdb::IOStatus ObjectFileSystem::FetchStream(const std::string& path, uint64_t begin, uint64_t n,
+                                                s3::HttpBodyStream* stream) {
+  std::string bucket, key;
+  uint64_t size = 0;
+  rocksdb::IOStatus checked = CheckRange(path, begin, n, &bucket, &key, &size);
+  if (!checked.ok()) return checked;
+  return FetchRange(client_, counters_.get(), bucket, key, size, begin, n, nullptr, stream);
 }
 
 rocksdb::IOStatus ObjectFileSystem::GetFileSize(const std::string& fname, const rocksdb::IOOptions& options,

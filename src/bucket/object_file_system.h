@@ -83,6 +83,9 @@ struct ObjectWindow {
   std::unique_ptr<char[]> data;
 };
 
+// Makes `window`'s buffer hold at least n bytes, keeping it when it does.
+void ReserveWindow(ObjectWindow* window, uint64_t n);
+
 // While it lives, reads of `window`'s object on this thread that lie inside
 // it are served from it (see above); scopes nest, the innermost naming the
 // window. `window` may be null (no window).
@@ -137,11 +140,20 @@ class ObjectFileSystem : public rocksdb::FileSystemWrapper {
   // client's error otherwise (the window then holds nothing).
   rocksdb::IOStatus FetchWindow(const std::string& path, uint64_t begin, uint64_t n, ObjectWindow* window);
 
+  // The same GET, its bytes handed to `stream` as they arrive (from the
+  // first again when the GET is retried), for a reader that places them
+  // itself (bucket/block_landing.h).
+  rocksdb::IOStatus FetchStream(const std::string& path, uint64_t begin, uint64_t n, s3::HttpBodyStream* stream);
+
   ObjectReadStats stats() const { return counters_->Get(); }
 
  private:
   // The object's size: the one set or seen before, else a HEAD.
   StatusOr<uint64_t> SizeOf(const std::string& path, const std::string& bucket, const std::string& key);
+  // Splits `path` and finds its size: InvalidArgument unless [begin, begin +
+  // n) lies within the object.
+  rocksdb::IOStatus CheckRange(const std::string& path, uint64_t begin, uint64_t n, std::string* bucket,
+                               std::string* key, uint64_t* size);
 
   s3::S3Client* client_;
   ObjectReadOptions options_;

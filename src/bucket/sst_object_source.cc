@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "bucket/block_landing.h"
 #include "bucket/block_starts.h"
 #include "bucket/sst_object_options.h"
 #include "format/chunk_codec.h"
@@ -220,6 +221,7 @@ class SstObjectSource::Runs : public ChunkRuns {
   struct Run {
     const Table* table = nullptr;  // null: a chunk read alone, by Get
     uint64_t begin = 0, end = 0;   // the blocks' bytes in the object
+    std::vector<std::pair<uint64_t, uint64_t>> blocks;  // each key's block, in the run's order
     std::mutex mu;
     bool fetched = false, done = false;         // guarded by mu
     Status status;                              // guarded by mu: the fetch's
@@ -254,6 +256,55 @@ class SstObjectSource::Runs : public ChunkRuns {
     return source_->Lookup(key, value, nullptr, std::move(window));
   }
 
+  std::vector<bool> Land(size_t r, const std::vector<ChunkLanding>& spots) override {
+    std::vector<bool> landed(spots.size(), false);
+    Run& run = *runs_[r];
+    if (run.table == nullptr || spots.size() != run.blocks.size()) return landed;
+    // The blocks in the object's order, each with its place (a chunk
+    // without one comes to the spill window whole); a run whose chunks have
+    // none (or share a block) is fetched by Get.
+    std::vector<size_t> order(spots.size());
+    bool any = false;
+    for (size_t i = 0; i < order.size(); ++i) {
+      any = any || spots[i].place.dest != nullptr;
+      order[i] = i;
+    }
+    if (!any) return landed;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return run.blocks[a] < run.blocks[b]; });
+    std::vector<LandingBlock> blocks;
+    blocks.reserve(order.size());
+    uint64_t next = run.begin;
+    for (size_t i : order) {
+      if (run.blocks[i].first != next) return landed;
+      next = run.blocks[i].second;
+      const BoxPlace& place = spots[i].place;
+      blocks.push_back({run.blocks[i].first, run.blocks[i].second, keys_[r][i], spots[i].raw_bytes, place.dest,
+                        place.run_bytes, place.stride});
+    }
+    if (next != run.end) return landed;
+    std::lock_guard<std::mutex> lock(run.mu);
+    if (run.fetched || run.done) return landed;
+    std::shared_ptr<ObjectWindow> spill;
+    BlockLanding landing(std::move(blocks), [&] {
+      spill = pool_->Take();
+      ReserveWindow(spill.get(), run.end - run.begin);
+      return spill->data.get();
+    });
+    run.status = AsDamage(FromRocks(source_->fs_->FetchStream(run.table->path, run.begin, run.end - run.begin, &landing),
+                                    "reading " + std::to_string(spots.size()) + " chunks from the SST object " +
+                                        run.table->path));
+    run.fetched = true;
+    if (!run.status.ok()) return landed;
+    if (spill != nullptr) {
+      spill->path = run.table->path;
+      spill->begin = run.begin;
+      spill->size = run.end - run.begin;  // the blocks that landed are not in it: nothing reads them
+      run.window = std::move(spill);
+    }
+    for (size_t k = 0; k < order.size(); ++k) landed[order[k]] = landing.Landed(k);
+    return landed;
+  }
+
   void Done(size_t r) override {
     Run& run = *runs_[r];
     std::lock_guard<std::mutex> lock(run.mu);
@@ -261,14 +312,22 @@ class SstObjectSource::Runs : public ChunkRuns {
     run.window.reset();
   }
 
-  // Adds a run of the keys `indices` (of `keys`), read after those before.
+  // Adds a run of the keys `indices` (of `keys`), whose blocks are
+  // `blocks`, read after those before.
   void Add(const Table* table, uint64_t begin, uint64_t end, std::vector<size_t> indices,
-           const std::vector<std::string>& keys) {
+           std::vector<std::pair<uint64_t, uint64_t>> blocks, const std::vector<std::string>& keys) {
     auto run = std::make_unique<Run>();
     run->table = table;
     run->begin = begin;
     run->end = end;
-    for (size_t i : indices) run_of_.emplace(keys[i], runs_.size());
+    run->blocks = std::move(blocks);
+    std::vector<std::string> run_keys;
+    run_keys.reserve(indices.size());
+    for (size_t i : indices) {
+      run_of_.emplace(keys[i], runs_.size());
+      run_keys.push_back(keys[i]);
+    }
+    keys_.push_back(std::move(run_keys));
     runs_.push_back(std::move(run));
     groups_.push_back(std::move(indices));
   }
@@ -278,6 +337,7 @@ class SstObjectSource::Runs : public ChunkRuns {
   const std::shared_ptr<WindowPool> pool_;
   std::vector<std::unique_ptr<Run>> runs_;
   std::vector<std::vector<size_t>> groups_;
+  std::vector<std::vector<std::string>> keys_;       // each run's encoded keys, in groups_' order
   std::unordered_map<std::string, size_t> run_of_;  // encoded key -> run
 };
 
@@ -316,6 +376,7 @@ StatusOr<std::unique_ptr<ChunkRuns>> SstObjectSource::PlanRuns(const std::vector
     const Table* table;  // null: read alone
     uint64_t begin, end;
     std::vector<size_t> indices;
+    std::vector<std::pair<uint64_t, uint64_t>> blocks;  // each index's
   };
   std::vector<Planned> planned;
   uint64_t total = 0;
@@ -335,7 +396,7 @@ StatusOr<std::unique_ptr<ChunkRuns>> SstObjectSource::PlanRuns(const std::vector
       placed = true;
       break;
     }
-    if (!placed) planned.push_back({nullptr, 0, 0, {i}});
+    if (!placed) planned.push_back({nullptr, 0, 0, {i}, {}});
   }
   // Adjacent blocks of one object, up to the cap, make a run.
   const uint64_t cap = RunCap(total, open_threads);
@@ -346,6 +407,7 @@ StatusOr<std::unique_ptr<ChunkRuns>> SstObjectSource::PlanRuns(const std::vector
     const Want& head = wants[i];
     uint64_t end = head.end;
     std::vector<size_t> indices{head.index};
+    std::vector<std::pair<uint64_t, uint64_t>> blocks{{head.begin, head.end}};
     size_t j = i + 1;
     for (; j < wants.size() && wants[j].table == head.table; ++j) {
       const Want& w = wants[j];
@@ -353,15 +415,16 @@ StatusOr<std::unique_ptr<ChunkRuns>> SstObjectSource::PlanRuns(const std::vector
       if (!same_block && (w.begin != end || w.end - head.begin > cap + kRunFraming)) break;
       end = std::max(end, w.end);
       indices.push_back(w.index);
+      blocks.emplace_back(w.begin, w.end);
     }
-    planned.push_back({head.table, head.begin, end, std::move(indices)});
+    planned.push_back({head.table, head.begin, end, std::move(indices), std::move(blocks)});
     i = j;
   }
   // Read in the order of each run's first key in the read.
   const auto first = [](const Planned& p) { return *std::min_element(p.indices.begin(), p.indices.end()); };
   std::sort(planned.begin(), planned.end(), [&](const Planned& a, const Planned& b) { return first(a) < first(b); });
   auto runs = std::make_unique<Runs>(this, open_threads);
-  for (Planned& p : planned) runs->Add(p.table, p.begin, p.end, std::move(p.indices), encoded);
+  for (Planned& p : planned) runs->Add(p.table, p.begin, p.end, std::move(p.indices), std::move(p.blocks), encoded);
   return std::unique_ptr<ChunkRuns>(std::move(runs));
 }
 

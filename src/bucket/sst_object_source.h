@@ -17,7 +17,10 @@
 // of up to 16 MiB: a load of every chunk of an object of 4 MiB chunks costs
 // a GET per 16 MiB instead of one per chunk, and fetches no byte it does
 // not need (runs never span a gap). Objects without the
-// property (written before it) are read chunk by chunk as above.
+// property (written before it) are read chunk by chunk as above. A run's
+// Land writes its raw chunks straight into the read's target as the GET
+// delivers them (bucket/block_landing.h); the other chunks of the run come
+// from that GET too, through Get.
 //
 // Thread safety: Get, ReadChunks and PlanRuns (and the runs' own methods)
 // may be called from many threads at once.

@@ -174,6 +174,19 @@ Status PlanTensorReads(const std::string& fqn, const Entry& target, const EntryM
           if (Intersect(chunk, ov, &part)) CopyRegionWindow(chunk, data, begin, n, sdt, dst_box, dst, ddt, part);
           return Status::OK();
         };
+        if (saved.dtype == t.dtype) {
+          item.box_place = [dst_box = t.box, dst = static_cast<char*>(t.data), es = DTypeSize(t.dtype), ov = o.ov](
+                               const std::vector<int64_t>& offsets, const std::vector<int64_t>& sizes) {
+            const Box chunk{offsets, sizes};
+            Box part;
+            if (BoxNumel(chunk) == 0 || !Intersect(chunk, ov, &part) || BoxNumel(part) != BoxNumel(chunk)) {
+              return BoxPlace{};
+            }
+            uint64_t begin = 0, run = 0, stride = 0;
+            if (!RunsOfBox(dst_box, chunk, es, &begin, &run, &stride)) return BoxPlace{};
+            return BoxPlace{dst + begin, run, stride};
+          };
+        }
       } else if (chunkwise) {
         item.sink = [device = t.device.index, dst = static_cast<char*>(t.data) + o.db, sb = o.sb](
                         uint64_t begin, const char* data, uint64_t len) {
@@ -329,6 +342,7 @@ Status ExecuteLoad(LoadPlan& plan, StorageReader& reader, const StepMetadata& md
   }
   if (stats) {
     stats->chunks_read += rs->chunks_read;
+    stats->chunks_landed += rs->chunks_landed;
     stats->stored_bytes_read += rs->stored_bytes_read;
     stats->raw_bytes_read += rs->raw_bytes_read;
     stats->bytes_copied += plan.bytes_copied;

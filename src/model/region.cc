@@ -77,6 +77,34 @@ void ByteSpan(const Box& outer, const Box& inner, size_t elem_size, uint64_t* be
   *end = (LinearIndex(outer, last) + 1) * elem_size;
 }
 
+bool RunsOfBox(const Box& outer, const Box& inner, size_t elem_size, uint64_t* begin, uint64_t* run_bytes,
+               uint64_t* stride) {
+  const size_t n = inner.sizes.size();
+  if (n == 0 || outer.sizes.size() != n || BoxNumel(inner) == 0) return false;
+  uint64_t end = 0;
+  ByteSpan(outer, inner, elem_size, begin, &end);
+  // Dimensions after j are whole in inner: a run spans them and inner's
+  // extent in j.
+  size_t j = n - 1;
+  while (j > 0 && inner.sizes[j] == outer.sizes[j]) --j;
+  uint64_t whole = elem_size;
+  for (size_t d = j + 1; d < n; ++d) whole *= static_cast<uint64_t>(outer.sizes[d]);
+  *run_bytes = static_cast<uint64_t>(inner.sizes[j]) * whole;
+  *stride = *run_bytes;
+  // The runs step along at most one of the dimensions before j.
+  int stepping = -1;
+  for (size_t d = 0; d < j; ++d) {
+    if (inner.sizes[d] == 1) continue;
+    if (stepping >= 0) return false;
+    stepping = static_cast<int>(d);
+  }
+  if (stepping >= 0) {
+    *stride = elem_size;
+    for (size_t d = static_cast<size_t>(stepping) + 1; d < n; ++d) *stride *= static_cast<uint64_t>(outer.sizes[d]);
+  }
+  return true;
+}
+
 void CopyRegionWindow(const Box& src_box, const void* src_data, uint64_t src_base, uint64_t src_len, DType src_dtype,
                       const Box& dst_box, void* dst_data, DType dst_dtype, const Box& region) {
   const size_t n = region.sizes.size();

@@ -36,6 +36,13 @@ bool Intersect(const Box& a, const Box& b, Box* out);
 // just past its last.
 void ByteSpan(const Box& outer, const Box& inner, size_t elem_size, uint64_t* begin, uint64_t* end);
 
+// Where `inner`'s row-major bytes (it lies within outer) lie in outer's: in
+// runs of *run_bytes, run k at byte *begin + k * *stride (one run when they
+// lie together). False when no one stride places them: the runs are strided
+// in more than one dimension (or inner is empty).
+bool RunsOfBox(const Box& outer, const Box& inner, size_t elem_size, uint64_t* begin, uint64_t* run_bytes,
+               uint64_t* stride);
+
 // Copies the elements of `region` whose bytes in src lie in the window
 // [src_base, src_base + src_len) from src (row-major elements of `src_dtype`
 // over box `src_box`; src_data holds exactly the window's bytes) into dst

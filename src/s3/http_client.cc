@@ -53,13 +53,17 @@ size_t WriteBody(char* data, size_t size, size_t nmemb, void* userdata) {
   const size_t n = size * nmemb;
   long status = 0;
   curl_easy_getinfo(st->curl, CURLINFO_RESPONSE_CODE, &status);
-  if (st->request->sink != nullptr && status >= 200 && status < 300) {
+  if ((st->request->sink != nullptr || st->request->stream != nullptr) && status >= 200 && status < 300) {
     HttpResponse* r = st->response;
     if (r->sink_size + n > st->request->sink_capacity) {
       st->sink_overflow = true;
       return 0;  // aborts the transfer (CURLE_WRITE_ERROR)
     }
-    std::memcpy(st->request->sink + r->sink_size, data, n);
+    if (st->request->sink != nullptr) {
+      std::memcpy(st->request->sink + r->sink_size, data, n);
+    } else {
+      st->request->stream->Write(r->sink_size, data, n);
+    }
     r->sink_size += n;
     return n;
   }

@@ -44,6 +44,15 @@ struct HttpOptions {
   long receive_buffer_bytes = 512 << 10;
 };
 
+// Takes a response body piece by piece as it arrives (HttpRequest::stream).
+class HttpBodyStream {
+ public:
+  virtual ~HttpBodyStream() = default;
+  // Bytes [at, at + n) of the body: `at` counts the bytes this response
+  // handed over before, so a retried request starts again at 0.
+  virtual void Write(uint64_t at, const char* data, size_t n) = 0;
+};
+
 struct HttpRequest {
   std::string method;  // GET HEAD PUT POST DELETE
   std::string url;
@@ -54,13 +63,16 @@ struct HttpRequest {
   // fails the transfer). Error bodies still go to HttpResponse::body.
   char* sink = nullptr;
   size_t sink_capacity = 0;
+  // Instead of sink (when sink is null): a successful body goes to the
+  // stream, up to sink_capacity bytes (the same rule).
+  HttpBodyStream* stream = nullptr;
 };
 
 struct HttpResponse {
   long status = 0;
   std::map<std::string, std::string> headers;  // names lower-cased
   std::string body;
-  size_t sink_size = 0;  // bytes written into HttpRequest::sink
+  size_t sink_size = 0;  // bytes written into HttpRequest::sink (or its stream)
 };
 
 // Why a request failed before an HTTP status came back.

@@ -39,6 +39,7 @@ struct S3Client::Call {
   bool error_in_ok_body = false;
   char* sink = nullptr;  // a 2xx body goes here (HttpRequest::sink)
   size_t sink_capacity = 0;
+  HttpBodyStream* stream = nullptr;  // or here (HttpRequest::stream)
 };
 
 struct S3Client::Outcome {
@@ -245,7 +246,8 @@ StatusOr<HttpResponse> S3Client::Execute(const Call& call, Outcome* outcome) {
     }
     SignRequest(&signable, settings_.credentials, settings_.region, "s3", std::time(nullptr));
     for (const auto& h : call.unsigned_headers) signable.headers.push_back(h);
-    HttpRequest request{call.method, url, std::move(signable.headers), call.body, call.sink, call.sink_capacity};
+    HttpRequest request{call.method, url, std::move(signable.headers), call.body, call.sink, call.sink_capacity,
+                        call.stream};
 
     auto connection = AcquireConnection();
     HttpResponse response;
@@ -430,10 +432,21 @@ StatusOr<std::string> S3Client::GetObjectRange(const std::string& bucket, const 
 
 StatusOr<size_t> S3Client::GetObjectRangeInto(const std::string& bucket, const std::string& key, uint64_t offset,
                                               uint64_t length, char* out) {
+  return GetRange(bucket, key, offset, length, out, nullptr);
+}
+
+StatusOr<size_t> S3Client::GetObjectRangeTo(const std::string& bucket, const std::string& key, uint64_t offset,
+                                            uint64_t length, HttpBodyStream* stream) {
+  return GetRange(bucket, key, offset, length, nullptr, stream);
+}
+
+StatusOr<size_t> S3Client::GetRange(const std::string& bucket, const std::string& key, uint64_t offset,
+                                    uint64_t length, char* out, HttpBodyStream* stream) {
   if (length == 0) return size_t{0};
   Call call{"GetObject", "GET", bucket, key, {}, {}, {}};
   call.headers.emplace_back("Range", "bytes=" + std::to_string(offset) + "-" + std::to_string(offset + length - 1));
   call.sink = out;
+  call.stream = stream;
   call.sink_capacity = length;
   Outcome outcome;
   ASSIGN_OR_RETURN(HttpResponse r, Execute(call, &outcome));

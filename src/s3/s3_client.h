@@ -183,6 +183,11 @@ class S3Client {
   // written (fewer than length when the object ends first). No copy.
   StatusOr<size_t> GetObjectRangeInto(const std::string& bucket, const std::string& key, uint64_t offset,
                                       uint64_t length, char* out);
+  // The same range handed to `stream` as it arrives (HttpRequest::stream):
+  // for a reader that places the bytes itself. A retried GET hands them over
+  // again from the first. Returns the bytes handed over.
+  StatusOr<size_t> GetObjectRangeTo(const std::string& bucket, const std::string& key, uint64_t offset,
+                                    uint64_t length, HttpBodyStream* stream);
   StatusOr<ObjectInfo> HeadObject(const std::string& bucket, const std::string& key);
   // OK also when there was no such object (S3 semantics).
   Status DeleteObject(const std::string& bucket, const std::string& key);
@@ -250,6 +255,9 @@ class S3Client {
   // Sends the call with retries; returns the final HTTP response (any
   // status but the retried ones) or the transport/5xx failure as Status.
   StatusOr<HttpResponse> Execute(const Call& call, Outcome* outcome);
+  // GetObjectRangeInto (out) or GetObjectRangeTo (stream).
+  StatusOr<size_t> GetRange(const std::string& bucket, const std::string& key, uint64_t offset, uint64_t length,
+                            char* out, HttpBodyStream* stream);
   Status ErrorFor(const Call& call, const HttpResponse& response) const;
   // "HTTP 503 SlowDown: Please reduce your request rate."
   static std::string HttpErrorDetail(const HttpResponse& response);

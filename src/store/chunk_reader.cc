@@ -87,6 +87,26 @@ Status PlanJobs(const std::vector<ReadItem>& items, std::vector<Job>* jobs) {
   return Status::OK();
 }
 
+// Where a job's chunk may land whole, unconverted (ChunkRuns::Land): one
+// item that copies it as it is, into one contiguous place.
+ChunkLanding LandingOf(const Job& job) {
+  ChunkLanding spot;
+  if (job.items.size() != 1) return spot;
+  const ReadItem& item = *job.items.front();
+  const StoredPiece& p = *job.piece;
+  spot.raw_bytes = p.chunk_raw_bytes(job.chunk);
+  if (!p.chunk_shape.empty()) {
+    if (item.box_place) spot.place = item.box_place(job.box.offsets, job.box.sizes);
+    return spot;
+  }
+  const uint64_t cbegin = uint64_t{job.chunk} * p.chunk_bytes;
+  if (!item.sink && item.dest != nullptr && item.offset <= cbegin &&
+      cbegin + spot.raw_bytes <= item.offset + item.length) {
+    spot.place = BoxPlace{static_cast<char*>(item.dest) + (cbegin - item.offset), spot.raw_bytes, spot.raw_bytes};
+  }
+  return spot;
+}
+
 DataKey KeyOf(const StepMetadata& md, const StoredPiece& p, uint32_t c) {
   const ChunkLocation at = p.LocateChunk(md.step, md.save_id, c);
   return DataKey{at.step, at.save_id, at.key.rank, at.key.item, at.chunk};
@@ -155,7 +175,7 @@ StatusOr<ReadStats> ReadChunksFrom(const ChunkValueGetter& get_chunk, const Step
       })
            : get_chunk;
 
-  std::atomic<uint64_t> stored{0}, raw{0};
+  std::atomic<uint64_t> stored{0}, raw{0}, landed_chunks{0};
   auto where = [&](const ReadItem& item, uint32_t c) {
     const StoredPiece& p = item.piece;
     const ChunkLocation at = p.LocateChunk(md.step, md.save_id, c);
@@ -263,7 +283,23 @@ StatusOr<ReadStats> ReadChunksFrom(const ChunkValueGetter& get_chunk, const Step
   if (runs) {
     const std::vector<std::vector<size_t>>& groups = runs->runs();
     const auto read_run = [&](size_t r, std::string* scratch) -> Status {
-      for (size_t j : groups[r]) RETURN_IF_ERROR(fetch(j, scratch));
+      const std::vector<size_t>& group = groups[r];
+      std::vector<ChunkLanding> spots(group.size());
+      bool any = false;
+      for (size_t i = 0; i < group.size(); ++i) {
+        spots[i] = LandingOf(jobs[group[i]]);
+        any = any || spots[i].place.dest != nullptr;
+      }
+      const std::vector<bool> landed = any ? runs->Land(r, spots) : std::vector<bool>(group.size(), false);
+      for (size_t i = 0; i < group.size(); ++i) {
+        if (landed[i]) {
+          stored += kChunkHeaderSize + spots[i].raw_bytes;
+          raw += spots[i].raw_bytes;
+          ++landed_chunks;
+          continue;
+        }
+        RETURN_IF_ERROR(fetch(group[i], scratch));
+      }
       runs->Done(r);
       return Status::OK();
     };
@@ -294,6 +330,7 @@ StatusOr<ReadStats> ReadChunksFrom(const ChunkValueGetter& get_chunk, const Step
   }
   ReadStats stats;
   stats.chunks_read = jobs.size();
+  stats.chunks_landed = landed_chunks.load();
   stats.stored_bytes_read = stored.load();
   stats.raw_bytes_read = raw.load();
   return stats;

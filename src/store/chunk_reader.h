@@ -34,6 +34,13 @@ Status GetChunkValue(rocksdb::DB* db, const DataKey& key, rocksdb::PinnableSlice
 // lacks it (the read then fails with DataLoss naming the chunk).
 using ChunkValueGetter = std::function<Status(const DataKey& key, rocksdb::PinnableSlice* value)>;
 
+// Where a chunk's raw_bytes go, for a store that can put them there straight
+// from storage (ChunkRuns::Land): as `place` says (a null dest: nowhere).
+struct ChunkLanding {
+  BoxPlace place;
+  uint64_t raw_bytes = 0;
+};
+
 // A read's chunks grouped into runs that a store fetches by one request
 // each (a bucket's adjacent blocks: one ranged GET instead of one per
 // chunk). Thread safety: Get and Done from any thread.
@@ -45,6 +52,18 @@ class ChunkRuns {
   virtual const std::vector<std::vector<size_t>>& runs() const = 0;
   // A ChunkValueGetter: the first Get of a key of a run fetches the run.
   virtual Status Get(const DataKey& key, rocksdb::PinnableSlice* value) = 0;
+  // Fetches run r (before any Get of its keys), landing each of its chunks
+  // that `spots` (one per chunk, in runs()[r]'s order) gives a place: its raw
+  // bytes written there, verified by the chunk's checksum and the store's
+  // own, with no value made. Returns which chunks landed; the others are
+  // read by Get, from what this fetched (Get fetches the run no more), and
+  // their places may hold bytes to be written again. A fetch that failed
+  // lands none, and Get reports its error. The default lands none and
+  // fetches nothing: Get fetches the run.
+  virtual std::vector<bool> Land(size_t r, const std::vector<ChunkLanding>& spots) {
+    (void)r;
+    return std::vector<bool>(spots.size(), false);
+  }
   // Run r's chunks are read: the run lets go of what it fetched (values
   // still pinned keep it); a later Get of its keys fetches that chunk alone.
   virtual void Done(size_t r) = 0;

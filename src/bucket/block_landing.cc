@@ -1,0 +1,203 @@
+#include "bucket/block_landing.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string_view>
+#include <utility>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "format/chunk_codec.h"
+
+namespace ckptdb {
+namespace bucket {
+
+namespace {
+
+constexpr uint64_t kTrailerBytes = 5;    // compression type, fixed32 checksum
+constexpr uint64_t kRestartBytes = 8;    // one restart point, and their count
+constexpr uint64_t kSequenceBytes = 8;   // the internal key's sequence and type
+constexpr uint8_t kTypeValue = 1;        // RocksDB's ValueType of a Put
+constexpr uint8_t kNoCompression = 0;
+
+uint64_t VarintBytes(uint64_t v) {
+  uint64_t n = 1;
+  for (; v >= 0x80; v >>= 7) ++n;
+  return n;
+}
+
+// Reads a varint32 at *p (before end); false when it does not fit.
+bool ReadVarint32(const char** p, const char* end, uint32_t* out) {
+  uint32_t v = 0;
+  for (int shift = 0; shift <= 28 && *p < end; shift += 7) {
+    const uint8_t byte = static_cast<uint8_t>(*(*p)++);
+    v |= static_cast<uint32_t>(byte & 0x7f) << shift;
+    if ((byte & 0x80) == 0) {
+      *out = v;
+      return true;
+    }
+  }
+  return false;
+}
+
+uint32_t Fixed32(const char* p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = v << 8 | static_cast<uint8_t>(p[i]);
+  return v;
+}
+
+uint64_t Fixed64(const char* p) { return uint64_t{Fixed32(p + 4)} << 32 | Fixed32(p); }
+
+}  // namespace
+
+struct BlockLanding::Hashes {
+  XXH3_state_t block;  // the block's contents
+  XXH3_state_t chunk;  // the chunk's raw bytes
+};
+
+BlockLanding::BlockLanding(std::vector<LandingBlock> blocks, std::function<char*()> spill)
+    : blocks_(std::move(blocks)),
+      state_(blocks_.size()),
+      spill_fn_(std::move(spill)),
+      hashes_(std::make_unique<Hashes>()) {
+  for (size_t i = 0; i < blocks_.size(); ++i) state_[i].head = HeadBytes(blocks_[i]);
+}
+
+BlockLanding::~BlockLanding() = default;
+
+uint64_t BlockLanding::HeadBytes(const LandingBlock& b) {
+  if (b.dest == nullptr || b.end < b.begin || b.run_bytes == 0 || b.stride < b.run_bytes) return 0;
+  const uint64_t key = b.key.size() + kSequenceBytes;
+  const uint64_t value = kChunkHeaderSize + b.raw_bytes;
+  if (value > UINT32_MAX) return 0;
+  const uint64_t head = 1 + VarintBytes(key) + VarintBytes(value) + key + kChunkHeaderSize;
+  if (b.end - b.begin != head + b.raw_bytes + kRestartBytes + kTrailerBytes) return 0;
+  return head;
+}
+
+char* BlockLanding::Spill() {
+  if (spill_ == nullptr) spill_ = spill_fn_();
+  return spill_;
+}
+
+void BlockLanding::Reset() {
+  pos_ = 0;
+  cur_ = 0;
+  head_.clear();
+  tail_.clear();
+  for (State& s : state_) s.landed = false;
+}
+
+void BlockLanding::Write(uint64_t at, const char* data, size_t n) {
+  if (at == 0 && pos_ != 0) Reset();
+  const uint64_t run_begin = blocks_.front().begin;
+  while (n > 0 && cur_ < blocks_.size()) {
+    const LandingBlock& b = blocks_[cur_];
+    const uint64_t from = run_begin + pos_ - b.begin;
+    const size_t take = static_cast<size_t>(std::min<uint64_t>(n, b.end - b.begin - from));
+    Take(from, data, take);
+    pos_ += take;
+    data += take;
+    n -= take;
+    if (from + take == b.end - b.begin) {
+      Finish();
+      ++cur_;
+    }
+  }
+}
+
+void BlockLanding::Take(uint64_t from, const char* data, size_t n) {
+  const LandingBlock& b = blocks_[cur_];
+  const State& s = state_[cur_];
+  if (s.head == 0) {  // not one raw chunk of its size: spilled whole
+    std::memcpy(Spill() + (b.begin - blocks_.front().begin) + from, data, n);
+    return;
+  }
+  if (from == 0) {
+    head_.clear();
+    tail_.clear();
+    XXH3_64bits_reset(&hashes_->block);
+    XXH3_64bits_reset(&hashes_->chunk);
+  }
+  const uint64_t raw_end = s.head + b.raw_bytes;
+  const uint64_t contents_end = b.end - b.begin - kTrailerBytes;
+  while (n > 0) {
+    size_t k;
+    if (from < s.head) {
+      k = static_cast<size_t>(std::min<uint64_t>(n, s.head - from));
+      head_.append(data, k);
+      XXH3_64bits_update(&hashes_->block, data, k);
+    } else if (from < raw_end) {
+      k = static_cast<size_t>(std::min<uint64_t>(n, raw_end - from));
+      Place(from - s.head, data, k);
+      XXH3_64bits_update(&hashes_->block, data, k);
+      XXH3_64bits_update(&hashes_->chunk, data, k);
+    } else {
+      k = n;
+      tail_.append(data, k);
+      if (from < contents_end) {
+        XXH3_64bits_update(&hashes_->block, data, static_cast<size_t>(std::min<uint64_t>(k, contents_end - from)));
+      }
+    }
+    from += k;
+    data += k;
+    n -= k;
+  }
+}
+
+void BlockLanding::Place(uint64_t x, const char* data, size_t n) const {
+  const LandingBlock& b = blocks_[cur_];
+  while (n > 0) {
+    const uint64_t within = x % b.run_bytes;
+    const size_t m = static_cast<size_t>(std::min<uint64_t>(n, b.run_bytes - within));
+    std::memcpy(b.dest + (x / b.run_bytes) * b.stride + within, data, m);
+    x += m;
+    data += m;
+    n -= m;
+  }
+}
+
+void BlockLanding::Gather(char* out) const {
+  const LandingBlock& b = blocks_[cur_];
+  for (uint64_t x = 0; x < b.raw_bytes; x += b.run_bytes) {
+    std::memcpy(out + x, b.dest + (x / b.run_bytes) * b.stride, std::min(b.run_bytes, b.raw_bytes - x));
+  }
+}
+
+void BlockLanding::Finish() {
+  const LandingBlock& b = blocks_[cur_];
+  State& s = state_[cur_];
+  if (s.head == 0) return;  // spilled as it came
+  bool ok = head_.size() == s.head && tail_.size() == kRestartBytes + kTrailerBytes;
+  if (ok) {
+    const char* p = head_.data();
+    const char* end = p + head_.size();
+    uint32_t shared = 1, key = 0, value = 0;
+    ok = ReadVarint32(&p, end, &shared) && ReadVarint32(&p, end, &key) && ReadVarint32(&p, end, &value) &&
+         shared == 0 && key == b.key.size() + kSequenceBytes && value == kChunkHeaderSize + b.raw_bytes &&
+         static_cast<uint64_t>(end - p) == key + kChunkHeaderSize &&
+         std::string_view(p, b.key.size()) == b.key && static_cast<uint8_t>(p[b.key.size()]) == kTypeValue;
+    if (ok) {
+      const char* header = p + key;
+      ok = static_cast<uint8_t>(header[0]) == kChunkVersion && header[1] == static_cast<char>(ChunkCodec::kRaw) &&
+           header[2] == static_cast<char>(ChunkFilter::kNone) && Fixed32(header + 4) == b.raw_bytes &&
+           Fixed64(header + 8) == XXH3_64bits_digest(&hashes_->chunk);
+    }
+  }
+  if (ok) {
+    const char* t = tail_.data();
+    ok = Fixed32(t) == 0 && Fixed32(t + 4) == 1 && static_cast<uint8_t>(t[kRestartBytes]) == kNoCompression &&
+         Fixed32(t + kRestartBytes + 1) == static_cast<uint32_t>(XXH3_64bits_digest(&hashes_->block));
+  }
+  s.landed = ok;
+  if (ok) return;
+  // Not landed: the block as it came goes where RocksDB will read it.
+  char* at = Spill() + (b.begin - blocks_.front().begin);
+  std::memcpy(at, head_.data(), head_.size());
+  Gather(at + head_.size());
+  std::memcpy(at + head_.size() + b.raw_bytes, tail_.data(), tail_.size());
+}
+
+}  // namespace bucket
+}  // namespace ckptdb
