@@ -35,5 +35,25 @@ TEST(Crc32c, ContinuesAcrossPiecesAtAnyAlignment) {
   EXPECT_NE(Crc32c(changed.data(), changed.size()), whole);
 }
 
+// Lengths around the three-stream stripes (3 x 4 KiB) and from odd
+// addresses: the same CRC as one stream's, piece by piece or whole.
+TEST(Crc32c, ThreeStreamsGiveOneStreamsCrcAtEveryLengthAndAlignment) {
+  std::string data(5 * 12288 + 77, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 2654435761u >> 13);
+  for (size_t start : {size_t{0}, size_t{1}, size_t{5}}) {
+    for (size_t n : {size_t{0}, size_t{12287}, size_t{12288}, size_t{12289}, size_t{24576 + 8}, size_t{3 * 12288 + 3},
+                     data.size() - start}) {
+      if (start + n > data.size()) continue;
+      const char* p = data.data() + start;
+      EXPECT_EQ(Crc32c(p, n), Crc32cOneStream(p, n)) << start << " " << n;
+      EXPECT_EQ(Crc32c(p, n, 0x12345678u), Crc32cOneStream(p, n, 0x12345678u)) << start << " " << n;
+    }
+  }
+  // A flipped bit in the middle stream of a stripe changes the CRC.
+  std::string changed = data;
+  changed[12288 + 4096 + 100] ^= 4;
+  EXPECT_NE(Crc32c(changed.data(), changed.size()), Crc32c(data.data(), data.size()));
+}
+
 }  // namespace
 }  // namespace ckptdb

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "util/crc32c.h"
 #include "util/status_macros.h"
 
 namespace ckptdb {
@@ -90,6 +91,9 @@ class PartBuffers {
   std::vector<std::string> free_;  // guarded by mu_
 };
 
+// Append copies into a part this many bytes at a time (see there).
+constexpr size_t kCrcSlice = 128u << 10;
+
 class ObjectUploadFile final : public rocksdb::FSWritableFile {
  public:
   ObjectUploadFile(s3::S3Client* client, std::string bucket, std::string key, ObjectUploadOptions options,
@@ -123,9 +127,12 @@ class ObjectUploadFile final : public rocksdb::FSWritableFile {
     CKPTDB_RETURN_IO(FirstError());
     std::string_view rest(data.data(), data.size());
     while (!rest.empty()) {
-      size_t n = std::min<size_t>(rest.size(), options_.part_bytes - buffer_.size());
+      // In slices that stay in cache: the part's CRC-32C is taken from the
+      // bytes just copied (UploadPart would read the part from memory again).
+      size_t n = std::min<size_t>({rest.size(), options_.part_bytes - buffer_.size(), kCrcSlice});
       if (buffer_.capacity() < options_.part_bytes) buffer_.reserve(options_.part_bytes);
       buffer_.append(rest.data(), n);
+      crc_ = Crc32c(rest.data(), n, crc_);
       ledger_->Buffered(static_cast<int64_t>(n));
       rest.remove_prefix(n);
       size_ += n;
@@ -186,7 +193,8 @@ class ObjectUploadFile final : public rocksdb::FSWritableFile {
     cv_.wait(l, [&] { return !error_.ok() || in_flight_ < options_.parts_in_flight; });
     if (!error_.ok()) return error_;
     ++in_flight_;
-    queue_.emplace_back(++parts_sent_, std::move(buffer_));
+    queue_.push_back({++parts_sent_, std::move(buffer_), crc_});
+    crc_ = 0;
     buffer_ = buffers_->Take();
     cv_.notify_all();
     return Status::OK();
@@ -197,12 +205,13 @@ class ObjectUploadFile final : public rocksdb::FSWritableFile {
     while (true) {
       cv_.wait(l, [&] { return stop_ || !queue_.empty(); });
       if (queue_.empty()) return;
-      auto [number, data] = std::move(queue_.front());
+      auto [number, data, crc] = std::move(queue_.front());
       queue_.pop_front();
       Status failed = error_;
       l.unlock();
-      StatusOr<s3::CompletedPart> part = failed.ok() ? client_->UploadPart(bucket_, key_, upload_id_, number, data)
-                                                     : StatusOr<s3::CompletedPart>(failed);
+      StatusOr<s3::CompletedPart> part = failed.ok()
+                                             ? client_->UploadPartWithItsCrc32c(bucket_, key_, upload_id_, number, data, crc)
+                                             : StatusOr<s3::CompletedPart>(failed);
       ledger_->Buffered(-static_cast<int64_t>(data.size()));
       buffers_->Give(std::move(data));
       l.lock();
@@ -274,6 +283,7 @@ class ObjectUploadFile final : public rocksdb::FSWritableFile {
   UploadLedger* ledger_;
   std::shared_ptr<PartBuffers> buffers_;
   std::string buffer_;  // the part being filled (writer thread only)
+  uint32_t crc_ = 0;    // its CRC-32C so far (writer thread only)
   uint64_t size_ = 0;
   int parts_sent_ = 0;
   std::string upload_id_;
@@ -284,7 +294,12 @@ class ObjectUploadFile final : public rocksdb::FSWritableFile {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::pair<int, std::string>> queue_;  // guarded by mu_
+  struct Part {
+    int number;
+    std::string data;
+    uint32_t crc;  // Crc32c(data)
+  };
+  std::deque<Part> queue_;                         // guarded by mu_
   int in_flight_ = 0;                              // queued or uploading; guarded by mu_
   std::vector<s3::CompletedPart> parts_;           // guarded by mu_
   Status error_;                                   // the first failure; guarded by mu_

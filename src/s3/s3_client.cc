@@ -646,6 +646,14 @@ StatusOr<CompletedPart> S3Client::UploadPart(const std::string& bucket, const st
   return Part(bucket, key, upload_id, part_number, data, nullptr);
 }
 
+StatusOr<CompletedPart> S3Client::UploadPartWithItsCrc32c(const std::string& bucket, const std::string& key,
+                                                          const std::string& upload_id, int part_number,
+                                                          std::string_view data, uint32_t data_crc32c) {
+  if (!crc32c_payloads()) return Part(bucket, key, upload_id, part_number, data, nullptr);
+  const std::string crc = Crc32cToBase64(data_crc32c);
+  return Part(bucket, key, upload_id, part_number, data, &crc);
+}
+
 StatusOr<CompletedPart> S3Client::UploadPartWithCrc32c(const std::string& bucket, const std::string& key,
                                                        const std::string& upload_id, int part_number,
                                                        std::string_view data, const std::string& crc32c_base64) {

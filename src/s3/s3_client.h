@@ -214,6 +214,12 @@ class S3Client {
   // least 5 MiB on AWS.
   StatusOr<CompletedPart> UploadPart(const std::string& bucket, const std::string& key, const std::string& upload_id,
                                      int part_number, std::string_view data);
+  // UploadPart of a body whose CRC-32C the caller took as it made it
+  // (data_crc32c == Crc32c(data)): sent with crc32c_payloads as UploadPart
+  // would send it, without reading the body again.
+  StatusOr<CompletedPart> UploadPartWithItsCrc32c(const std::string& bucket, const std::string& key,
+                                                  const std::string& upload_id, int part_number,
+                                                  std::string_view data, uint32_t data_crc32c);
   // Makes the object from `parts` (ascending part numbers); returns its ETag.
   // With if_none_match: AlreadyExists when the key exists, and the upload is
   // then still open (abort it).
