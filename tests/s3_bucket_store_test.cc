@@ -285,6 +285,27 @@ TEST_F(BucketStoreTest, ChunksThatLieWholeInTheTargetLandThereAndTheOthersAreCop
   EXPECT_EQ(wide_stats.chunks_landed, 0u);
 }
 
+// A one-dimensional tensor's chunks are byte ranges: they land too.
+TEST_F(BucketStoreTest, TheChunksOfAOneDimensionalTensorLandInItsTarget) {
+  const Tensor v = PatternTensor(DType::kF32, {262144}, 9);  // 1 MiB: 256 chunks
+  StateDict sd;
+  (void)sd.Add("v", v);
+  std::string key, record;
+  SaveStepOne(sd, &key, &record);
+  auto reader = OpenBucketStoreReader(client_, bucket_, prefix_);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  StateDict target;
+  (void)target.Add("v", ::ckptdb::testing::ZerosLike(v));
+  LoadOptions o;
+  o.step = 1;
+  o.no_dist = true;
+  LoadStats stats;
+  ASSERT_OK(Load(target, **reader, o, &stats));
+  EXPECT_TRUE(std::get<Tensor>(*target.Find("v")).BitwiseEquals(v));
+  EXPECT_EQ(stats.chunks_read, 256u);
+  EXPECT_GE(stats.chunks_landed, 256u - 16);  // (the object's cached tail: its last 64 KiB)
+}
+
 // A file of more than one part goes up in parts (in parallel) while it is
 // written: 11 MiB in parts of 5 MiB, S3's (and SeaweedFS's) smallest but the
 // last.

@@ -673,6 +673,10 @@ TEST_F(SstObjectTest, ARunsRawChunksLandInTheirPlacesByItsOneGet) {
       ExpectGet(**runs, f, i);
     }
     EXPECT_EQ((*source)->stats().gets, gets + 1);
+    // A chunk that landed, asked for all the same, is read again alone.
+    ASSERT_EQ(run[0], 0u);
+    ExpectGet(**runs, f, 0);
+    EXPECT_EQ((*source)->stats().gets, gets + 2);
     (*runs)->Done(0);
   }
 

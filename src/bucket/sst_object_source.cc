@@ -226,6 +226,7 @@ class SstObjectSource::Runs : public ChunkRuns {
     bool fetched = false, done = false;         // guarded by mu
     Status status;                              // guarded by mu: the fetch's
     std::shared_ptr<const ObjectWindow> window;  // guarded by mu
+    std::vector<bool> landed;                    // guarded by mu: by Land, each key's (run order)
   };
 
   Runs(const SstObjectSource* source, int threads)
@@ -235,11 +236,13 @@ class SstObjectSource::Runs : public ChunkRuns {
 
   Status Get(const DataKey& key, rocksdb::PinnableSlice* value) override {
     auto at = run_of_.find(EncodeDataKey(key));
-    if (at == run_of_.end() || runs_[at->second]->table == nullptr) return source_->Get(key, value);
-    Run& run = *runs_[at->second];
+    if (at == run_of_.end() || runs_[at->second.first]->table == nullptr) return source_->Get(key, value);
+    Run& run = *runs_[at->second.first];
     std::shared_ptr<const ObjectWindow> window;
     {
       std::lock_guard<std::mutex> lock(run.mu);
+      // A chunk that landed is not in the window: read again, alone.
+      if (!run.landed.empty() && run.landed[at->second.second]) return source_->Get(key, value);
       if (!run.done && !run.fetched) {
         std::shared_ptr<ObjectWindow> w = pool_->Take();
         run.status = AsDamage(FromRocks(
@@ -302,6 +305,7 @@ class SstObjectSource::Runs : public ChunkRuns {
       run.window = std::move(spill);
     }
     for (size_t k = 0; k < order.size(); ++k) landed[order[k]] = landing.Landed(k);
+    run.landed = landed;
     return landed;
   }
 
@@ -324,7 +328,7 @@ class SstObjectSource::Runs : public ChunkRuns {
     std::vector<std::string> run_keys;
     run_keys.reserve(indices.size());
     for (size_t i : indices) {
-      run_of_.emplace(keys[i], runs_.size());
+      run_of_.emplace(keys[i], std::make_pair(runs_.size(), run_keys.size()));
       run_keys.push_back(keys[i]);
     }
     keys_.push_back(std::move(run_keys));
@@ -338,7 +342,7 @@ class SstObjectSource::Runs : public ChunkRuns {
   std::vector<std::unique_ptr<Run>> runs_;
   std::vector<std::vector<size_t>> groups_;
   std::vector<std::vector<std::string>> keys_;       // each run's encoded keys, in groups_' order
-  std::unordered_map<std::string, size_t> run_of_;  // encoded key -> run
+  std::unordered_map<std::string, std::pair<size_t, size_t>> run_of_;  // encoded key -> run, place in it
 };
 
 StatusOr<std::unique_ptr<ChunkRuns>> SstObjectSource::PlanRuns(const std::vector<DataKey>& keys, int threads) const {

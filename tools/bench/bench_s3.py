@@ -12,9 +12,10 @@ Systems, on the same state dict (--size bytes of fp32 in --tensors tensors of
               PUT, then GET, over as many parallel connections by one curl
               (and from as many threads by s3torchconnector's client)
   reshard     ckptdb: each tensor's left column half read from the ckptdb
-              step (Store.read of a slice) through a counting proxy: bytes
-              the server sent / bytes needed; then a whole load: the same,
-              and its GET and HEAD requests
+              step (Store.read of a slice): its time and CPU seconds, then
+              through a counting proxy the bytes the server sent / bytes
+              needed; then a whole load: the same, and its GET and HEAD
+              requests
 The server's settings come from AWS_ENDPOINT_URL_S3, AWS_ACCESS_KEY_ID,
 AWS_SECRET_ACCESS_KEY, AWS_REGION (the script sets them).
 """
@@ -278,21 +279,29 @@ class CountingProxy:
 
 
 def phase_reshard(a) -> dict:
-    """Reads the left column half of every tensor of round's ckptdb step
-    through the counting proxy: bytes fetched over bytes needed, and the
-    same for a whole load (the step's own sharding)."""
+    """Reads the left column half of every tensor of round's ckptdb step,
+    timed with its CPU seconds straight from the server, then through the
+    counting proxy (Python threads in this process: not timed): bytes
+    fetched over bytes needed, and the same for a whole load (the step's
+    own sharding)."""
+    import ckptdb
+    url = f"s3://{a.bucket}/ckptdb-r{a.round}"
+    half = a.cols // 2
+
+    def halves(s):
+        return [s.read(1, f"layers.{i}.weight", (slice(None), slice(0, half))) for i in range(a.tensors)]
+
+    with ckptdb.Store(url) as s:
+        s.entries(1)
+        direct = measured(lambda: halves(s))
     from urllib.parse import urlparse
     u = urlparse(endpoint())
     proxy = CountingProxy(u.hostname, u.port)
     os.environ["AWS_ENDPOINT_URL_S3"] = os.environ["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{proxy.port}"
-    import ckptdb
-    url = f"s3://{a.bucket}/ckptdb-r{a.round}"
-    half = a.cols // 2
     with ckptdb.Store(url) as s:
         s.entries(1)  # the step's metadata: counted apart
         before = proxy.received
-        t = timed(lambda: [s.read(1, f"layers.{i}.weight", (slice(None), slice(0, half)))
-                           for i in range(a.tensors)])
+        halves(s)
         columns = proxy.received - before
     needed_half = sum(r * half * 4 for r, _ in shapes(a.size, a.tensors, a.cols))
     sd = fresh_state(a.size, a.tensors, a.cols)
@@ -300,7 +309,9 @@ def phase_reshard(a) -> dict:
     ckptdb.load(sd, url, step=1)
     whole, requests = proxy.received - before, proxy.requests - requests
     needed = sum(r * c * 4 for r, c in shapes(a.size, a.tensors, a.cols))
-    return {"column_half_fetched": columns, "column_half_needed": needed_half, "column_half_seconds": t,
+    return {"column_half_fetched": columns, "column_half_needed": needed_half,
+            "column_half_seconds": direct["seconds"], "column_half_client_cpu": direct["client_cpu"],
+            "column_half_server_cpu": direct["server_cpu"],
             "load_fetched": whole, "load_needed": needed, "load_requests": requests}
 
 
@@ -357,8 +368,9 @@ def report(d: str) -> None:
                 line += f" = {c[0] / rc[0]:.2f}x / {v[0] / rv[0]:.2f}x raw"
             print(line)
     for r in rows.get("reshard", []):
-        print(f"reshard (column halves, Store.read): fetched/needed "
-              f"{r['column_half_fetched'] / r['column_half_needed']:.3f} in {r['column_half_seconds']:.3f} s; "
+        print(f"reshard (column halves, Store.read): {r['column_half_seconds']:.3f} s, CPU s: client "
+              f"{r['column_half_client_cpu']:.2f}, server {r['column_half_server_cpu']:.2f}; through a proxy: "
+              f"fetched/needed {r['column_half_fetched'] / r['column_half_needed']:.3f}; "
               f"whole load fetched/needed {r['load_fetched'] / r['load_needed']:.3f} "
               f"in {r.get('load_requests', '?')} GET/HEAD requests")
     bad = [name for name, rs in rows.items() if name.startswith("load-") and
