@@ -72,6 +72,41 @@ TEST(Region, WindowedCopiesMatchElementwiseCopyOnRandomBoxes) {
   }
 }
 
+// Where a box's rows lie in a larger box: runs at one stride, or false.
+TEST(Region, RunsOfBoxSayWhereEachRowLies) {
+  uint64_t begin = 0, run = 0, stride = 0;
+  // A tile of a matrix: rows of the tile, a row of the matrix apart.
+  ASSERT_TRUE(RunsOfBox(Box{{0, 0}, {8, 16}}, Box{{2, 4}, {3, 5}}, 4, &begin, &run, &stride));
+  EXPECT_EQ(begin, (2u * 16 + 4) * 4);
+  EXPECT_EQ(run, 5u * 4);
+  EXPECT_EQ(stride, 16u * 4);
+  // Whole rows: one run.
+  ASSERT_TRUE(RunsOfBox(Box{{0, 0}, {8, 16}}, Box{{2, 0}, {3, 16}}, 4, &begin, &run, &stride));
+  EXPECT_EQ(begin, 2u * 16 * 4);
+  EXPECT_EQ(run, 3u * 16 * 4);
+  EXPECT_EQ(stride, run);
+  // 3-d: the last dimension whole, one step along the first.
+  ASSERT_TRUE(RunsOfBox(Box{{0, 0, 0}, {2, 3, 4}}, Box{{0, 1, 0}, {2, 1, 4}}, 2, &begin, &run, &stride));
+  EXPECT_EQ(begin, 4u * 2);
+  EXPECT_EQ(run, 4u * 2);
+  EXPECT_EQ(stride, 12u * 2);
+  // 3-d: a one-element first dimension, steps along the second.
+  ASSERT_TRUE(RunsOfBox(Box{{0, 0, 0}, {4, 4, 4}}, Box{{1, 1, 1}, {1, 2, 2}}, 1, &begin, &run, &stride));
+  EXPECT_EQ(begin, 16u + 4 + 1);
+  EXPECT_EQ(run, 2u);
+  EXPECT_EQ(stride, 4u);
+  // 3-d: the last two whole in the first's steps.
+  ASSERT_TRUE(RunsOfBox(Box{{0, 0, 0}, {4, 4, 4}}, Box{{0, 1, 0}, {4, 3, 4}}, 1, &begin, &run, &stride));
+  EXPECT_EQ(begin, 4u);
+  EXPECT_EQ(run, 12u);
+  EXPECT_EQ(stride, 16u);
+  // Steps along two dimensions: no one stride.
+  EXPECT_FALSE(RunsOfBox(Box{{0, 0, 0}, {4, 4, 4}}, Box{{0, 0, 0}, {2, 2, 2}}, 1, &begin, &run, &stride));
+  EXPECT_FALSE(RunsOfBox(Box{{0, 0, 0}, {2, 3, 4}}, Box{{0, 0, 0}, {2, 3, 2}}, 1, &begin, &run, &stride));
+  // Empty: false.
+  EXPECT_FALSE(RunsOfBox(Box{{0, 0}, {8, 16}}, Box{{2, 4}, {0, 5}}, 4, &begin, &run, &stride));
+}
+
 TEST(Region, ByteSpanOfRowsIsContiguous) {
   Box shard{{0, 0}, {10, 20}};
   Box rows{{3, 0}, {2, 20}};

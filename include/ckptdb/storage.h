@@ -211,6 +211,11 @@ struct ReadItem {
   // copying it onto a device. May be called from several threads at once,
   // for different chunks; an error it returns fails the read.
   std::function<Status(uint64_t begin, const char* data, uint64_t n)> sink;
+  // Optional, beside a sink that copies bytes as they are: where bytes
+  // [begin, begin + n) of the piece lie in the target, contiguous, or null
+  // where they do not. A store may then land a chunk there as box_place
+  // (below) says, the sink not called for it.
+  std::function<char*(uint64_t begin, uint64_t n)> range_place{};
   // The size of the piece's elements. With a sink, every call gets whole
   // elements ([begin, begin + n) element-aligned), even from a piece whose
   // chunks split elements (stores written before format 2): an element cut
@@ -235,18 +240,21 @@ struct ReadItem {
   // Optional, beside box_sink: where a chunk's box (global coordinates)
   // lies whole in the target, its row-major bytes as box_sink would copy
   // them there, unconverted (BoxPlace); a null dest where they do not (part
-  // of the box, a conversion). A store may then write the chunk's verified
-  // raw bytes there straight from storage, box_sink not called for it (the
-  // bucket store does). Called from the reader's threads.
+  // of the box, a conversion). A store may then land the chunk: write its
+  // raw bytes there straight from storage as they arrive, and check them
+  // after (the bucket store does: ReadStats::chunks_landed). A chunk that
+  // passes is not handed to box_sink; one that fails is handed over as any
+  // other (which writes its place again) or fails the read, its place then
+  // holding bytes no check passed. Called from the reader's threads.
   std::function<BoxPlace(const std::vector<int64_t>& box_offsets, const std::vector<int64_t>& box_sizes)> box_place{};
 };
 
 // What a read fetched from storage.
 struct ReadStats {
   uint64_t chunks_read = 0;
-  // Of those, the chunks the store wrote straight into their place as they
-  // arrived, verified, with no copy (ReadItem::box_dest; a bucket's raw
-  // chunks).
+  // Of those, the chunks the store landed: wrote straight into their place
+  // as they arrived, then checked, with no copy in between
+  // (ReadItem::box_place, range_place or dest; a bucket's raw chunks).
   uint64_t chunks_landed = 0;
   uint64_t stored_bytes_read = 0;  // chunk values as stored
   uint64_t raw_bytes_read = 0;     // after decompression (whole chunks)

@@ -116,6 +116,11 @@ class InterruptibleReader final : public StorageReader {
         std::memcpy(dest + (begin - offset), data, n);
         return Status::OK();
       };
+      if (!inner_sink && dest != nullptr) {  // bytes copied as they are: they may land (none once interrupted)
+        item.range_place = [this, dest, offset](uint64_t begin, uint64_t) -> char* {
+          return cancel_ ? nullptr : dest + (begin - offset);
+        };
+      }
     }
     return inner_.Read(metadata, checked);
   }

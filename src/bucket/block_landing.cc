@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
+#include <string>
 #include <string_view>
 #include <utility>
 
@@ -9,6 +11,8 @@
 #include <xxhash.h>
 
 #include "format/chunk_codec.h"
+#include "util/le_bytes.h"
+#include "util/varint.h"
 
 namespace ckptdb {
 namespace bucket {
@@ -20,34 +24,6 @@ constexpr uint64_t kRestartBytes = 8;    // one restart point, and their count
 constexpr uint64_t kSequenceBytes = 8;   // the internal key's sequence and type
 constexpr uint8_t kTypeValue = 1;        // RocksDB's ValueType of a Put
 constexpr uint8_t kNoCompression = 0;
-
-uint64_t VarintBytes(uint64_t v) {
-  uint64_t n = 1;
-  for (; v >= 0x80; v >>= 7) ++n;
-  return n;
-}
-
-// Reads a varint32 at *p (before end); false when it does not fit.
-bool ReadVarint32(const char** p, const char* end, uint32_t* out) {
-  uint32_t v = 0;
-  for (int shift = 0; shift <= 28 && *p < end; shift += 7) {
-    const uint8_t byte = static_cast<uint8_t>(*(*p)++);
-    v |= static_cast<uint32_t>(byte & 0x7f) << shift;
-    if ((byte & 0x80) == 0) {
-      *out = v;
-      return true;
-    }
-  }
-  return false;
-}
-
-uint32_t Fixed32(const char* p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = v << 8 | static_cast<uint8_t>(p[i]);
-  return v;
-}
-
-uint64_t Fixed64(const char* p) { return uint64_t{Fixed32(p + 4)} << 32 | Fixed32(p); }
 
 }  // namespace
 
@@ -89,8 +65,22 @@ void BlockLanding::Reset() {
   for (State& s : state_) s.landed = false;
 }
 
-void BlockLanding::Write(uint64_t at, const char* data, size_t n) {
+bool BlockLanding::Write(uint64_t at, const char* data, size_t n) {
   if (at == 0 && pos_ != 0) Reset();
+  if (at != pos_) {
+    why_ = "bytes from " + std::to_string(at) + " came after " + std::to_string(pos_) + " of them";
+    return false;
+  }
+  try {
+    Consume(data, n);
+  } catch (const std::bad_alloc&) {
+    why_ = "no memory for the blocks that do not land";
+    return false;
+  }
+  return true;
+}
+
+void BlockLanding::Consume(const char* data, size_t n) {
   const uint64_t run_begin = blocks_.front().begin;
   while (n > 0 && cur_ < blocks_.size()) {
     const LandingBlock& b = blocks_[cur_];
@@ -171,24 +161,24 @@ void BlockLanding::Finish() {
   if (s.head == 0) return;  // spilled as it came
   bool ok = head_.size() == s.head && tail_.size() == kRestartBytes + kTrailerBytes;
   if (ok) {
-    const char* p = head_.data();
-    const char* end = p + head_.size();
-    uint32_t shared = 1, key = 0, value = 0;
-    ok = ReadVarint32(&p, end, &shared) && ReadVarint32(&p, end, &key) && ReadVarint32(&p, end, &value) &&
-         shared == 0 && key == b.key.size() + kSequenceBytes && value == kChunkHeaderSize + b.raw_bytes &&
-         static_cast<uint64_t>(end - p) == key + kChunkHeaderSize &&
-         std::string_view(p, b.key.size()) == b.key && static_cast<uint8_t>(p[b.key.size()]) == kTypeValue;
+    std::string_view in(head_);
+    uint64_t shared = 1, key = 0, value = 0;
+    ok = GetVarint(&in, &shared) && GetVarint(&in, &key) && GetVarint(&in, &value) && shared == 0 &&
+         key == b.key.size() + kSequenceBytes && value == kChunkHeaderSize + b.raw_bytes &&
+         in.size() == key + kChunkHeaderSize && in.substr(0, b.key.size()) == b.key &&
+         static_cast<uint8_t>(in[b.key.size()]) == kTypeValue;
     if (ok) {
-      const char* header = p + key;
+      // The chunk header as DecodeChunk wants a raw chunk's (chunk_codec.h).
+      const char* header = in.data() + key;
       ok = static_cast<uint8_t>(header[0]) == kChunkVersion && header[1] == static_cast<char>(ChunkCodec::kRaw) &&
-           header[2] == static_cast<char>(ChunkFilter::kNone) && Fixed32(header + 4) == b.raw_bytes &&
-           Fixed64(header + 8) == XXH3_64bits_digest(&hashes_->chunk);
+           header[2] == static_cast<char>(ChunkFilter::kNone) && header[3] == 0 && GetLE32(header + 4) == b.raw_bytes &&
+           GetLE64(header + 8) == XXH3_64bits_digest(&hashes_->chunk);
     }
   }
   if (ok) {
     const char* t = tail_.data();
-    ok = Fixed32(t) == 0 && Fixed32(t + 4) == 1 && static_cast<uint8_t>(t[kRestartBytes]) == kNoCompression &&
-         Fixed32(t + kRestartBytes + 1) == static_cast<uint32_t>(XXH3_64bits_digest(&hashes_->block));
+    ok = GetLE32(t) == 0 && GetLE32(t + 4) == 1 && static_cast<uint8_t>(t[kRestartBytes]) == kNoCompression &&
+         GetLE32(t + kRestartBytes + 1) == static_cast<uint32_t>(XXH3_64bits_digest(&hashes_->block));
   }
   s.landed = ok;
   if (ok) return;

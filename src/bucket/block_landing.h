@@ -57,16 +57,19 @@ struct LandingBlock {
 
 class BlockLanding : public s3::HttpBodyStream {
  public:
-  // `blocks`: adjacent and in the object's order, each with a destination;
-  // the run is [blocks.front().begin, blocks.back().end). `spill` is called
+  // `blocks`: adjacent and in the object's order, each with a destination
+  // or none (a null dest: spilled whole); the run is [blocks.front().begin,
+  // blocks.back().end). `spill` is called
   // at most once, when the first block that does not land needs room: it
   // returns a buffer of the run's size, indexed from the run's first byte.
   BlockLanding(std::vector<LandingBlock> blocks, std::function<char*()> spill);
   ~BlockLanding() override;
 
   // The run's bytes [at, at + n), in order; `at` 0 again starts over (a
-  // retried GET).
-  void Write(uint64_t at, const char* data, size_t n) override;
+  // retried GET). False (the GET is stopped and fails, Why() saying why)
+  // when they come out of order or room for them cannot be had.
+  bool Write(uint64_t at, const char* data, size_t n) override;
+  std::string Why() const override { return why_; }
 
   // After the whole run was written: whether block i's chunk landed (see
   // above). A block that did not lies in the spill buffer, as it came.
@@ -76,6 +79,8 @@ class BlockLanding : public s3::HttpBodyStream {
   // Where block i's raw bytes begin in it (the bytes before them), or 0 when
   // its size is not that of one raw chunk of raw_bytes under its key.
   static uint64_t HeadBytes(const LandingBlock& b);
+  // Hands the next n bytes of the run to the blocks they belong to.
+  void Consume(const char* data, size_t n);
   // Hands block `cur_` the bytes [from, from + n) of it.
   void Take(uint64_t from, const char* data, size_t n);
   // Copies block cur_'s raw bytes [x, x + n) to their places, or (back)
@@ -96,6 +101,7 @@ class BlockLanding : public s3::HttpBodyStream {
   std::vector<State> state_;
   std::function<char*()> spill_fn_;
   char* spill_ = nullptr;
+  std::string why_;   // what stopped Write
   uint64_t pos_ = 0;  // run bytes written so far
   size_t cur_ = 0;    // the block pos_ lies in
   std::string head_, tail_;  // cur_'s bytes before and after its raw ones

@@ -2,31 +2,14 @@
 
 #include <algorithm>
 
+#include "util/varint.h"
+
 namespace ckptdb {
 namespace bucket {
 
 namespace {
 
 constexpr char kFormat = 1;
-
-void PutVarint(std::string* out, uint64_t v) {
-  while (v >= 0x80) {
-    out->push_back(static_cast<char>((v & 0x7f) | 0x80));
-    v >>= 7;
-  }
-  out->push_back(static_cast<char>(v));
-}
-
-bool GetVarint(std::string_view* in, uint64_t* v) {
-  *v = 0;
-  for (int shift = 0; shift < 64 && !in->empty(); shift += 7) {
-    const auto b = static_cast<unsigned char>(in->front());
-    in->remove_prefix(1);
-    *v |= uint64_t{b & 0x7fu} << shift;
-    if ((b & 0x80) == 0) return true;
-  }
-  return false;
-}
 
 class BlockStartsCollector : public rocksdb::TablePropertiesCollector {
  public:

@@ -132,7 +132,7 @@ class ObjectUploadFile final : public rocksdb::FSWritableFile {
       size_t n = std::min<size_t>({rest.size(), options_.part_bytes - buffer_.size(), kCrcSlice});
       if (buffer_.capacity() < options_.part_bytes) buffer_.reserve(options_.part_bytes);
       buffer_.append(rest.data(), n);
-      crc_ = Crc32c(rest.data(), n, crc_);
+      crc_ = Crc32c(buffer_.data() + buffer_.size() - n, n, crc_);
       ledger_->Buffered(static_cast<int64_t>(n));
       rest.remove_prefix(n);
       size_ += n;

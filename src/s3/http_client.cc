@@ -46,6 +46,7 @@ struct DownloadState {
   const HttpRequest* request;
   HttpResponse* response;
   bool sink_overflow = false;
+  bool stream_stopped = false;
 };
 
 size_t WriteBody(char* data, size_t size, size_t nmemb, void* userdata) {
@@ -61,8 +62,9 @@ size_t WriteBody(char* data, size_t size, size_t nmemb, void* userdata) {
     }
     if (st->request->sink != nullptr) {
       std::memcpy(st->request->sink + r->sink_size, data, n);
-    } else {
-      st->request->stream->Write(r->sink_size, data, n);
+    } else if (!st->request->stream->Write(r->sink_size, data, n)) {
+      st->stream_stopped = true;
+      return 0;  // aborts the transfer (CURLE_WRITE_ERROR)
     }
     r->sink_size += n;
     return n;
@@ -209,6 +211,11 @@ bool HttpConnection::Perform(const HttpRequest& request, HttpResponse* response,
 
   const CURLcode rc = curl_easy_perform(curl);
   curl_slist_free_all(headers);
+  if (rc == CURLE_WRITE_ERROR && download.stream_stopped) {
+    *error = {Status::Internal(what + ": the response body's reader stopped it: " + request.stream->Why()), false,
+              true};
+    return false;
+  }
   if (rc == CURLE_WRITE_ERROR && download.sink_overflow) {
     *error = {Status::DataLoss(what + ": the response body is longer than the " +
                                std::to_string(request.sink_capacity) + " bytes asked for"),

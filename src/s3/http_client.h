@@ -49,8 +49,11 @@ class HttpBodyStream {
  public:
   virtual ~HttpBodyStream() = default;
   // Bytes [at, at + n) of the body: `at` counts the bytes this response
-  // handed over before, so a retried request starts again at 0.
-  virtual void Write(uint64_t at, const char* data, size_t n) = 0;
+  // handed over before, so a retried request starts again at 0. False stops
+  // the transfer: the request fails (not retried), naming the stream's
+  // Why().
+  virtual bool Write(uint64_t at, const char* data, size_t n) = 0;
+  virtual std::string Why() const = 0;
 };
 
 struct HttpRequest {

@@ -87,6 +87,12 @@ Status PlanJobs(const std::vector<ReadItem>& items, std::vector<Job>* jobs) {
   return Status::OK();
 }
 
+// Whether a chunk's bytes [cbegin, cbegin + clen) of its piece all lie in
+// the item's range.
+bool LiesWhollyIn(const ReadItem& item, uint64_t cbegin, uint64_t clen) {
+  return item.offset <= cbegin && cbegin + clen <= item.offset + item.length;
+}
+
 // Where a job's chunk may land whole, unconverted (ChunkRuns::Land): one
 // item that copies it as it is, into one contiguous place.
 ChunkLanding LandingOf(const Job& job) {
@@ -100,10 +106,14 @@ ChunkLanding LandingOf(const Job& job) {
     return spot;
   }
   const uint64_t cbegin = uint64_t{job.chunk} * p.chunk_bytes;
-  if (!item.sink && item.dest != nullptr && item.offset <= cbegin &&
-      cbegin + spot.raw_bytes <= item.offset + item.length) {
-    spot.place = BoxPlace{static_cast<char*>(item.dest) + (cbegin - item.offset), spot.raw_bytes, spot.raw_bytes};
+  if (!LiesWhollyIn(item, cbegin, spot.raw_bytes)) return spot;
+  char* dest = nullptr;
+  if (!item.sink) {
+    if (item.dest != nullptr) dest = static_cast<char*>(item.dest) + (cbegin - item.offset);
+  } else if (item.range_place) {
+    dest = item.range_place(cbegin, spot.raw_bytes);
   }
+  if (dest != nullptr) spot.place = BoxPlace{dest, spot.raw_bytes, spot.raw_bytes};
   return spot;
 }
 
@@ -261,8 +271,7 @@ StatusOr<ReadStats> ReadChunksFrom(const ChunkValueGetter& get_chunk, const Step
       if (!st.ok()) return Status::DataLoss(where(first, c) + ": " + st.message());
       return Status::OK();
     }
-    if (job.items.size() == 1 && !first.sink && first.offset <= cbegin &&
-        cbegin + clen <= first.offset + first.length) {
+    if (job.items.size() == 1 && !first.sink && LiesWhollyIn(first, cbegin, clen)) {
       // The whole chunk lands in the destination: decode straight into it.
       Status st = DecodeChunk(value.ToStringView(), clen, static_cast<char*>(first.dest) + (cbegin - first.offset));
       if (!st.ok()) return Status::DataLoss(where(first, c) + ": " + st.message());

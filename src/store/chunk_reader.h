@@ -43,7 +43,8 @@ struct ChunkLanding {
 
 // A read's chunks grouped into runs that a store fetches by one request
 // each (a bucket's adjacent blocks: one ranged GET instead of one per
-// chunk). Thread safety: Get and Done from any thread.
+// chunk). Thread safety: Get, Land and Done from any thread; a run's Land and
+// Get hold it while they fetch it (retries included).
 class ChunkRuns {
  public:
   virtual ~ChunkRuns() = default;

@@ -1,7 +1,9 @@
 // CRC-32C (Castagnoli, the polynomial of iSCSI, ext4 and S3's
 // x-amz-checksum-crc32c): with the CPU's crc32 instruction where it has one
-// (SSE4.2: three independent streams over 12 KiB stripes, joined, about 24
-// bytes a cycle), else a table (about 1 byte a cycle).
+// (SSE4.2: three independent streams over 12 KiB stripes, joined: the
+// instruction takes 8 bytes a cycle at most, one stream a third of that for
+// its 3-cycle latency; 32 against 11 GB/s here), else a table (about 1 byte
+// a cycle).
 #ifndef CKPTDB_SRC_UTIL_CRC32C_H_
 #define CKPTDB_SRC_UTIL_CRC32C_H_
 

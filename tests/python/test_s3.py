@@ -237,6 +237,30 @@ def test_async_saves_under_ckptdb_launch_and_an_unchanged_step_stores_almost_not
         assert two.stored_bytes < logical // 100, (one, two)
 
 
+def test_raw_chunks_land_in_the_target_through_the_python_reader(bucket):
+    """A load from a bucket writes each raw chunk straight into its target
+    as the GET delivers it: a 1-d tensor's byte ranges (which the Python
+    reader watches chunk by chunk, to stop on an interrupt) as well as a
+    2-d tensor's tiles. (The object's cached tail, its last 64 KiB, holds a
+    chunk or two read from it without landing.)"""
+    from ckptdb import _ckptdb
+    from ckptdb._state import region
+    g = torch.Generator().manual_seed(3)
+    want = {"v": torch.randn(1 << 20, generator=g), "m": torch.randn(1024, 1024, generator=g)}
+    with ckptdb.Store(f"s3://{bucket}/landing", chunk_bytes=64 << 10) as s:
+        ckptdb.save(want, s, 1)
+        for fqn, w in want.items():
+            out = torch.empty_like(w)
+            r = region(fqn, out, for_load=True)
+            sd = _ckptdb.StateDict()
+            shape = list(w.shape)
+            sd.add_sharded(fqn, s._entry_info(1, fqn)["dtype"], shape, [([0] * len(shape), shape, r.data, r.nbytes, -1)])
+            stats = _ckptdb.load(sd, s._reader(), 1, None, 0, [], False, False)
+            assert torch.equal(bits(out), bits(w)), fqn
+            assert stats["chunks_read"] == 64, (fqn, stats)
+            assert stats["chunks_landed"] >= 62, (fqn, stats)
+
+
 def test_a_missing_bucket_is_an_error_naming_it(bucket):
     missing = f"{bucket}-missing"
     with pytest.raises(ckptdb.CheckpointError, match=missing):
