@@ -15,9 +15,10 @@
 # Every save and every load runs in a fresh process into fresh tensors (cold
 # for the process; the server's files may be in the page cache). Prints
 # medians (min-max), ratios and the CPU seconds the client and the server
-# used (the two share this machine's cores); then, once, a resharded read's
-# bytes fetched over bytes needed (each tensor's left column half, counted
-# by a proxy) and a whole load's bytes and requests.
+# used (the two share this machine's cores); then, once, a resharded read
+# (each tensor's left column half, Store.read): its time and CPU seconds,
+# then its bytes fetched over bytes needed, counted by a proxy, and a whole
+# load's bytes and requests.
 #   tools/bench-s3.sh [--size BYTES] [--tensors N] [--cols C] [--repeat R]
 #                     [--raw-objects N] [--s3tc-threads N] [--systems LIST]
 #   --systems: a comma-separated subset of raw,ckptdb,ckptdb_dcp,s3tc (all)
