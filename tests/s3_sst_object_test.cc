@@ -637,6 +637,47 @@ TEST_F(SstObjectTest, AFlippedByteInARunIsDataLossForItsChunkOnly) {
   EXPECT_EQ((*source)->stats().gets, gets + 1);
 }
 
+// Chunks that land need no window: a run of them may hold up to
+// LandedRunCap (fewer GETs), and a run with a chunk that does not land
+// stays within RunCap, as every run did before.
+TEST_F(SstObjectTest, RunsOfChunksThatLandMayBeLarger) {
+  TempDir dir;
+  const SstFile f = WriteSst(dir, 25, 1 << 20);
+  auto source = PutAndOpen(prefix_ + "landed-runs.sst", f.bytes, f);
+  ASSERT_TRUE(source.ok()) << source.status();
+  EXPECT_EQ(SstObjectSource::LandedRunCap(1ull << 30, 8), 32u << 20);
+  EXPECT_EQ(SstObjectSource::LandedRunCap(64u << 20, 1), 32u << 20);  // RunCap: 16 MiB
+  EXPECT_EQ(SstObjectSource::LandedRunCap(1u << 20, 8), 2u << 20);
+  const uint64_t cap = SstObjectSource::RunCap(f.stored_bytes(), 1);
+  const uint64_t landed_cap = SstObjectSource::LandedRunCap(f.stored_bytes(), 1);
+  ASSERT_GT(landed_cap, cap);
+  const auto bytes = [&](const std::vector<size_t>& run) {
+    uint64_t n = 0;
+    for (size_t i : run) n += f.values[i].size();
+    return n;
+  };
+  auto plain = (*source)->PlanRuns(f.keys, 1);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  std::vector<bool> lands(f.keys.size(), true);
+  auto landing = (*source)->PlanRuns(f.keys, 1, lands);
+  ASSERT_TRUE(landing.ok()) << landing.status();
+  EXPECT_LT((*landing)->runs().size(), (*plain)->runs().size());
+  for (const std::vector<size_t>& run : (*landing)->runs()) EXPECT_LE(bytes(run), landed_cap + (64 << 10));
+  lands[12] = false;
+  auto mixed = (*source)->PlanRuns(f.keys, 1, lands);
+  ASSERT_TRUE(mixed.ok()) << mixed.status();
+  for (const std::vector<size_t>& run : (*mixed)->runs()) {
+    const bool all = std::find(run.begin(), run.end(), size_t{12}) == run.end();
+    EXPECT_LE(bytes(run), (all ? landed_cap : cap) + (64 << 10));
+  }
+  // Every chunk still comes, one GET a run.
+  const uint64_t gets = (*source)->stats().gets;
+  for (const std::vector<size_t>& run : (*landing)->runs()) {
+    for (size_t i : run) ExpectGet(**landing, f, i);
+  }
+  EXPECT_EQ((*source)->stats().gets - gets, (*landing)->runs().size());
+}
+
 // Land: a run's raw chunks are written straight into their places, checked,
 // by the run's one GET; the compressed ones (WriteSst's odd chunks) come
 // from that same GET through Get, as do chunks given a place of the wrong

@@ -59,6 +59,9 @@ std::string DescribeChunk(const DataKey& k) {
 constexpr uint64_t kMaxRunBytes = 16u << 20;
 constexpr uint64_t kMinRunBytes = 2u << 20;
 constexpr int kRunsPerThread = 4;
+// Runs whose chunks all land need no window: larger, still two a thread.
+constexpr uint64_t kMaxLandedRunBytes = 32u << 20;
+constexpr int kLandedRunsPerThread = 2;
 constexpr uint64_t kRunFraming = 64u << 10;
 
 rocksdb::ReadOptions ChunkReadOptions() {
@@ -345,7 +348,8 @@ class SstObjectSource::Runs : public ChunkRuns {
   std::unordered_map<std::string, std::pair<size_t, size_t>> run_of_;  // encoded key -> run, place in it
 };
 
-StatusOr<std::unique_ptr<ChunkRuns>> SstObjectSource::PlanRuns(const std::vector<DataKey>& keys, int threads) const {
+StatusOr<std::unique_ptr<ChunkRuns>> SstObjectSource::PlanRuns(const std::vector<DataKey>& keys, int threads,
+                                                               const std::vector<bool>& lands) const {
   std::vector<std::string> encoded;
   encoded.reserve(keys.size());
   for (const DataKey& k : keys) encoded.push_back(EncodeDataKey(k));
@@ -373,6 +377,7 @@ StatusOr<std::unique_ptr<ChunkRuns>> SstObjectSource::PlanRuns(const std::vector
     const Table* table;
     uint64_t begin, end;
     size_t index;
+    bool lands;
   };
   std::vector<Want> wants;
   // The runs as planned, before they are put in the read's order.
@@ -391,7 +396,7 @@ StatusOr<std::unique_ptr<ChunkRuns>> SstObjectSource::PlanRuns(const std::vector
       if (!EnsureOpen(*table).ok() || !table->blocks.has_value()) break;
       const int64_t b = table->blocks->Find(encoded[i]);
       if (b < 0) continue;
-      const Want w{table.get(), table->blocks->Begin(b), table->blocks->End(b), i};
+      const Want w{table.get(), table->blocks->Begin(b), table->blocks->End(b), i, i < lands.size() && lands[i]};
       // A block in the object's cached tail costs no GET: read alone.
       const std::optional<uint64_t> tail = fs_->TailStart(table->path);
       if (tail.has_value() && w.begin >= *tail) break;
@@ -403,7 +408,7 @@ StatusOr<std::unique_ptr<ChunkRuns>> SstObjectSource::PlanRuns(const std::vector
     if (!placed) planned.push_back({nullptr, 0, 0, {i}, {}});
   }
   // Adjacent blocks of one object, up to the cap, make a run.
-  const uint64_t cap = RunCap(total, open_threads);
+  const uint64_t cap = RunCap(total, open_threads), landed_cap = LandedRunCap(total, open_threads);
   std::sort(wants.begin(), wants.end(), [](const Want& a, const Want& b) {
     return std::tie(a.table, a.begin, a.index) < std::tie(b.table, b.begin, b.index);
   });
@@ -412,11 +417,14 @@ StatusOr<std::unique_ptr<ChunkRuns>> SstObjectSource::PlanRuns(const std::vector
     uint64_t end = head.end;
     std::vector<size_t> indices{head.index};
     std::vector<std::pair<uint64_t, uint64_t>> blocks{{head.begin, head.end}};
+    bool all_land = head.lands;
     size_t j = i + 1;
     for (; j < wants.size() && wants[j].table == head.table; ++j) {
       const Want& w = wants[j];
       const bool same_block = w.begin == wants[j - 1].begin;
-      if (!same_block && (w.begin != end || w.end - head.begin > cap + kRunFraming)) break;
+      const uint64_t limit = all_land && w.lands ? landed_cap : cap;
+      if (!same_block && (w.begin != end || w.end - head.begin > limit + kRunFraming)) break;
+      all_land = all_land && w.lands;
       end = std::max(end, w.end);
       indices.push_back(w.index);
       blocks.emplace_back(w.begin, w.end);
@@ -437,8 +445,16 @@ uint64_t SstObjectSource::RunCap(uint64_t bytes, int threads) {
                               kMaxRunBytes);
 }
 
+uint64_t SstObjectSource::LandedRunCap(uint64_t bytes, int threads) {
+  return std::min(kMaxLandedRunBytes,
+                  std::max(RunCap(bytes, threads),
+                           bytes / static_cast<uint64_t>(kLandedRunsPerThread * std::max(1, threads))));
+}
+
 ChunkRunPlanner SstObjectSource::Planner() const {
-  return [this](const std::vector<DataKey>& keys, int threads) { return PlanRuns(keys, threads); };
+  return [this](const std::vector<DataKey>& keys, int threads, const std::vector<bool>& lands) {
+    return PlanRuns(keys, threads, lands);
+  };
 }
 
 ChunkValueGetter SstObjectSource::Getter() const {

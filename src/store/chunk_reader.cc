@@ -166,8 +166,13 @@ StatusOr<ReadStats> ReadChunksFrom(const ChunkValueGetter& get_chunk, const Step
   if (plan && !jobs.empty()) {
     std::vector<DataKey> keys;
     keys.reserve(jobs.size());
-    for (const Job& j : jobs) keys.push_back(KeyOf(md, *j.piece, j.chunk));
-    ASSIGN_OR_RETURN(runs, plan(keys, threads));
+    std::vector<bool> lands(jobs.size());
+    const uint32_t raw_encoding = PieceEncoding(Compression::kNone, 0);
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      keys.push_back(KeyOf(md, *jobs[j].piece, jobs[j].chunk));
+      lands[j] = jobs[j].piece->encoding == raw_encoding && LandingOf(jobs[j]).place.dest != nullptr;
+    }
+    ASSIGN_OR_RETURN(runs, plan(keys, threads, lands));
     std::vector<bool> seen(jobs.size());
     size_t planned = 0;
     for (const std::vector<size_t>& run : runs->runs()) {

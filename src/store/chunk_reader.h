@@ -70,9 +70,12 @@ class ChunkRuns {
   virtual void Done(size_t r) = 0;
 };
 
-// Plans the runs of `keys` for a read on `threads` threads.
-using ChunkRunPlanner =
-    std::function<StatusOr<std::unique_ptr<ChunkRuns>>(const std::vector<DataKey>& keys, int threads)>;
+// Plans the runs of `keys` for a read on `threads` threads. `lands` (empty,
+// or one per key): key i is a chunk stored raw (its piece's encoding says
+// no compression) that the read has a place for (ChunkRuns::Land), so it
+// needs no window and may come in a larger run.
+using ChunkRunPlanner = std::function<StatusOr<std::unique_ptr<ChunkRuns>>(const std::vector<DataKey>& keys,
+                                                                           int threads, const std::vector<bool>& lands)>;
 
 // ReadChunks with the values fetched by `get`: with one thread, in exactly
 // the order of ChunksToRead (plus, for pieces whose chunks split elements
