@@ -59,9 +59,7 @@ char* BlockLanding::Spill() {
 
 void BlockLanding::Reset() {
   pos_ = 0;
-  cur_ = 0;
-  head_.clear();
-  tail_.clear();
+  cur_ = 0;  // (Take starts each block's head and tail afresh)
   for (State& s : state_) s.landed = false;
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <mutex>
 #include <optional>
+#include <string_view>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
@@ -224,7 +225,11 @@ class SstObjectSource::Runs : public ChunkRuns {
   struct Run {
     const Table* table = nullptr;  // null: a chunk read alone, by Get
     uint64_t begin = 0, end = 0;   // the blocks' bytes in the object
-    std::vector<std::pair<uint64_t, uint64_t>> blocks;  // each key's block, in the run's order
+    struct Block {
+      uint64_t begin, end;
+      std::string key;  // encoded
+    };
+    std::vector<Block> blocks;  // each key's, in the run's order (the object's: PlanRuns)
     std::mutex mu;
     bool fetched = false, done = false;         // guarded by mu
     Status status;                              // guarded by mu: the fetch's
@@ -266,26 +271,21 @@ class SstObjectSource::Runs : public ChunkRuns {
     std::vector<bool> landed(spots.size(), false);
     Run& run = *runs_[r];
     if (run.table == nullptr || spots.size() != run.blocks.size()) return landed;
-    // The blocks in the object's order, each with its place (a chunk
-    // without one comes to the spill window whole); a run whose chunks have
-    // none (or share a block) is fetched by Get.
-    std::vector<size_t> order(spots.size());
-    bool any = false;
-    for (size_t i = 0; i < order.size(); ++i) {
-      any = any || spots[i].place.dest != nullptr;
-      order[i] = i;
+    // The blocks, each with its place (a chunk without one comes to the
+    // spill window whole); a run whose chunks have none (or share a block)
+    // is fetched by Get.
+    if (std::none_of(spots.begin(), spots.end(), [](const ChunkLanding& s) { return s.place.dest != nullptr; })) {
+      return landed;
     }
-    if (!any) return landed;
-    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return run.blocks[a] < run.blocks[b]; });
     std::vector<LandingBlock> blocks;
-    blocks.reserve(order.size());
+    blocks.reserve(spots.size());
     uint64_t next = run.begin;
-    for (size_t i : order) {
-      if (run.blocks[i].first != next) return landed;
-      next = run.blocks[i].second;
+    for (size_t i = 0; i < spots.size(); ++i) {
+      const Run::Block& b = run.blocks[i];
+      if (b.begin != next) return landed;
+      next = b.end;
       const BoxPlace& place = spots[i].place;
-      blocks.push_back({run.blocks[i].first, run.blocks[i].second, keys_[r][i], spots[i].raw_bytes, place.dest,
-                        place.run_bytes, place.stride});
+      blocks.push_back({b.begin, b.end, b.key, spots[i].raw_bytes, place.dest, place.run_bytes, place.stride});
     }
     if (next != run.end) return landed;
     std::lock_guard<std::mutex> lock(run.mu);
@@ -307,7 +307,7 @@ class SstObjectSource::Runs : public ChunkRuns {
       spill->size = run.end - run.begin;  // the blocks that landed are not in it: nothing reads them
       run.window = std::move(spill);
     }
-    for (size_t k = 0; k < order.size(); ++k) landed[order[k]] = landing.Landed(k);
+    for (size_t i = 0; i < spots.size(); ++i) landed[i] = landing.Landed(i);
     run.landed = landed;
     return landed;
   }
@@ -320,21 +320,19 @@ class SstObjectSource::Runs : public ChunkRuns {
   }
 
   // Adds a run of the keys `indices` (of `keys`), whose blocks are
-  // `blocks`, read after those before.
+  // `blocks` (in the object's order), read after those before.
   void Add(const Table* table, uint64_t begin, uint64_t end, std::vector<size_t> indices,
-           std::vector<std::pair<uint64_t, uint64_t>> blocks, const std::vector<std::string>& keys) {
+           const std::vector<std::pair<uint64_t, uint64_t>>& blocks, const std::vector<std::string>& keys) {
     auto run = std::make_unique<Run>();
     run->table = table;
     run->begin = begin;
     run->end = end;
-    run->blocks = std::move(blocks);
-    std::vector<std::string> run_keys;
-    run_keys.reserve(indices.size());
-    for (size_t i : indices) {
-      run_of_.emplace(keys[i], std::make_pair(runs_.size(), run_keys.size()));
-      run_keys.push_back(keys[i]);
+    run->blocks.reserve(indices.size());
+    for (size_t k = 0; k < indices.size(); ++k) {
+      run->blocks.push_back({blocks[k].first, blocks[k].second, keys[indices[k]]});
     }
-    keys_.push_back(std::move(run_keys));
+    // (The map's keys point into the run's blocks, which stay put.)
+    for (size_t k = 0; k < indices.size(); ++k) run_of_.emplace(run->blocks[k].key, std::make_pair(runs_.size(), k));
     runs_.push_back(std::move(run));
     groups_.push_back(std::move(indices));
   }
@@ -344,8 +342,7 @@ class SstObjectSource::Runs : public ChunkRuns {
   const std::shared_ptr<WindowPool> pool_;
   std::vector<std::unique_ptr<Run>> runs_;
   std::vector<std::vector<size_t>> groups_;
-  std::vector<std::vector<std::string>> keys_;       // each run's encoded keys, in groups_' order
-  std::unordered_map<std::string, std::pair<size_t, size_t>> run_of_;  // encoded key -> run, place in it
+  std::unordered_map<std::string_view, std::pair<size_t, size_t>> run_of_;  // encoded key -> run, place in it
 };
 
 StatusOr<std::unique_ptr<ChunkRuns>> SstObjectSource::PlanRuns(const std::vector<DataKey>& keys, int threads,
@@ -385,7 +382,7 @@ StatusOr<std::unique_ptr<ChunkRuns>> SstObjectSource::PlanRuns(const std::vector
     const Table* table;  // null: read alone
     uint64_t begin, end;
     std::vector<size_t> indices;
-    std::vector<std::pair<uint64_t, uint64_t>> blocks;  // each index's
+    std::vector<std::pair<uint64_t, uint64_t>> blocks;  // each index's (none: {0, 0})
   };
   std::vector<Planned> planned;
   uint64_t total = 0;
@@ -405,7 +402,7 @@ StatusOr<std::unique_ptr<ChunkRuns>> SstObjectSource::PlanRuns(const std::vector
       placed = true;
       break;
     }
-    if (!placed) planned.push_back({nullptr, 0, 0, {i}, {}});
+    if (!placed) planned.push_back({nullptr, 0, 0, {i}, {{0, 0}}});
   }
   // Adjacent blocks of one object, up to the cap, make a run.
   const uint64_t cap = RunCap(total, open_threads), landed_cap = LandedRunCap(total, open_threads);
@@ -436,7 +433,7 @@ StatusOr<std::unique_ptr<ChunkRuns>> SstObjectSource::PlanRuns(const std::vector
   const auto first = [](const Planned& p) { return *std::min_element(p.indices.begin(), p.indices.end()); };
   std::sort(planned.begin(), planned.end(), [&](const Planned& a, const Planned& b) { return first(a) < first(b); });
   auto runs = std::make_unique<Runs>(this, open_threads);
-  for (Planned& p : planned) runs->Add(p.table, p.begin, p.end, std::move(p.indices), std::move(p.blocks), encoded);
+  for (Planned& p : planned) runs->Add(p.table, p.begin, p.end, std::move(p.indices), p.blocks, encoded);
   return std::unique_ptr<ChunkRuns>(std::move(runs));
 }
 

@@ -301,7 +301,9 @@ StatusOr<ReadStats> ReadChunksFrom(const ChunkValueGetter& get_chunk, const Step
       std::vector<ChunkLanding> spots(group.size());
       bool any = false;
       for (size_t i = 0; i < group.size(); ++i) {
-        spots[i] = LandingOf(jobs[group[i]]);
+        // Asked again (not kept from planning): a place may be withdrawn
+      // since (Python's reader gives none once interrupted).
+      spots[i] = LandingOf(jobs[group[i]]);
         any = any || spots[i].place.dest != nullptr;
       }
       const std::vector<bool> landed = any ? runs->Land(r, spots) : std::vector<bool>(group.size(), false);

@@ -110,27 +110,28 @@ bool HasSse42() {
   static const bool has = __builtin_cpu_supports("sse4.2");
   return has;
 }
+#else
+uint32_t (*const OneStream)(const unsigned char*, size_t, uint32_t) = nullptr;
+uint32_t (*const Hardware)(const unsigned char*, size_t, uint32_t) = nullptr;
 #endif
+
+// The CRC of data[0, n) after `crc`: by `hardware` where the CPU has the
+// instruction, else by the table.
+uint32_t Compute(const void* data, size_t n, uint32_t crc,
+                 [[maybe_unused]] uint32_t (*hardware)(const unsigned char*, size_t, uint32_t)) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  const uint32_t c = ~crc;
+#if defined(__x86_64__)
+  if (HasSse42()) return ~hardware(p, n, c);
+#endif
+  return ~Software(p, n, c);
+}
 
 }  // namespace
 
-uint32_t Crc32cOneStream(const void* data, size_t n, uint32_t crc) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  uint32_t c = ~crc;
-#if defined(__x86_64__)
-  if (HasSse42()) return ~OneStream(p, n, c);
-#endif
-  return ~Software(p, n, c);
-}
+uint32_t Crc32cOneStream(const void* data, size_t n, uint32_t crc) { return Compute(data, n, crc, OneStream); }
 
-uint32_t Crc32c(const void* data, size_t n, uint32_t crc) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  uint32_t c = ~crc;
-#if defined(__x86_64__)
-  if (HasSse42()) return ~Hardware(p, n, c);
-#endif
-  return ~Software(p, n, c);
-}
+uint32_t Crc32c(const void* data, size_t n, uint32_t crc) { return Compute(data, n, crc, Hardware); }
 
 std::string Crc32cBase64(std::string_view data) { return Crc32cToBase64(Crc32c(data.data(), data.size())); }
 
