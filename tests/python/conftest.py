@@ -73,14 +73,15 @@ def _torchrun_aborted_after_the_work(out: str, returncode: int, nproc: int) -> b
     """torchrun's counterpart of _aborted_after_its_work: True when torchrun
     failed only because ranks were aborted at exit (SIGABRT, std::terminate)
     or terminated by torchrun after that (SIGTERM), and each of its `nproc`
-    ranks printed its "... ok" line. torchrun merges its ranks' output, so
-    one rank's abort may be printed before another rank's "ok" line."""
+    ranks printed its "rank R ok" line. torchrun merges its ranks' output, so
+    one rank's abort may be printed before another rank's "ok" line, and two
+    ranks' lines may share one ("rank 2 okrank 0 ok", seen in CI)."""
     if returncode == 0 or EXIT_ABORT not in out:
         return False
     codes = {int(c) for c in re.findall(r"exitcode\s*:\s*(-?\d+)", out)}
     if -signal.SIGABRT not in codes or not codes <= {-signal.SIGABRT, -signal.SIGTERM}:
         return False
-    return len({line.strip() for line in out.splitlines() if line.rstrip().endswith(" ok")}) == nproc
+    return {int(r) for r in re.findall(r"rank (\d+) ok", out)} == set(range(nproc))
 
 
 def run_ranks(tmp_path, script: str, nproc: int, *args: str, timeout: float = 120,

@@ -328,6 +328,9 @@ def test_only_an_abort_at_exit_after_a_ranks_work_is_tolerated():
     torchrun = ("  exitcode  : -15 (pid: 2)  (SIGTERM)\n"
                 "  exitcode  : -6 (pid: 1)  (SIGABRT)\n")
     assert torchrun_ok(f"rank 2 ok\nrank 0 ok\n{EXIT_ABORT}\nrank 1 ok\n{torchrun}", 1, 3)
+    # Two ranks' lines run together (seen in CI).
+    assert torchrun_ok(f"rank 2 okrank 0 ok\n\n{EXIT_ABORT}\nrank 1 ok\n{torchrun}", 1, 3)
+    assert not torchrun_ok(f"rank 2 okrank 0 ok\n\n{EXIT_ABORT}\n{torchrun}", 1, 3)  # rank 1 never finished
     assert not torchrun_ok(f"rank 2 ok\nrank 0 ok\n{EXIT_ABORT}\n{torchrun}", 1, 3)  # rank 1 never finished
     assert not torchrun_ok(f"rank 2 ok\nrank 0 ok\nrank 1 ok\n{torchrun}", 1, 3)  # no abort
     assert not torchrun_ok(f"rank 2 ok\nrank 0 ok\n{EXIT_ABORT}\nrank 1 ok\n{torchrun}"
