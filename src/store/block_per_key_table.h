@@ -1,0 +1,107 @@
+// SST files whose every key is a data block of its own, written from blocks
+// the caller builds: the bucket's SST objects (bucket/sst_object_options.h
+// gives RocksDB's SstFileWriter the same rule). With SstFileWriter a chunk
+// was copied three times on the way to the upload: into its value, into
+// RocksDB's block, into the upload's part. Here a worker thread builds the
+// block around the chunk where it encodes it (the value is written in
+// place, between the block's head and tail), and the file takes the block
+// as it is: one copy fewer, and the block's checksum leaves the appending
+// thread.
+//
+// The table is the one SstFileWriter writes with SstObjectWriteOptions()
+// (FORMAT.md §9), byte for byte in its data blocks and index: RocksDB
+// 7.8's block-based format 5, XXH3 block checksums, no compression, an
+// index of unshortened user keys with their blocks' handles, one properties
+// block (SstFileWriter's: version 2, global sequence number 0, and what the
+// options' property collectors add), a metaindex and the footer. RocksDB
+// reads and ingests it like any other SST; tests/block_per_key_table_test.cc
+// compares the two writers' files.
+#ifndef CKPTDB_SRC_STORE_BLOCK_PER_KEY_TABLE_H_
+#define CKPTDB_SRC_STORE_BLOCK_PER_KEY_TABLE_H_
+
+#include <rocksdb/env.h>
+#include <rocksdb/options.h>
+#include <rocksdb/sst_file_writer.h>
+#include <rocksdb/table_properties.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ckptdb/status.h"
+
+namespace ckptdb {
+
+// A data block holding `key` (a user key) with a value of `value_size`
+// bytes is DataBlockHeadSize(key.size(), value_size) bytes of head, the
+// value, then kDataBlockTailBytes: restart array and block trailer.
+size_t DataBlockHeadSize(size_t key_size, size_t value_size);
+inline constexpr size_t kDataBlockTailBytes = 8 + 5;
+
+// Writes the head of key's block (its entry's lengths, the key, sequence
+// number 0 and type "value") at `head`: DataBlockHeadSize bytes.
+void WriteDataBlockHead(std::string_view key, size_t value_size, char* head);
+
+// Writes the tail at block + contents_bytes, where contents_bytes is the
+// head's and the value's size: the restart array, then the trailer (no
+// compression, the XXH3 checksum of everything before it).
+void WriteDataBlockTail(char* block, size_t contents_bytes);
+
+// *out = the whole block of key with `value` (head, value, tail).
+void BuildDataBlock(std::string_view key, std::string_view value, std::string* out);
+
+// The value's size in a block built above; false when `block` is not one.
+bool DataBlockValueSize(std::string_view block, uint64_t* value_size);
+
+// Writes one file. Thread safety: one thread at a time.
+class BlockPerKeyTableWriter {
+ public:
+  // `options`: its env opens the file, its table_properties_collector_factories
+  // collect the file's user properties (each key is reported with the offset
+  // where its block starts, as RocksDB's builder reports it).
+  // `env_options.bytes_per_sync`: start writing the file back after every
+  // so many bytes (RangeSync); `invalidate_page_cache`: drop the file's
+  // pages once it is synced.
+  BlockPerKeyTableWriter(const rocksdb::Options& options, const rocksdb::EnvOptions& env_options,
+                         bool invalidate_page_cache);
+  ~BlockPerKeyTableWriter();
+
+  Status Open(const std::string& path);
+
+  // Appends the block of `key` (built with the functions above); keys come
+  // in strictly increasing order. InvalidArgument when the key is out of
+  // order or the block is not key's; the file's error otherwise.
+  Status Add(std::string_view key, std::string_view block);
+
+  // Writes the index, properties, metaindex and footer, syncs and closes
+  // the file, and reports it as SstFileWriter::Finish does. An empty file
+  // is InvalidArgument (as SstFileWriter's).
+  Status Finish(rocksdb::ExternalSstFileInfo* info);
+
+  uint64_t FileSize() const { return offset_; }
+
+ private:
+  Status Append(std::string_view bytes);
+  Status WriteBlock(const std::string& contents, uint64_t* offset, uint64_t* size);
+
+  rocksdb::Options options_;
+  rocksdb::EnvOptions env_options_;
+  bool invalidate_page_cache_;
+  std::string path_;
+  std::unique_ptr<rocksdb::WritableFile> file_;
+  std::vector<std::unique_ptr<rocksdb::TablePropertiesCollector>> collectors_;
+  uint64_t offset_ = 0;
+  uint64_t synced_to_ = 0;
+  // The index block's entries so far, and the table's counts.
+  std::string index_entries_;
+  std::vector<uint32_t> index_restarts_;
+  std::string first_key_, last_key_;
+  uint64_t entries_ = 0, raw_key_bytes_ = 0, raw_value_bytes_ = 0;
+};
+
+}  // namespace ckptdb
+
+#endif  // CKPTDB_SRC_STORE_BLOCK_PER_KEY_TABLE_H_
