@@ -60,9 +60,16 @@ def _aborted_after_its_work(out: str, returncode: int) -> bool:
     exited (SIGABRT). Seen 3 times in about 10 runs of the whole suite under
     ctest -j2, always in a 3-rank load after a DTensor/FSDP script's
     destroy_process_group, and never in 95 runs of those tests alone or
-    under CPU load; PyTorch's gloo threads at exit abort so
-    (pytorch/pytorch#190489). Reported as a warning: a failure of the work
-    itself still fails the test."""
+    under CPU load. Caught under gdb once in 34 loads (rank 0 of
+    test_s3.py's DCP_SCRIPT, beside a ctest run): the thread that aborts is
+    PyTorch's ProcessGroupGloo::runLoop ("pt_gloo_runloop"), releasing a
+    finished AsyncAllgatherCoalescedWork whose tensors' Python objects it
+    holds last, while the main thread is in Py_FinalizeEx; the tensor's
+    dealloc takes the GIL, Python ends the thread (pthread_exit), and the
+    forced unwind through a noexcept destructor is std::terminate. The
+    group outlives destroy_process_group through the script's DTensors
+    (pytorch/pytorch#190489, #179291). Reported as a warning: a failure of
+    the work itself still fails the test."""
     if returncode != -signal.SIGABRT or EXIT_ABORT not in out:
         return False
     before = out.split(EXIT_ABORT)[0].strip().splitlines()
