@@ -9,19 +9,24 @@
 #include <rocksdb/sst_file_writer.h>
 #include <rocksdb/table_properties.h>
 
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <string>
 #include <vector>
 
 #include "bucket/block_starts.h"
 #include "bucket/sst_object_options.h"
+#include "ckptdb/ckptdb.h"
 #include "format/keys.h"
+#include "store/sst_chunk_writer.h"
 #include "test_util.h"
 
 namespace ckptdb {
 namespace {
 
+using testing::PatternTensor;
 using testing::TempDir;
 
 std::string Bytes(const std::string& path) {
@@ -152,6 +157,75 @@ TEST(BlockPerKeyTable, RefusesKeysOutOfOrderBlocksOfOtherKeysAndEmptyFiles) {
   EXPECT_NE(st.message().find("increasing order"), std::string::npos) << st.ToString();
   ASSERT_TRUE(table.Finish(&info).ok());
   EXPECT_EQ(info.num_entries, 1u);
+}
+
+// WriteItemsToSst with o.block_per_key (the workers build each chunk's
+// block) writes what it writes through SstFileWriter: raw and compressed
+// chunks, of contiguous pieces, of pieces cut into boxes, read through a
+// source, small and empty, over two files.
+TEST(BlockPerKeyTable, ChunksWrittenInTheirBlocksMakeTheFilesSstFileWriterMakes) {
+  TempDir dir;
+  Tensor matrix = PatternTensor(DType::kF32, {300, 500}, 3);
+  Tensor vector = PatternTensor(DType::kU8, {3 * 65536 + 100}, 4);
+  Tensor small = PatternTensor(DType::kBF16, {5}, 5);
+  std::vector<WriteItem> items(4);
+  items[0].fqn = "matrix";
+  items[0].dtype = DType::kF32;
+  items[0].sizes = {300, 500};
+  items[0].data = matrix.data();
+  items[0].nbytes = matrix.nbytes();
+  items[1].fqn = "vector";
+  items[1].sizes = {static_cast<int64_t>(vector.nbytes())};
+  items[1].data = vector.data();
+  items[1].nbytes = vector.nbytes();
+  items[2] = items[1];
+  items[2].fqn = "vector through its source";
+  items[2].source = [&](uint64_t begin, uint64_t n, const std::function<void(const char*)>& use) {
+    std::string copy(static_cast<const char*>(vector.data()) + begin, n);
+    use(copy.data());
+    return Status::OK();
+  };
+  items[3].fqn = "small";
+  items[3].dtype = DType::kBF16;
+  items[3].sizes = {5};
+  items[3].data = small.data();
+  items[3].nbytes = small.nbytes();
+  for (uint32_t i = 0; i < items.size(); ++i) items[i].key = StorageKey{0, i};
+  const SaveContext ctx{3, 99, 0, 1, 0};
+  for (Compression compression : {Compression::kNone, Compression::kZstd}) {
+    std::vector<WriteResult> results;
+    for (bool blocks : {false, true}) {
+      ChunkWriteOptions o;
+      o.chunk_bytes = 64 << 10;
+      o.compression = compression;
+      o.threads = 2;
+      o.max_sst_file_bytes = 400 << 10;
+      o.block_per_key = blocks;
+      const std::string sub = dir.Sub(std::string(blocks ? "ours" : "theirs") + std::to_string(int(compression)));
+      std::filesystem::create_directories(sub);
+      StatusOr<WriteResult> r = WriteItemsToSst(sub, ctx, items, bucket::SstObjectWriteOptions(), o);
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      results.push_back(std::move(r).value());
+    }
+    const WriteResult& theirs = results[0];
+    const WriteResult& ours = results[1];
+    ASSERT_EQ(ours.files.size(), theirs.files.size());
+    EXPECT_GE(ours.files.size(), 2u);
+    for (size_t f = 0; f < ours.files.size(); ++f) {
+      rocksdb::TableProperties their_props, our_props;
+      EXPECT_EQ(Properties(ours.files[f], &our_props), Properties(theirs.files[f], &their_props));
+      ASSERT_EQ(our_props.data_size, their_props.data_size);
+      ASSERT_EQ(our_props.index_size, their_props.index_size);
+      const uint64_t n = our_props.data_size + our_props.index_size;
+      EXPECT_TRUE(Bytes(ours.files[f]).substr(0, n) == Bytes(theirs.files[f]).substr(0, n)) << f;
+    }
+    ASSERT_EQ(ours.items.size(), theirs.items.size());
+    for (size_t i = 0; i < ours.items.size(); ++i) {
+      EXPECT_EQ(ours.items[i].stored_bytes, theirs.items[i].stored_bytes) << i;
+      EXPECT_EQ(ours.items[i].num_chunks, theirs.items[i].num_chunks) << i;
+      EXPECT_EQ(ours.items[i].chunk_hashes, theirs.items[i].chunk_hashes) << i;
+    }
+  }
 }
 
 }  // namespace

@@ -305,6 +305,7 @@ class BucketStoreWriter : public StoreWriter {
     o.boxes = options_.chunk_layout == ChunkLayout::kBoxes;
     o.content_hashes = options_.content_hashes;
     o.writeback_bytes = 0;  // (no disk)
+    o.block_per_key = true;  // (SstObjectWriteOptions: every key a block)
     std::vector<SstObject> objects;
     o.on_file_finished = [&](const std::string& path, const rocksdb::ExternalSstFileInfo& info) {
       SstObject obj;

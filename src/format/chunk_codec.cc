@@ -394,13 +394,17 @@ void EncodeChunk(const void* raw, size_t n, Compression compression, int zstd_le
   }
   // Raw: nothing to compress, or compressing did not pay.
   out->resize(kChunkHeaderSize + n);
+  EncodeRawChunkAt(raw, n, out->data(), content_hash);
+}
+
+void EncodeRawChunkAt(const void* raw, size_t n, char* value, const char* content_hash) {
   if (content_hash != nullptr) {
-    if (n > 0) std::memcpy(&(*out)[kChunkHeaderSize], raw, n);
-    WriteHeader(&(*out)[0], ChunkCodec::kRaw, static_cast<uint32_t>(n), ChecksumFromContentHash(content_hash, raw, n));
+    if (n > 0) std::memcpy(value + kChunkHeaderSize, raw, n);
+    WriteHeader(value, ChunkCodec::kRaw, static_cast<uint32_t>(n), ChecksumFromContentHash(content_hash, raw, n));
     return;
   }
-  const uint64_t copied_sum = CopyAndChecksum(&(*out)[kChunkHeaderSize], static_cast<const char*>(raw), n);
-  WriteHeader(&(*out)[0], ChunkCodec::kRaw, static_cast<uint32_t>(n), copied_sum);
+  const uint64_t copied_sum = CopyAndChecksum(value + kChunkHeaderSize, static_cast<const char*>(raw), n);
+  WriteHeader(value, ChunkCodec::kRaw, static_cast<uint32_t>(n), copied_sum);
 }
 
 Status DecodeChunk(std::string_view value, uint64_t expected_raw, void* dest) {
@@ -526,9 +530,12 @@ Status VisitChunk(std::string_view value, uint64_t expected_raw, std::string* sc
 }
 
 void FinishRawChunk(std::string* value, const char* content_hash) {
-  const size_t n = value->size() - kChunkHeaderSize;
-  const char* raw = value->data() + kChunkHeaderSize;
-  WriteHeader(&(*value)[0], ChunkCodec::kRaw, static_cast<uint32_t>(n),
+  FinishRawChunkAt(value->data(), value->size() - kChunkHeaderSize, content_hash);
+}
+
+void FinishRawChunkAt(char* value, size_t n, const char* content_hash) {
+  const char* raw = value + kChunkHeaderSize;
+  WriteHeader(value, ChunkCodec::kRaw, static_cast<uint32_t>(n),
               content_hash != nullptr ? ChecksumFromContentHash(content_hash, raw, n) : Checksum(raw, n));
 }
 

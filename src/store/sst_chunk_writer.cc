@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "format/chunk_codec.h"
+#include "store/block_per_key_table.h"
 #include "format/keys.h"
 #include "model/chunk_grid.h"
 #include "util/le_bytes.h"
@@ -102,17 +103,30 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
                 r->piece.chunk_hashes.size() == size_t{r->piece.num_chunks} * kChunkHashBytes;
   }
 
+  // The file being written: by SstFileWriter, or (o.block_per_key) from
+  // the blocks the workers build.
   std::unique_ptr<rocksdb::SstFileWriter> sst;
+  std::unique_ptr<BlockPerKeyTableWriter> table;
   uint64_t file_bytes = 0;
   std::string file;
   auto finish_file = [&]() -> Status {
-    if (!sst) return Status::OK();
+    if (!sst && !table) return Status::OK();
     rocksdb::ExternalSstFileInfo info;
-    rocksdb::Status s = sst->Finish(&info);  // syncs the file
-    sst.reset();
-    if (!s.ok()) return FromRocks(s, "finishing SST file " + file);
+    if (table) {
+      Status st = table->Finish(&info);  // syncs the file
+      table.reset();
+      RETURN_IF_ERROR(st);
+    } else {
+      rocksdb::Status s = sst->Finish(&info);  // syncs the file
+      sst.reset();
+      if (!s.ok()) return FromRocks(s, "finishing SST file " + file);
+    }
     result.files.push_back(file);
     return o.on_file_finished ? o.on_file_finished(file, info) : Status::OK();
+  };
+  auto key_of = [&](size_t j) {
+    const WriteItem* it = sorted[jobs[j].item];
+    return EncodeDataKey(DataKey{ctx.step, ctx.save_id, it->key.rank, it->key.item, jobs[j].chunk});
   };
   auto produce = [&](size_t j, std::string* value) -> Status {
     const WriteItem* it = sorted[jobs[j].item];
@@ -141,8 +155,39 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
       }
       return false;
     };
+    // With o.block_per_key, *value is the chunk's data block: its head, the
+    // value, its tail. A raw value is written in place (raw_room gives where
+    // it goes, close_block writes the rest); a compressed one, made by
+    // EncodeChunk, is then wrapped (copied) into its block.
+    std::string key;
+    if (o.block_per_key) key = key_of(j);
+    size_t head = 0;
+    auto raw_room = [&]() -> char* {
+      const size_t value_bytes = kChunkHeaderSize + len;
+      head = o.block_per_key ? DataBlockHeadSize(key.size(), value_bytes) : 0;
+      value->resize(head + value_bytes + (o.block_per_key ? kDataBlockTailBytes : 0));
+      return value->data() + head;
+    };
+    auto close_block = [&]() {
+      if (!o.block_per_key) return;
+      WriteDataBlockHead(key, kChunkHeaderSize + len, value->data());
+      WriteDataBlockTail(value->data(), head + kChunkHeaderSize + len);
+    };
+    auto wrap = [&]() {
+      if (!o.block_per_key) return;
+      thread_local std::string plain;
+      plain.swap(*value);
+      BuildDataBlock(key, plain, value);
+    };
     auto encode = [&](const char* bytes) {
-      if (!stored_already(bytes)) EncodeChunk(bytes, len, o.compression, o.zstd_level, value, planes, hash);
+      if (stored_already(bytes)) return;
+      if (o.compression == Compression::kNone) {
+        EncodeRawChunkAt(bytes, len, raw_room(), hash);
+        close_block();
+      } else {
+        EncodeChunk(bytes, len, o.compression, o.zstd_level, value, planes, hash);
+        wrap();
+      }
     };
     if (grid != nullptr) {
       const Box piece{std::vector<int64_t>(it->sizes.size(), 0), it->sizes};
@@ -157,17 +202,15 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
         capacity = len;
       }
       auto gather_and_encode = [&](const char* src, uint64_t src_begin, uint64_t src_len) {
-        char* dst = gathered.get();
-        if (raw) {
-          value->resize(kChunkHeaderSize + len);
-          dst = value->data() + kChunkHeaderSize;
-        }
+        char* dst = raw ? raw_room() + kChunkHeaderSize : gathered.get();
         CopyRegionWindow(piece, src, src_begin, src_len, it->dtype, box, dst, it->dtype, box);
         if (stored_already(dst)) return;
         if (raw) {
-          FinishRawChunk(value, hash);
+          FinishRawChunkAt(dst - kChunkHeaderSize, len, hash);
+          close_block();
         } else {
           EncodeChunk(dst, len, o.compression, o.zstd_level, value, planes, hash);
+          wrap();
         }
       };
       if (!it->source) {
@@ -209,21 +252,31 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
       refs.push_back(ChunkReference{c, 1, at.step, at.save_id, at.key, at.chunk});
       return Status::OK();
     }
-    if (!sst || file_bytes >= o.max_sst_file_bytes) {
+    if ((!sst && !table) || file_bytes >= o.max_sst_file_bytes) {
       RETURN_IF_ERROR(finish_file());
       file = dir + "/rank-" + std::to_string(ctx.rank) + "-" + std::to_string(result.files.size()) + ".sst";
       rocksdb::EnvOptions env_options;
       env_options.bytes_per_sync = o.writeback_bytes;
-      sst = std::make_unique<rocksdb::SstFileWriter>(env_options, db_options, nullptr,
-                                                     o.invalidate_page_cache);
-      RETURN_IF_ERROR(FromRocks(sst->Open(file), "opening SST file " + file));
+      if (o.block_per_key) {
+        table = std::make_unique<BlockPerKeyTableWriter>(db_options, env_options, o.invalidate_page_cache);
+        RETURN_IF_ERROR(table->Open(file));
+      } else {
+        sst = std::make_unique<rocksdb::SstFileWriter>(env_options, db_options, nullptr, o.invalidate_page_cache);
+        RETURN_IF_ERROR(FromRocks(sst->Open(file), "opening SST file " + file));
+      }
       file_bytes = 0;
     }
-    DataKey k{ctx.step, ctx.save_id, it->key.rank, it->key.item, jobs[j].chunk};
-    RETURN_IF_ERROR(FromRocks(sst->Put(EncodeDataKey(k), rocksdb::Slice(value.data(), value.size())),
-                              "writing chunk " + std::to_string(jobs[j].chunk) + " of '" + it->fqn + "'"));
-    file_bytes += value.size();
-    result.items[jobs[j].item].stored_bytes += value.size();
+    const std::string where = "writing chunk " + std::to_string(jobs[j].chunk) + " of '" + it->fqn + "'";
+    uint64_t stored = value.size();
+    if (table) {
+      if (!DataBlockValueSize(value, &stored)) return Status::Internal(where + ": its data block is malformed");
+      Status st = table->Add(key_of(j), value);
+      if (!st.ok()) return st.WithContext(where);
+    } else {
+      RETURN_IF_ERROR(FromRocks(sst->Put(key_of(j), rocksdb::Slice(value.data(), value.size())), where));
+    }
+    file_bytes += stored;
+    result.items[jobs[j].item].stored_bytes += stored;
     return Status::OK();
   };
   // Small chunks (of small pieces: a job of thousands of ranks' rows, or

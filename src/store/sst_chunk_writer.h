@@ -39,6 +39,13 @@ struct ChunkWriteOptions {
   // Cut host pieces of two or more dimensions into n-d boxes where
   // ChooseChunkShape gives a shape (StoreOptions::chunk_layout kBoxes).
   bool boxes = true;
+  // Write the files with BlockPerKeyTableWriter (store/block_per_key_table.h),
+  // each chunk's data block built around it by the worker that encodes it,
+  // instead of SstFileWriter: for options whose every key is a data block of
+  // its own (bucket::SstObjectWriteOptions(), whose collectors it runs). A
+  // raw chunk is then copied once, into its block, where SstFileWriter
+  // copied it into a value and again into its block.
+  bool block_per_key = false;
   // Called on the appending thread as soon as each file is finished (before
   // the next is opened), with its path and what SstFileWriter::Finish
   // reported (size, smallest and largest key): a bucket store records the
