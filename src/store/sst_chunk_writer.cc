@@ -7,11 +7,11 @@
 #include <memory>
 
 #include "format/chunk_codec.h"
-#include "store/block_per_key_table.h"
 #include "format/keys.h"
 #include "model/chunk_grid.h"
 #include "util/le_bytes.h"
 #include "util/ordered_parallel.h"
+#include "store/block_per_key_table.h"
 #include "store/rocksdb_status.h"
 #include "util/status_macros.h"
 
@@ -266,14 +266,15 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
       }
       file_bytes = 0;
     }
-    const std::string where = "writing chunk " + std::to_string(jobs[j].chunk) + " of '" + it->fqn + "'";
+    auto where = [&] { return "writing chunk " + std::to_string(jobs[j].chunk) + " of '" + it->fqn + "'"; };
     uint64_t stored = value.size();
     if (table) {
-      if (!DataBlockValueSize(value, &stored)) return Status::Internal(where + ": its data block is malformed");
+      if (!DataBlockValueSize(value, &stored)) return Status::Internal(where() + ": its data block is malformed");
       Status st = table->Add(key_of(j), value);
-      if (!st.ok()) return st.WithContext(where);
+      if (!st.ok()) return st.WithContext(where());
     } else {
-      RETURN_IF_ERROR(FromRocks(sst->Put(key_of(j), rocksdb::Slice(value.data(), value.size())), where));
+      rocksdb::Status s = sst->Put(key_of(j), rocksdb::Slice(value.data(), value.size()));
+      if (!s.ok()) return FromRocks(s, where());
     }
     file_bytes += stored;
     result.items[jobs[j].item].stored_bytes += stored;
