@@ -3,7 +3,9 @@
 # throughput, on ONE SeaweedFS server (tools/seaweedfs.sh) started here, in
 # interleaved rounds (every system once per round, the order rotated), on the
 # same bytes (--size of fp32 in --tensors tensors of --cols columns):
-#   ckptdb       ckptdb.save / ckptdb.load of s3://BUCKET/ckptdb-rN
+#   ckptdb       ckptdb.save / ckptdb.load of s3://BUCKET/ckptdb-rN; after each
+#                load, the step's own objects GET whole by one curl into
+#                fresh memory (the same bytes: the load's second baseline)
 #   ckptdb_dcp   dcp.save / dcp.load through ckptdb.torch's StorageWriter/Reader
 #   s3tc         dcp.save / dcp.load through s3torchconnector's S3StorageWriter/
 #                S3StorageReader (path style; --s3tc-threads writer threads)

@@ -4,7 +4,9 @@ or, with --report DIR, the medians of every phase's JSON files there.
 
 Systems, on the same state dict (--size bytes of fp32 in --tensors tensors of
 --cols columns, deterministic values) in the same bucket:
-  ckptdb      ckptdb.save / ckptdb.load into s3://BUCKET/ckptdb-rN
+  ckptdb      ckptdb.save / ckptdb.load into s3://BUCKET/ckptdb-rN; after each
+              load, the step's own data objects GET whole by one curl into
+              fresh memory (the same bytes: the load's second baseline)
   ckptdb_dcp  dcp.save / dcp.load through ckptdb.torch's StorageWriter/Reader
   s3tc        dcp.save / dcp.load through AWS's s3torchconnector
               S3StorageWriter/S3StorageReader (path style, --s3tc-threads)
@@ -135,6 +137,11 @@ def phase_load(a) -> dict:
     if a.system == "ckptdb":
         import ckptdb
         out.update(measured(lambda: ckptdb.load(sd, url, step=1)))
+        # The baseline of the same bytes: the step's own objects, whole, by
+        # one curl into fresh memory, right after the load.
+        keys = [i.key for page in s3tc_client().list_objects(a.bucket, f"{a.system}-r{a.round}/data/")
+                for i in page.object_info]
+        out.update({f"own_get_fresh_{k}": v for k, v in curl_get_fresh(a, keys).items()})
     elif a.system == "ckptdb_dcp":
         import ckptdb.torch
         out.update(measured(lambda: dcp.load(sd, storage_reader=ckptdb.torch.StorageReader(url, step=1))))
@@ -192,17 +199,12 @@ def raw_curl(a, body: memoryview, keys: list[str]) -> dict:
     twice: into /dev/null (nothing kept: the server's rate), and into fresh
     files on /dev/shm (memory the kernel allocates as the bytes land, as a
     load into fresh tensors does), removed after."""
-    import shutil
     import subprocess
     import tempfile
-    sign = ["--aws-sigv4", f"aws:amz:{REGION}:s3", "-u",
-            f"{os.environ['AWS_ACCESS_KEY_ID']}:{os.environ['AWS_SECRET_ACCESS_KEY']}",
-            "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD"]
-    base = ["curl", "-sS", "-f", "-Z", "--parallel-max", str(len(keys)), *sign]
+    base = curl_base(len(keys))
     urls = [f"{endpoint()}/{a.bucket}/curl-{k}" for k in keys]
-    shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
     out = {}
-    with tempfile.NamedTemporaryFile(dir=shm) as f:
+    with tempfile.NamedTemporaryFile(dir=SHM) as f:
         f.write(body)
         f.flush()
         put = base + [x for u in urls for x in ("-T", f.name, u)]
@@ -211,15 +213,35 @@ def raw_curl(a, body: memoryview, keys: list[str]) -> dict:
         for name, cmd in (("put", put), ("get", get)):
             m = measured(lambda: subprocess.run(cmd, **quiet), children=True)
             out.update({f"{name}_{k}": v for k, v in m.items()})
-    fresh = tempfile.mkdtemp(dir=shm)
+    out.update({f"get_fresh_{k}": v for k, v in curl_get_fresh(a, [f"curl-{k}" for k in keys]).items()})
+    return out
+
+
+SHM = "/dev/shm" if os.path.isdir("/dev/shm") else None
+
+
+def curl_base(connections: int) -> list[str]:
+    """curl with SigV4 for the bench's server, `connections` transfers at once."""
+    sign = ["--aws-sigv4", f"aws:amz:{REGION}:s3", "-u",
+            f"{os.environ['AWS_ACCESS_KEY_ID']}:{os.environ['AWS_SECRET_ACCESS_KEY']}",
+            "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD"]
+    return ["curl", "-sS", "-f", "-Z", "--parallel-max", str(connections), *sign]
+
+
+def curl_get_fresh(a, keys: list[str]) -> dict:
+    """The objects `keys` GET whole by one curl, a connection each, into fresh
+    files on /dev/shm (removed after): measured()'s figures."""
+    import shutil
+    import subprocess
+    import tempfile
+    fresh = tempfile.mkdtemp(dir=SHM)
     try:
-        get = base + [x for i, u in enumerate(urls) for x in ("-o", os.path.join(fresh, str(i)), u)]
-        m = measured(lambda: subprocess.run(get, check=True, stdout=subprocess.DEVNULL,
-                                            stderr=subprocess.DEVNULL), children=True)
-        out.update({f"get_fresh_{k}": v for k, v in m.items()})
+        get = curl_base(len(keys)) + [x for i, k in enumerate(keys)
+                                      for x in ("-o", os.path.join(fresh, str(i)), f"{endpoint()}/{a.bucket}/{k}")]
+        return measured(lambda: subprocess.run(get, check=True, stdout=subprocess.DEVNULL,
+                                               stderr=subprocess.DEVNULL), children=True)
     finally:
         shutil.rmtree(fresh)
-    return out
 
 
 class CountingProxy:
@@ -366,6 +388,13 @@ def report(d: str) -> None:
             rc, rv = med("raw", base + "client_cpu"), med("raw", base + "server_cpu")
             if c and v and rc and rv:
                 line += f" = {c[0] / rc[0]:.2f}x / {v[0] / rv[0]:.2f}x raw"
+            own = f"{kind}-{system}"
+            oc, ov = med(own, "own_get_fresh_client_cpu"), med(own, "own_get_fresh_server_cpu")
+            if c and v and oc and ov:
+                # The same objects (the step's own), whole, into fresh
+                # memory: the bytes the load needs, at the server's cost.
+                line += (f"; vs a raw GET of the step's own objects into fresh memory (CPU s: client {oc[0]:.2f}, "
+                         f"server {ov[0]:.2f}): {c[0] / oc[0]:.2f}x / {v[0] / ov[0]:.2f}x")
             print(line)
     for r in rows.get("reshard", []):
         print(f"reshard (column halves, Store.read): {r['column_half_seconds']:.3f} s, CPU s: client "
