@@ -7,6 +7,7 @@
 #include <rocksdb/db.h>
 #include <rocksdb/sst_file_reader.h>
 #include <rocksdb/sst_file_writer.h>
+#include <rocksdb/table.h>
 #include <rocksdb/table_properties.h>
 
 #include <filesystem>
@@ -137,7 +138,7 @@ TEST(BlockPerKeyTable, WritesTheTableSstFileWriterWritesWithTheObjectsOptions) {
   EXPECT_TRUE(got == entries.back().value);
 }
 
-TEST(BlockPerKeyTable, RefusesKeysOutOfOrderBlocksOfOtherKeysAndEmptyFiles) {
+TEST(BlockPerKeyTable, RefusesKeysOutOfOrderBlocksOfOtherKeysEmptyFilesAndOtherTables) {
   TempDir dir;
   const std::vector<Entry> entries = Entries();
   BlockPerKeyTableWriter table(bucket::SstObjectWriteOptions(), rocksdb::EnvOptions(), false);
@@ -157,6 +158,16 @@ TEST(BlockPerKeyTable, RefusesKeysOutOfOrderBlocksOfOtherKeysAndEmptyFiles) {
   EXPECT_NE(st.message().find("increasing order"), std::string::npos) << st.ToString();
   ASSERT_TRUE(table.Finish(&info).ok());
   EXPECT_EQ(info.num_entries, 1u);
+
+  // Options that ask for another table (here: CRC32c checksums).
+  rocksdb::Options crc = bucket::SstObjectWriteOptions();
+  rocksdb::BlockBasedTableOptions t;
+  t.checksum = rocksdb::kCRC32c;
+  crc.table_factory.reset(rocksdb::NewBlockBasedTableFactory(t));
+  BlockPerKeyTableWriter other(crc, rocksdb::EnvOptions(), false);
+  st = other.Open(dir.Sub("crc.sst"));
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("XXH3"), std::string::npos) << st.ToString();
 }
 
 // WriteItemsToSst with o.block_per_key (the workers build each chunk's

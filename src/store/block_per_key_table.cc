@@ -1,5 +1,7 @@
 #include "store/block_per_key_table.h"
 
+#include <rocksdb/comparator.h>
+#include <rocksdb/table.h>
 #include <xxhash.h>
 
 #include <cstring>
@@ -129,6 +131,21 @@ BlockPerKeyTableWriter::~BlockPerKeyTableWriter() {
 
 Status BlockPerKeyTableWriter::Open(const std::string& path) {
   path_ = path;
+  // The table this writes is the one these options describe; any other
+  // would be a file that RocksDB reads differently from how it was meant.
+  const auto* table = options_.table_factory != nullptr
+                          ? options_.table_factory->GetOptions<rocksdb::BlockBasedTableOptions>()
+                          : nullptr;
+  if (table == nullptr || table->checksum != rocksdb::kXXH3 || table->format_version != kFormatVersion ||
+      table->index_type != rocksdb::BlockBasedTableOptions::kBinarySearch || table->filter_policy != nullptr ||
+      !table->whole_key_filtering || options_.prefix_extractor != nullptr ||
+      options_.compression != rocksdb::kNoCompression ||
+      options_.comparator != rocksdb::BytewiseComparator()) {
+    return Status::InvalidArgument(
+        "BlockPerKeyTableWriter writes block-based tables of format version 5 with XXH3 checksums, a binary-search "
+        "index, no filter, no compression and the bytewise comparator; these options ask for another table (" +
+        path + ")");
+  }
   rocksdb::Env* env = options_.env != nullptr ? options_.env : rocksdb::Env::Default();
   RETURN_IF_ERROR(FromRocks(env->NewWritableFile(path, &file_, env_options_), "opening SST file " + path));
   rocksdb::TablePropertiesCollectorFactory::Context context;

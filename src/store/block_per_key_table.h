@@ -69,6 +69,8 @@ class BlockPerKeyTableWriter {
                          bool invalidate_page_cache);
   ~BlockPerKeyTableWriter();
 
+  // InvalidArgument when the options describe another table than the one
+  // this writes (see above); the file's error otherwise.
   Status Open(const std::string& path);
 
   // Appends the block of `key` (built with the functions above); keys come
