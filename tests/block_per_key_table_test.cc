@@ -21,6 +21,7 @@
 #include "bucket/sst_object_options.h"
 #include "ckptdb/ckptdb.h"
 #include "format/keys.h"
+#include "store/rocksdb_options.h"
 #include "store/sst_chunk_writer.h"
 #include "test_util.h"
 
@@ -40,10 +41,10 @@ struct Entry {
 };
 
 // Values of sizes that cross the varint boundaries of the entry's lengths
-// (127/128 bytes, 16 KiB), an empty one and a 1 MiB one.
+// (127/128 bytes, 16 KiB, 2 MiB), and an empty one.
 std::vector<Entry> Entries() {
   std::vector<Entry> out;
-  const size_t sizes[] = {0, 1, 100, 127, 128, 16383, 16384, 100000, 1 << 20};
+  const size_t sizes[] = {0, 1, 100, 127, 128, 16383, 16384, 100000, 1 << 20, 3 << 20};
   for (size_t i = 0; i < std::size(sizes); ++i) {
     DataKey k;
     k.step = 7;
@@ -77,7 +78,10 @@ TEST(BlockPerKeyTable, WritesTheTableSstFileWriterWritesWithTheObjectsOptions) {
   rocksdb::ExternalSstFileInfo their_info;
   ASSERT_TRUE(writer.Finish(&their_info).ok());
 
+  rocksdb::TableProperties their_props, our_props;
+  std::map<std::string, std::string> their_user = Properties(theirs, &their_props);
   BlockPerKeyTableWriter table(options, rocksdb::EnvOptions(), false);
+  table.SetSessionId(their_props.db_session_id);
   ASSERT_TRUE(table.Open(ours).ok());
   for (const Entry& e : entries) {
     std::string block;
@@ -96,18 +100,13 @@ TEST(BlockPerKeyTable, WritesTheTableSstFileWriterWritesWithTheObjectsOptions) {
   EXPECT_EQ(info.version, their_info.version);
   EXPECT_EQ(info.file_size, Bytes(ours).size());
 
-  rocksdb::TableProperties their_props, our_props;
-  std::map<std::string, std::string> their_user = Properties(theirs, &their_props);
   std::map<std::string, std::string> our_user = Properties(ours, &our_props);
   EXPECT_EQ(our_user, their_user);
-  ASSERT_EQ(our_props.data_size, their_props.data_size);
-  ASSERT_EQ(our_props.index_size, their_props.index_size);
-  // The data blocks and the index that follows them, byte for byte.
-  const uint64_t data_and_index = our_props.data_size + our_props.index_size;
-  EXPECT_TRUE(Bytes(ours).substr(0, data_and_index) == Bytes(theirs).substr(0, data_and_index));
-  // Every property but the session's random id.
-  their_props.db_session_id = our_props.db_session_id = "";
   EXPECT_EQ(our_props.ToString(), their_props.ToString());
+  // The whole file, byte for byte: data blocks, index, properties,
+  // metaindex, footer.
+  EXPECT_EQ(Bytes(ours).size(), Bytes(theirs).size());
+  EXPECT_TRUE(Bytes(ours) == Bytes(theirs));
   // The block starts a load plans its reads with.
   auto starts = bucket::BlockStarts::Parse(our_user.at(bucket::kBlockStartsProperty), our_props.data_size);
   ASSERT_TRUE(starts.has_value());
@@ -149,7 +148,7 @@ TEST(BlockPerKeyTable, RefusesKeysOutOfOrderBlocksOfOtherKeysEmptyFilesAndOtherT
   BuildDataBlock(entries[1].key, entries[1].value, &block);
   Status st = table.Add(entries[0].key, block);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(st.message().find("not its key's"), std::string::npos) << st.ToString();
+  EXPECT_NE(st.message().find("holds key"), std::string::npos) << st.ToString();
   EXPECT_EQ(table.Add(entries[1].key, block.substr(0, block.size() - 1)).code(), StatusCode::kInvalidArgument);
   ASSERT_TRUE(table.Add(entries[1].key, block).ok());
   BuildDataBlock(entries[0].key, entries[0].value, &block);
@@ -159,21 +158,124 @@ TEST(BlockPerKeyTable, RefusesKeysOutOfOrderBlocksOfOtherKeysEmptyFilesAndOtherT
   ASSERT_TRUE(table.Finish(&info).ok());
   EXPECT_EQ(info.num_entries, 1u);
 
-  // Options that ask for another table (here: CRC32c checksums).
+  // Options that ask for another table, named: CRC32c checksums; the local
+  // store's (a block closes at 4 KiB, not at every key); zstd.
   rocksdb::Options crc = bucket::SstObjectWriteOptions();
-  rocksdb::BlockBasedTableOptions t;
+  rocksdb::BlockBasedTableOptions t = *crc.table_factory->GetOptions<rocksdb::BlockBasedTableOptions>();
   t.checksum = rocksdb::kCRC32c;
   crc.table_factory.reset(rocksdb::NewBlockBasedTableFactory(t));
-  BlockPerKeyTableWriter other(crc, rocksdb::EnvOptions(), false);
-  st = other.Open(dir.Sub("crc.sst"));
-  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(st.message().find("XXH3"), std::string::npos) << st.ToString();
+  rocksdb::Options zstd = bucket::SstObjectWriteOptions();
+  zstd.bottommost_compression = rocksdb::kZSTD;
+  const std::pair<rocksdb::Options, std::string> others[] = {
+      {crc, "checksum"}, {DatabaseOptions(), "flush_block_policy_factory"}, {zstd, "compression"}};
+  for (const auto& [options, named] : others) {
+    BlockPerKeyTableWriter other(options, rocksdb::EnvOptions(), false);
+    st = other.Open(dir.Sub("other.sst"));
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(st.message().find("option " + named), std::string::npos) << st.ToString();
+  }
 }
 
 // WriteItemsToSst with o.block_per_key (the workers build each chunk's
 // block) writes what it writes through SstFileWriter: raw and compressed
 // chunks, of contiguous pieces, of pieces cut into boxes, read through a
-// source, small and empty, over two files.
+// source, small and empty, a piece whose chunks a step before stored
+// (shared, not written), over several files.
+// Files that fail their appends once `budget` bytes are written (-1: never)
+// or their sync, and say whether they were closed.
+class FaultyEnv : public rocksdb::EnvWrapper {
+ public:
+  FaultyEnv() : rocksdb::EnvWrapper(rocksdb::Env::Default()) {}
+  const char* Name() const override { return "FaultyEnv"; }
+  int64_t budget = -1;
+  bool fail_sync = false;
+  bool closed = false;
+
+  rocksdb::Status NewWritableFile(const std::string& f, std::unique_ptr<rocksdb::WritableFile>* r,
+                                  const rocksdb::EnvOptions& o) override {
+    std::unique_ptr<rocksdb::WritableFile> base;
+    rocksdb::Status s = target()->NewWritableFile(f, &base, o);
+    if (s.ok()) r->reset(new File(this, std::move(base)));
+    return s;
+  }
+
+ private:
+  class File : public rocksdb::WritableFile {
+   public:
+    File(FaultyEnv* env, std::unique_ptr<rocksdb::WritableFile> base) : env_(env), base_(std::move(base)) {}
+    rocksdb::Status Append(const rocksdb::Slice& d) override {
+      if (env_->budget >= 0 && static_cast<int64_t>(d.size()) > env_->budget) {
+        return rocksdb::Status::IOError("injected append failure");
+      }
+      if (env_->budget >= 0) env_->budget -= static_cast<int64_t>(d.size());
+      return base_->Append(d);
+    }
+    rocksdb::Status Close() override {
+      env_->closed = true;
+      return base_->Close();
+    }
+    rocksdb::Status Flush() override { return base_->Flush(); }
+    rocksdb::Status Sync() override {
+      return env_->fail_sync ? rocksdb::Status::IOError("injected sync failure") : base_->Sync();
+    }
+
+   private:
+    FaultyEnv* env_;
+    std::unique_ptr<rocksdb::WritableFile> base_;
+  };
+};
+
+TEST(BlockPerKeyTable, AFailedFileIsDeletedAndAnUnfinishedOneNeverClosed) {
+  TempDir dir;
+  const std::vector<Entry> entries = Entries();
+  std::vector<std::string> blocks(entries.size());
+  for (size_t i = 0; i < entries.size(); ++i) BuildDataBlock(entries[i].key, entries[i].value, &blocks[i]);
+  FaultyEnv env;
+  rocksdb::Options options = bucket::SstObjectWriteOptions();
+  options.env = &env;
+  // An append fails: that Add, every later call and Finish say so; the
+  // file is gone.
+  {
+    const std::string path = dir.Sub("append.sst");
+    BlockPerKeyTableWriter table(options, rocksdb::EnvOptions(), false);
+    ASSERT_TRUE(table.Open(path).ok());
+    env.budget = static_cast<int64_t>(blocks[0].size() + blocks[1].size());
+    ASSERT_TRUE(table.Add(entries[0].key, blocks[0]).ok());
+    ASSERT_TRUE(table.Add(entries[1].key, blocks[1]).ok());
+    Status st = table.Add(entries[2].key, blocks[2]);
+    EXPECT_FALSE(st.ok());
+    EXPECT_NE(st.message().find("injected append failure"), std::string::npos) << st.ToString();
+    EXPECT_NE(st.message().find(path), std::string::npos) << st.ToString();
+    env.budget = -1;
+    EXPECT_EQ(table.Add(entries[3].key, blocks[3]).message(), st.message());
+    rocksdb::ExternalSstFileInfo info;
+    EXPECT_EQ(table.Finish(&info).message(), st.message());
+    EXPECT_FALSE(std::filesystem::exists(path));
+  }
+  // The sync fails: Finish says so and deletes the file.
+  {
+    const std::string path = dir.Sub("sync.sst");
+    BlockPerKeyTableWriter table(options, rocksdb::EnvOptions(), false);
+    ASSERT_TRUE(table.Open(path).ok());
+    ASSERT_TRUE(table.Add(entries[0].key, blocks[0]).ok());
+    env.fail_sync = true;
+    rocksdb::ExternalSstFileInfo info;
+    Status st = table.Finish(&info);
+    EXPECT_NE(st.message().find("injected sync failure"), std::string::npos) << st.ToString();
+    EXPECT_FALSE(std::filesystem::exists(path));
+    env.fail_sync = false;
+  }
+  // A writer dropped before Finish never closes its file (an upload env's
+  // file would complete its object on Close).
+  env.closed = false;
+  {
+    BlockPerKeyTableWriter table(options, rocksdb::EnvOptions(), false);
+    ASSERT_TRUE(table.Open(dir.Sub("dropped.sst")).ok());
+    ASSERT_TRUE(table.Add(entries[0].key, blocks[0]).ok());
+  }
+  EXPECT_FALSE(env.closed);
+}
+
 TEST(BlockPerKeyTable, ChunksWrittenInTheirBlocksMakeTheFilesSstFileWriterMakes) {
   TempDir dir;
   Tensor matrix = PatternTensor(DType::kF32, {300, 500}, 3);
@@ -201,9 +303,38 @@ TEST(BlockPerKeyTable, ChunksWrittenInTheirBlocksMakeTheFilesSstFileWriterMakes)
   items[3].sizes = {5};
   items[3].data = small.data();
   items[3].nbytes = small.nbytes();
+  items.emplace_back();
+  items.back().fqn = "empty";
+  items.back().sizes = {0};
   for (uint32_t i = 0; i < items.size(); ++i) items[i].key = StorageKey{0, i};
   const SaveContext ctx{3, 99, 0, 1, 0};
   for (Compression compression : {Compression::kNone, Compression::kZstd}) {
+    // The vector's chunks as a step before stored them: a deduplicating
+    // save refers to those instead of writing them (both ways alike).
+    ReuseCandidate before;
+    {
+      ChunkWriteOptions o;
+      o.chunk_bytes = 64 << 10;
+      o.compression = compression;
+      const std::string sub = dir.Sub("before" + std::to_string(int(compression)));
+      std::filesystem::create_directories(sub);
+      StatusOr<WriteResult> r = WriteItemsToSst(sub, ctx, {items[1]}, bucket::SstObjectWriteOptions(), o);
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      const WrittenItem& w = r.value().items[0];
+      before.key = items[1].key;
+      before.step = 2;
+      before.save_id = 5;
+      before.piece.key = StorageKey{0, 7};
+      before.piece.offsets = {0};
+      before.piece.sizes = items[1].sizes;
+      before.piece.nbytes = items[1].nbytes;
+      before.piece.chunk_bytes = w.chunk_bytes;
+      before.piece.num_chunks = w.num_chunks;
+      before.piece.encoding = w.encoding;
+      before.piece.chunk_hashes = w.chunk_hashes;
+      before.piece.chunk_shape = w.chunk_shape;
+    }
+    items[1].reuse = &before;
     std::vector<WriteResult> results;
     for (bool blocks : {false, true}) {
       ChunkWriteOptions o;
@@ -229,9 +360,13 @@ TEST(BlockPerKeyTable, ChunksWrittenInTheirBlocksMakeTheFilesSstFileWriterMakes)
       ASSERT_EQ(our_props.index_size, their_props.index_size);
       const uint64_t n = our_props.data_size + our_props.index_size;
       EXPECT_TRUE(Bytes(ours.files[f]).substr(0, n) == Bytes(theirs.files[f]).substr(0, n)) << f;
+      our_props.db_session_id = their_props.db_session_id = "";  // (random)
+      EXPECT_EQ(our_props.ToString(), their_props.ToString()) << f;
     }
     ASSERT_EQ(ours.items.size(), theirs.items.size());
+    EXPECT_FALSE(ours.items[1].references.empty());
     for (size_t i = 0; i < ours.items.size(); ++i) {
+      EXPECT_EQ(ours.items[i].references.size(), theirs.items[i].references.size()) << i;
       EXPECT_EQ(ours.items[i].stored_bytes, theirs.items[i].stored_bytes) << i;
       EXPECT_EQ(ours.items[i].num_chunks, theirs.items[i].num_chunks) << i;
       EXPECT_EQ(ours.items[i].chunk_hashes, theirs.items[i].chunk_hashes) << i;

@@ -12,6 +12,7 @@
 
 #include "format/chunk_codec.h"
 #include "util/le_bytes.h"
+#include "store/block_per_key_table.h"
 #include "util/varint.h"
 
 namespace ckptdb {
@@ -44,11 +45,11 @@ BlockLanding::~BlockLanding() = default;
 
 uint64_t BlockLanding::HeadBytes(const LandingBlock& b) {
   if (b.dest == nullptr || b.end < b.begin || b.run_bytes == 0 || b.stride < b.run_bytes) return 0;
-  const uint64_t key = b.key.size() + kSequenceBytes;
   const uint64_t value = kChunkHeaderSize + b.raw_bytes;
-  if (value > UINT32_MAX) return 0;
-  const uint64_t head = 1 + VarintBytes(key) + VarintBytes(value) + key + kChunkHeaderSize;
-  if (b.end - b.begin != head + b.raw_bytes + kRestartBytes + kTrailerBytes) return 0;
+  if (value > UINT32_MAX || b.key.size() + kSequenceBytes > UINT32_MAX) return 0;
+  // (The layout BlockPerKeyTableWriter's blocks have: store/block_per_key_table.h.)
+  const uint64_t head = DataBlockHeadSize(b.key.size(), value) + kChunkHeaderSize;
+  if (b.end - b.begin != head + b.raw_bytes + kDataBlockTailBytes) return 0;
   return head;
 }
 

@@ -92,11 +92,12 @@ void FinishRawChunk(std::string* value, const char* content_hash = nullptr);
 
 // The same at `value`, which holds kChunkHeaderSize bytes of room, then the
 // n raw bytes: writes the header (a value built inside a larger buffer, as
-// a data block of BlockPerKeyTableWriter's).
+// a data block of BlockPerKeyTableWriter's). REQUIRES: n <= kMaxChunkRawBytes.
 void FinishRawChunkAt(char* value, size_t n, const char* content_hash = nullptr);
 
 // Writes the raw chunk value of raw[0, n) at `value` (kChunkHeaderSize + n
 // bytes), as EncodeChunk with Compression::kNone writes it into a string.
+// REQUIRES: n <= kMaxChunkRawBytes.
 void EncodeRawChunkAt(const void* raw, size_t n, char* value, const char* content_hash = nullptr);
 
 // Decodes a value whose raw length is not known in advance.

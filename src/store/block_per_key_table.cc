@@ -1,6 +1,7 @@
 #include "store/block_per_key_table.h"
 
 #include <rocksdb/comparator.h>
+#include <rocksdb/flush_block_policy.h>
 #include <rocksdb/table.h>
 #include <xxhash.h>
 
@@ -20,11 +21,13 @@ namespace {
 constexpr uint32_t kFormatVersion = 5;
 constexpr char kXXH3ChecksumType = 4;  // rocksdb::kXXH3
 constexpr uint64_t kBlockBasedTableMagic = 0x88e241b785f4cff7ull;
-constexpr size_t kTrailerBytes = 5;  // compression type, checksum
+constexpr size_t kTrailerBytes = 5;         // compression type, checksum
 constexpr size_t kFooterHandlesBytes = 40;  // two handles, zero-padded
 // Sequence number 0, type kTypeValue, as a user key's 8-byte suffix.
 constexpr char kSeqAndType[8] = {1, 0, 0, 0, 0, 0, 0, 0};
 constexpr uint32_t kUnknownColumnFamily = 0x7fffffff;
+// bucket::SstObjectWriteOptions()'s flush policy: every key a block.
+constexpr char kEveryKeyPolicy[] = "CkptdbEveryKeyPolicyFactory";
 
 uint32_t BlockChecksum(const char* contents, size_t n) {
   // (The compression type byte, 0, changes nothing in RocksDB's XXH3 sum.)
@@ -36,19 +39,28 @@ void PutHandle(std::string* out, uint64_t offset, uint64_t size) {
   PutVarint(out, size);
 }
 
-// A block of entries each at a restart point of its own (nothing shared
-// with the key before), with or without their values' lengths (an index
-// whose values are delta-encoded omits them).
+// A block as RocksDB's BlockBuilder writes it: with restart interval 1
+// (every entry a restart point, nothing shared: the index, the metaindex)
+// or with one restart point and each key sharing its prefix with the key
+// before (the properties block); with or without the values' lengths (an
+// index whose values are delta-encoded omits them).
 class EntriesBlock {
  public:
-  explicit EntriesBlock(bool value_lengths) : value_lengths_(value_lengths) {}
+  EntriesBlock(bool restart_every_entry, bool value_lengths)
+      : restart_every_entry_(restart_every_entry), value_lengths_(value_lengths) {}
   void Add(std::string_view key, std::string_view value) {
-    restarts_.push_back(static_cast<uint32_t>(out_.size()));
-    PutVarint(&out_, 0);
-    PutVarint(&out_, key.size());
+    size_t shared = 0;
+    if (restart_every_entry_ || restarts_.empty()) {
+      restarts_.push_back(static_cast<uint32_t>(out_.size()));
+    } else {
+      while (shared < key.size() && shared < last_key_.size() && key[shared] == last_key_[shared]) ++shared;
+    }
+    PutVarint(&out_, shared);
+    PutVarint(&out_, key.size() - shared);
     if (value_lengths_) PutVarint(&out_, value.size());
-    out_.append(key);
+    out_.append(key.substr(shared));
     out_.append(value);
+    last_key_.assign(key);
   }
   std::string Finish() {
     for (uint32_t r : restarts_) AppendLE32(&out_, r);
@@ -57,8 +69,8 @@ class EntriesBlock {
   }
 
  private:
-  bool value_lengths_;
-  std::string out_;
+  bool restart_every_entry_, value_lengths_;
+  std::string out_, last_key_;
   std::vector<uint32_t> restarts_;
 };
 
@@ -73,10 +85,63 @@ std::string Varint(uint64_t v) {
 std::string NewSessionId() {
   static const char kDigits[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ";
   std::random_device rd;
-  std::mt19937_64 gen((uint64_t{rd()} << 32) ^ rd());
+  std::seed_seq seed{rd(), rd(), rd(), rd()};
+  std::mt19937_64 gen(seed);
   std::string id(20, '0');
   for (char& c : id) c = kDigits[gen() % 36];
   return id;
+}
+
+std::string Hex(std::string_view bytes) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes.substr(0, 48)) {
+    out.push_back(kDigits[c >> 4]);
+    out.push_back(kDigits[c & 15]);
+  }
+  return bytes.size() > 48 ? out + "..." : out;
+}
+
+// The first option (by name) that makes SstFileWriter write another table
+// than this writer's, or "" when they describe this one.
+std::string OtherTableOption(const rocksdb::Options& o) {
+  const auto* t = o.table_factory != nullptr ? o.table_factory->GetOptions<rocksdb::BlockBasedTableOptions>() : nullptr;
+  if (t == nullptr) return "table_factory (a block-based table)";
+  if (t->checksum != rocksdb::kXXH3) return "checksum (kXXH3)";
+  if (t->format_version != kFormatVersion) return "format_version (5)";
+  if (t->index_type != rocksdb::BlockBasedTableOptions::kBinarySearch) return "index_type (kBinarySearch)";
+  if (t->index_shortening != rocksdb::BlockBasedTableOptions::IndexShorteningMode::kNoShortening) {
+    return "index_shortening (kNoShortening)";
+  }
+  if (t->index_block_restart_interval != 1) return "index_block_restart_interval (1)";
+  if (t->data_block_index_type != rocksdb::BlockBasedTableOptions::kDataBlockBinarySearch) {
+    return "data_block_index_type (kDataBlockBinarySearch)";
+  }
+  if (t->block_align) return "block_align (false)";
+  if (t->filter_policy != nullptr) return "filter_policy (none)";
+  if (!t->whole_key_filtering) return "whole_key_filtering (true)";
+  if (t->flush_block_policy_factory == nullptr ||
+      std::string_view(t->flush_block_policy_factory->Name()) != kEveryKeyPolicy) {
+    return std::string("flush_block_policy_factory (") + kEveryKeyPolicy + ": every key a block)";
+  }
+  if (o.comparator != rocksdb::BytewiseComparator()) return "comparator (the bytewise comparator)";
+  if (o.prefix_extractor != nullptr) return "prefix_extractor (none)";
+  if (o.merge_operator != nullptr) return "merge_operator (none)";
+  const bool bottom_set = o.bottommost_compression != rocksdb::kDisableCompressionOption;
+  if ((bottom_set ? o.bottommost_compression : o.compression) != rocksdb::kNoCompression ||
+      !o.compression_per_level.empty()) {
+    return "compression, bottommost_compression, compression_per_level (none)";
+  }
+  if (o.sample_for_compression != 0) return "sample_for_compression (0)";
+  const rocksdb::CompressionOptions defaults;
+  const rocksdb::CompressionOptions& c = o.compression_opts;
+  if (c.window_bits != defaults.window_bits || c.level != defaults.level || c.strategy != defaults.strategy ||
+      c.max_dict_bytes != defaults.max_dict_bytes || c.zstd_max_train_bytes != defaults.zstd_max_train_bytes ||
+      c.enabled != defaults.enabled || c.max_dict_buffer_bytes != defaults.max_dict_buffer_bytes ||
+      c.use_zstd_dict_trainer != defaults.use_zstd_dict_trainer) {
+    return "compression_opts (the defaults)";
+  }
+  return "";
 }
 
 }  // namespace
@@ -86,13 +151,11 @@ size_t DataBlockHeadSize(size_t key_size, size_t value_size) {
 }
 
 void WriteDataBlockHead(std::string_view key, size_t value_size, char* head) {
-  std::string lengths;
-  PutVarint(&lengths, 0);
-  PutVarint(&lengths, key.size() + 8);
-  PutVarint(&lengths, value_size);
-  std::memcpy(head, lengths.data(), lengths.size());
-  std::memcpy(head + lengths.size(), key.data(), key.size());
-  std::memcpy(head + lengths.size() + key.size(), kSeqAndType, 8);
+  char* p = EncodeVarint(head, 0);
+  p = EncodeVarint(p, key.size() + 8);
+  p = EncodeVarint(p, value_size);
+  std::memcpy(p, key.data(), key.size());
+  std::memcpy(p + key.size(), kSeqAndType, 8);
 }
 
 void WriteDataBlockTail(char* block, size_t contents_bytes) {
@@ -117,34 +180,26 @@ bool DataBlockValueSize(std::string_view block, uint64_t* value_size) {
   if (!GetVarint(&in, &shared) || shared != 0 || !GetVarint(&in, &key_bytes) || !GetVarint(&in, value_size)) {
     return false;
   }
-  return key_bytes >= 8 && in.size() >= key_bytes && in.size() - key_bytes >= kDataBlockTailBytes &&
-         in.size() - key_bytes - kDataBlockTailBytes == *value_size;
+  return key_bytes >= 8 && key_bytes <= UINT32_MAX && *value_size <= UINT32_MAX && in.size() >= key_bytes &&
+         in.size() - key_bytes >= kDataBlockTailBytes && in.size() - key_bytes - kDataBlockTailBytes == *value_size;
 }
 
 BlockPerKeyTableWriter::BlockPerKeyTableWriter(const rocksdb::Options& options, const rocksdb::EnvOptions& env_options,
                                                bool invalidate_page_cache)
-    : options_(options), env_options_(env_options), invalidate_page_cache_(invalidate_page_cache) {}
+    : options_(options),
+      env_options_(env_options),
+      invalidate_page_cache_(invalidate_page_cache),
+      session_id_(NewSessionId()) {}
 
-BlockPerKeyTableWriter::~BlockPerKeyTableWriter() {
-  if (file_) (void)file_->Close();
-}
+// (No Close: an unfinished file is abandoned, never completed.)
+BlockPerKeyTableWriter::~BlockPerKeyTableWriter() = default;
 
 Status BlockPerKeyTableWriter::Open(const std::string& path) {
   path_ = path;
-  // The table this writes is the one these options describe; any other
-  // would be a file that RocksDB reads differently from how it was meant.
-  const auto* table = options_.table_factory != nullptr
-                          ? options_.table_factory->GetOptions<rocksdb::BlockBasedTableOptions>()
-                          : nullptr;
-  if (table == nullptr || table->checksum != rocksdb::kXXH3 || table->format_version != kFormatVersion ||
-      table->index_type != rocksdb::BlockBasedTableOptions::kBinarySearch || table->filter_policy != nullptr ||
-      !table->whole_key_filtering || options_.prefix_extractor != nullptr ||
-      options_.compression != rocksdb::kNoCompression ||
-      options_.comparator != rocksdb::BytewiseComparator()) {
-    return Status::InvalidArgument(
-        "BlockPerKeyTableWriter writes block-based tables of format version 5 with XXH3 checksums, a binary-search "
-        "index, no filter, no compression and the bytewise comparator; these options ask for another table (" +
-        path + ")");
+  const std::string other = OtherTableOption(options_);
+  if (!other.empty()) {
+    return Status::InvalidArgument("SST file " + path + ": BlockPerKeyTableWriter writes one table, and these options "
+                                   "describe another; option " + other + " differs");
   }
   rocksdb::Env* env = options_.env != nullptr ? options_.env : rocksdb::Env::Default();
   RETURN_IF_ERROR(FromRocks(env->NewWritableFile(path, &file_, env_options_), "opening SST file " + path));
@@ -157,35 +212,47 @@ Status BlockPerKeyTableWriter::Open(const std::string& path) {
 }
 
 Status BlockPerKeyTableWriter::Append(std::string_view bytes) {
-  RETURN_IF_ERROR(FromRocks(file_->Append(rocksdb::Slice(bytes.data(), bytes.size())), "writing SST file " + path_));
-  offset_ += bytes.size();
-  const uint64_t every = env_options_.bytes_per_sync;
-  if (every > 0 && offset_ - synced_to_ >= every) {
-    RETURN_IF_ERROR(FromRocks(file_->RangeSync(synced_to_, offset_ - synced_to_), "writing SST file " + path_));
-    synced_to_ = offset_;
+  Status st = FromRocks(file_->Append(rocksdb::Slice(bytes.data(), bytes.size())), "writing SST file " + path_);
+  if (st.ok()) {
+    offset_ += bytes.size();
+    const uint64_t every = env_options_.bytes_per_sync;
+    if (every > 0 && offset_ - synced_to_ >= every) {
+      st = FromRocks(file_->RangeSync(synced_to_, offset_ - synced_to_), "writing SST file " + path_);
+      synced_to_ = offset_;
+    }
   }
-  return Status::OK();
+  if (!st.ok()) failed_ = st;
+  return st;
 }
 
-Status BlockPerKeyTableWriter::Add(std::string_view key, std::string_view block) {
-  if (!file_) return Status::FailedPrecondition("SST file is not open");
+Status BlockPerKeyTableWriter::Add(std::string_view key, std::string_view block, uint64_t* value_size) {
+  if (!file_) return Status::FailedPrecondition("SST file " + path_ + " is not open");
+  if (!failed_.ok()) return failed_;
   if (entries_ > 0 && key <= std::string_view(last_key_)) {
-    return Status::InvalidArgument("SST file " + path_ + ": keys must be added in increasing order");
+    return Status::InvalidArgument("SST file " + path_ + ": keys must be added in increasing order; key " + Hex(key) +
+                                   " comes after " + Hex(last_key_));
   }
-  uint64_t value_size = 0;
-  const bool parsed = DataBlockValueSize(block, &value_size);
-  const size_t head = parsed ? DataBlockHeadSize(key.size(), value_size) : 0;
-  if (!parsed || block.size() != head + value_size + kDataBlockTailBytes ||
-      block.substr(head - 8 - key.size(), key.size()) != key) {
-    return Status::InvalidArgument("SST file " + path_ + ": a block that is not its key's");
+  uint64_t value_bytes = 0;
+  if (!DataBlockValueSize(block, &value_bytes) ||
+      block.size() != DataBlockHeadSize(key.size(), value_bytes) + value_bytes + kDataBlockTailBytes) {
+    return Status::InvalidArgument("SST file " + path_ + ": the block of key " + Hex(key) + " is not a data block of " +
+                                   "one entry (its lengths do not add up to its " + std::to_string(block.size()) +
+                                   " bytes)");
+  }
+  const size_t head = DataBlockHeadSize(key.size(), value_bytes);
+  if (block.substr(head - 8 - key.size(), key.size()) != key) {
+    return Status::InvalidArgument("SST file " + path_ + ": the block given for key " + Hex(key) + " holds key " +
+                                   Hex(block.substr(head - 8 - key.size(), key.size())));
   }
   const uint64_t start = offset_;
-  for (auto& c : collectors_) {
-    const rocksdb::Slice value(block.data() + head, value_size);
-    RETURN_IF_ERROR(FromRocks(c->AddUserKey(rocksdb::Slice(key.data(), key.size()), value, rocksdb::kEntryPut, 0, start),
-                              "collecting the properties of SST file " + path_));
-  }
   RETURN_IF_ERROR(Append(block));
+  // As RocksDB's builder: a collector's error is not the file's (it leaves
+  // out nothing but what the collector would have said).
+  const rocksdb::Slice value(block.data() + head, value_bytes);
+  for (auto& c : collectors_) {
+    (void)c->AddUserKey(rocksdb::Slice(key.data(), key.size()), value, rocksdb::kEntryPut, 0, start);
+    c->BlockAdd(block.size() - kTrailerBytes, 0, 0);
+  }
   // The index: the block's key (unshortened) and its handle, in full at a
   // restart point of its own, as RocksDB writes an index with delta-encoded
   // values and restart interval 1.
@@ -198,7 +265,8 @@ Status BlockPerKeyTableWriter::Add(std::string_view key, std::string_view block)
   last_key_.assign(key);
   ++entries_;
   raw_key_bytes_ += key.size() + 8;
-  raw_value_bytes_ += value_size;
+  raw_value_bytes_ += value_bytes;
+  if (value_size != nullptr) *value_size = value_bytes;
   return Status::OK();
 }
 
@@ -213,8 +281,21 @@ Status BlockPerKeyTableWriter::WriteBlock(const std::string& contents, uint64_t*
 }
 
 Status BlockPerKeyTableWriter::Finish(rocksdb::ExternalSstFileInfo* info) {
-  if (!file_) return Status::FailedPrecondition("SST file is not open");
-  if (entries_ == 0) return Status::InvalidArgument("cannot create an SST file with no entries: " + path_);
+  if (!file_) return Status::FailedPrecondition("SST file " + path_ + " is not open");
+  if (failed_.ok() && entries_ == 0) {
+    return Status::InvalidArgument("cannot create an SST file with no entries: " + path_);
+  }
+  Status st = failed_;
+  if (st.ok()) st = WriteTail(info);
+  if (!st.ok()) {
+    file_.reset();
+    rocksdb::Env* env = options_.env != nullptr ? options_.env : rocksdb::Env::Default();
+    (void)env->DeleteFile(path_);
+  }
+  return st;
+}
+
+Status BlockPerKeyTableWriter::WriteTail(rocksdb::ExternalSstFileInfo* info) {
   const uint64_t data_size = offset_;
   std::string index = std::move(index_entries_);
   for (uint32_t r : index_restarts_) AppendLE32(&index, r);
@@ -222,10 +303,11 @@ Status BlockPerKeyTableWriter::Finish(rocksdb::ExternalSstFileInfo* info) {
   uint64_t index_offset = 0, index_size = 0;
   RETURN_IF_ERROR(WriteBlock(index, &index_offset, &index_size));
 
-  // The properties, in key order: RocksDB's own, SstFileWriter's, the
-  // block-based table's and the collectors'.
+  // The properties, each name's first value kept, in RocksDB's order: the
+  // table's own, SstFileWriter's, the collectors', the block-based table's;
+  // written in name order.
   std::map<std::string, std::string> props;
-  auto number = [&](const std::string& name, uint64_t v) { props[name] = Varint(v); };
+  auto number = [&](const std::string& name, uint64_t v) { props.emplace(name, Varint(v)); };
   using Names = rocksdb::TablePropertiesNames;
   number(Names::kOriginalFileNumber, 1);
   number(Names::kRawKeySize, raw_key_bytes_);
@@ -241,54 +323,54 @@ Status BlockPerKeyTableWriter::Finish(rocksdb::ExternalSstFileInfo* info) {
   number(Names::kNumRangeDeletions, 0);
   number(Names::kNumDataBlocks, entries_);
   number(Names::kFilterSize, 0);
-  number(Names::kFormatVersion, kFormatVersion);
+  number(Names::kFormatVersion, 0);  // (a plain table's: block-based tables write 0)
   number(Names::kFixedKeyLen, 0);
   number(Names::kColumnFamilyId, kUnknownColumnFamily);
   number(Names::kCreationTime, 0);
   number(Names::kOldestKeyTime, 0);
-  props[Names::kDbId] = "SST Writer";
-  props[Names::kDbSessionId] = NewSessionId();
+  props.emplace(Names::kDbId, "SST Writer");
+  props.emplace(Names::kDbSessionId, session_id_);
   std::string host = options_.db_host_id;
   if (host == rocksdb::kHostnameForDbHostId) {
     rocksdb::Env* env = options_.env != nullptr ? options_.env : rocksdb::Env::Default();
     if (!env->GetHostNameString(&host).ok()) host.clear();
   }
-  if (!host.empty()) props[Names::kDbHostId] = host;
-  props[Names::kComparator] = options_.comparator->Name();
-  props[Names::kMergeOperator] = "nullptr";
-  props[Names::kPrefixExtractorName] = "nullptr";
+  if (!host.empty()) props.emplace(Names::kDbHostId, host);
+  props.emplace(Names::kComparator, options_.comparator->Name());
+  props.emplace(Names::kMergeOperator, "nullptr");
+  props.emplace(Names::kPrefixExtractorName, "nullptr");
   std::string collector_names = "[";
   for (size_t i = 0; i < options_.table_properties_collector_factories.size(); ++i) {
     if (i > 0) collector_names += ",";
     collector_names += options_.table_properties_collector_factories[i]->Name();
   }
-  props[Names::kPropertyCollectors] = collector_names + "]";
-  props[Names::kCompression] = "NoCompression";
-  props[Names::kCompressionOptions] =
-      "window_bits=-14; level=32767; strategy=0; max_dict_bytes=0; zstd_max_train_bytes=0; enabled=0; "
-      "max_dict_buffer_bytes=0; use_zstd_dict_trainer=1; ";
+  props.emplace(Names::kPropertyCollectors, collector_names + "]");
+  props.emplace(Names::kCompression, "NoCompression");
+  props.emplace(Names::kCompressionOptions,
+                "window_bits=-14; level=32767; strategy=0; max_dict_bytes=0; zstd_max_train_bytes=0; enabled=0; "
+                "max_dict_buffer_bytes=0; use_zstd_dict_trainer=1; ");
   std::string version, seqno, index_type;
   AppendLE32(&version, 2);
   AppendLE64(&seqno, 0);
   AppendLE32(&index_type, 0);  // binary search
-  props["rocksdb.external_sst_file.version"] = version;
-  props["rocksdb.external_sst_file.global_seqno"] = seqno;
-  props["rocksdb.block.based.table.index.type"] = index_type;
-  props["rocksdb.block.based.table.prefix.filtering"] = "0";
-  props["rocksdb.block.based.table.whole.key.filtering"] = "1";
+  props.emplace("rocksdb.external_sst_file.version", version);
+  props.emplace("rocksdb.external_sst_file.global_seqno", seqno);
   for (auto& c : collectors_) {
     rocksdb::UserCollectedProperties collected;
-    RETURN_IF_ERROR(FromRocks(c->Finish(&collected), "collecting the properties of SST file " + path_));
-    for (auto& [name, value] : collected) props[name] = value;
+    if (!c->Finish(&collected).ok()) continue;  // (as RocksDB: left out)
+    for (auto& [name, value] : collected) props.emplace(name, value);
   }
-  EntriesBlock properties(true);
+  props.emplace("rocksdb.block.based.table.index.type", index_type);
+  props.emplace("rocksdb.block.based.table.whole.key.filtering", "1");
+  props.emplace("rocksdb.block.based.table.prefix.filtering", "0");
+  EntriesBlock properties(false, true);
   for (const auto& [name, value] : props) properties.Add(name, value);
   uint64_t props_offset = 0, props_size = 0;
   RETURN_IF_ERROR(WriteBlock(properties.Finish(), &props_offset, &props_size));
 
   std::string handle;
   PutHandle(&handle, props_offset, props_size);
-  EntriesBlock metaindex(true);
+  EntriesBlock metaindex(true, true);
   metaindex.Add("rocksdb.properties", handle);
   uint64_t meta_offset = 0, meta_size = 0;
   RETURN_IF_ERROR(WriteBlock(metaindex.Finish(), &meta_offset, &meta_size));

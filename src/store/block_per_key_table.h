@@ -38,6 +38,8 @@ namespace ckptdb {
 // A data block holding `key` (a user key) with a value of `value_size`
 // bytes is DataBlockHeadSize(key.size(), value_size) bytes of head, the
 // value, then kDataBlockTailBytes: restart array and block trailer.
+// REQUIRES (here and below): key.size() + 8 and value_size <= UINT32_MAX
+// (RocksDB reads an entry's lengths as varint32).
 size_t DataBlockHeadSize(size_t key_size, size_t value_size);
 inline constexpr size_t kDataBlockTailBytes = 8 + 5;
 
@@ -53,48 +55,66 @@ void WriteDataBlockTail(char* block, size_t contents_bytes);
 // *out = the whole block of key with `value` (head, value, tail).
 void BuildDataBlock(std::string_view key, std::string_view value, std::string* out);
 
-// The value's size in a block built above; false when `block` is not one.
+// The value's size in a block built above; false when `block` is not one
+// (its lengths do not add up to its size, or the value passes UINT32_MAX).
 bool DataBlockValueSize(std::string_view block, uint64_t* value_size);
 
-// Writes one file. Thread safety: one thread at a time.
+// Writes one file. Each block is one Append of the file, unbuffered: meant
+// for files whose Append buffers (the bucket's upload parts), where large
+// blocks make few calls. Thread safety: one thread at a time.
 class BlockPerKeyTableWriter {
  public:
-  // `options`: its env opens the file, its table_properties_collector_factories
-  // collect the file's user properties (each key is reported with the offset
-  // where its block starts, as RocksDB's builder reports it).
-  // `env_options.bytes_per_sync`: start writing the file back after every
-  // so many bytes (RangeSync); `invalidate_page_cache`: drop the file's
-  // pages once it is synced.
+  // `options` must describe this table (Open checks): its env opens the
+  // file, its table_properties_collector_factories collect the file's user
+  // properties (each key is reported with the offset where its block
+  // starts, and each block's size, as RocksDB's builder reports them; a
+  // collector's error leaves its properties out, as RocksDB does).
+  // `env_options.bytes_per_sync`: ask for write-back (RangeSync) after
+  // every so many bytes; `invalidate_page_cache`: drop the file's pages
+  // once it is synced.
   BlockPerKeyTableWriter(const rocksdb::Options& options, const rocksdb::EnvOptions& env_options,
                          bool invalidate_page_cache);
+  // An unfinished file is dropped without Close (an upload env's file then
+  // aborts its upload: no object appears).
   ~BlockPerKeyTableWriter();
 
-  // InvalidArgument when the options describe another table than the one
-  // this writes (see above); the file's error otherwise.
+  // InvalidArgument naming the first option that describes another table
+  // than the one this writes; the file's error otherwise.
   Status Open(const std::string& path);
 
   // Appends the block of `key` (built with the functions above); keys come
-  // in strictly increasing order. InvalidArgument when the key is out of
-  // order or the block is not key's; the file's error otherwise.
-  Status Add(std::string_view key, std::string_view block);
+  // in strictly increasing order. *value_size (when set): the block's value
+  // bytes. InvalidArgument when the key is out of order or the block is not
+  // key's; the file's error otherwise, after which every call returns it.
+  Status Add(std::string_view key, std::string_view block, uint64_t* value_size = nullptr);
 
   // Writes the index, properties, metaindex and footer, syncs and closes
-  // the file, and reports it as SstFileWriter::Finish does. An empty file
-  // is InvalidArgument (as SstFileWriter's).
+  // the file, and reports it as SstFileWriter::Finish does. A file with no
+  // entries is InvalidArgument, and stays open (as SstFileWriter's). On any
+  // other failure the file is deleted, as SstFileWriter deletes it.
   Status Finish(rocksdb::ExternalSstFileInfo* info);
 
   uint64_t FileSize() const { return offset_; }
 
+  // The file's session id property (rocksdb.creating.session.identity):
+  // by default a new random one per writer, as SstFileWriter draws one.
+  // Tests set SstFileWriter's to compare whole files.
+  void SetSessionId(std::string id) { session_id_ = std::move(id); }
+
  private:
   Status Append(std::string_view bytes);
   Status WriteBlock(const std::string& contents, uint64_t* offset, uint64_t* size);
+  Status WriteTail(rocksdb::ExternalSstFileInfo* info);
 
   rocksdb::Options options_;
   rocksdb::EnvOptions env_options_;
   bool invalidate_page_cache_;
   std::string path_;
+  std::string session_id_;
   std::unique_ptr<rocksdb::WritableFile> file_;
+  Status failed_;  // the file's first error: every later call returns it
   std::vector<std::unique_ptr<rocksdb::TablePropertiesCollector>> collectors_;
+  std::vector<bool> collector_failed_;
   uint64_t offset_ = 0;
   uint64_t synced_to_ = 0;
   // The index block's entries so far, and the table's counts.

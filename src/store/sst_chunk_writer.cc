@@ -269,8 +269,7 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
     auto where = [&] { return "writing chunk " + std::to_string(jobs[j].chunk) + " of '" + it->fqn + "'"; };
     uint64_t stored = value.size();
     if (table) {
-      if (!DataBlockValueSize(value, &stored)) return Status::Internal(where() + ": its data block is malformed");
-      Status st = table->Add(key_of(j), value);
+      Status st = table->Add(key_of(j), value, &stored);
       if (!st.ok()) return st.WithContext(where());
     } else {
       rocksdb::Status s = sst->Put(key_of(j), rocksdb::Slice(value.data(), value.size()));

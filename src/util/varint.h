@@ -20,6 +20,16 @@ inline void PutVarint(std::string* out, uint64_t v) {
   out->push_back(static_cast<char>(v));
 }
 
+// Writes v at p (VarintBytes(v) bytes); returns the byte after it.
+inline char* EncodeVarint(char* p, uint64_t v) {
+  while (v >= 0x80) {
+    *p++ = static_cast<char>((v & 0x7f) | 0x80);
+    v >>= 7;
+  }
+  *p++ = static_cast<char>(v);
+  return p;
+}
+
 // Reads one from the front of *in (and drops it); false when *in ends first
 // or it runs past 64 bits.
 inline bool GetVarint(std::string_view* in, uint64_t* v) {

@@ -82,7 +82,8 @@ def _torchrun_aborted_after_the_work(out: str, returncode: int, nproc: int) -> b
     or terminated by torchrun after that (SIGTERM), and each of its `nproc`
     ranks printed its "rank R ok" line. torchrun merges its ranks' output, so
     one rank's abort may be printed before another rank's "ok" line, and two
-    ranks' lines may share one ("rank 2 okrank 0 ok", seen in CI)."""
+    ranks' lines may share one ("rank 2 okrank 0 ok", seen in CI: so the
+    pattern is not anchored at word boundaries)."""
     if returncode == 0 or EXIT_ABORT not in out:
         return False
     codes = {int(c) for c in re.findall(r"exitcode\s*:\s*(-?\d+)", out)}

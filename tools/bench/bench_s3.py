@@ -137,11 +137,17 @@ def phase_load(a) -> dict:
     if a.system == "ckptdb":
         import ckptdb
         out.update(measured(lambda: ckptdb.load(sd, url, step=1)))
-        # The baseline of the same bytes: the step's own objects, whole, by
-        # one curl into fresh memory, right after the load.
+        # The baseline of the same bytes: the step's own objects (the one
+        # save under this URL), whole, by one curl into fresh memory, right
+        # after the load, the loaded tensors freed first.
+        out["digest"] = digest(sd)
+        del sd
         keys = [i.key for page in s3tc_client().list_objects(a.bucket, f"{a.system}-r{a.round}/data/")
                 for i in page.object_info]
+        if not keys:
+            raise SystemExit(f"bench-s3: no data objects under s3://{a.bucket}/{a.system}-r{a.round}/data/")
         out.update({f"own_get_fresh_{k}": v for k, v in curl_get_fresh(a, keys).items()})
+        return out
     elif a.system == "ckptdb_dcp":
         import ckptdb.torch
         out.update(measured(lambda: dcp.load(sd, storage_reader=ckptdb.torch.StorageReader(url, step=1))))
@@ -229,14 +235,15 @@ def curl_base(connections: int) -> list[str]:
 
 
 def curl_get_fresh(a, keys: list[str]) -> dict:
-    """The objects `keys` GET whole by one curl, a connection each, into fresh
-    files on /dev/shm (removed after): measured()'s figures."""
+    """The objects `keys` GET whole by one curl, a connection each (curl
+    allows 300 at most), into fresh files on /dev/shm (removed after):
+    measured()'s figures."""
     import shutil
     import subprocess
     import tempfile
     fresh = tempfile.mkdtemp(dir=SHM)
     try:
-        get = curl_base(len(keys)) + [x for i, k in enumerate(keys)
+        get = curl_base(min(len(keys), 300)) + [x for i, k in enumerate(keys)
                                       for x in ("-o", os.path.join(fresh, str(i)), f"{endpoint()}/{a.bucket}/{k}")]
         return measured(lambda: subprocess.run(get, check=True, stdout=subprocess.DEVNULL,
                                                stderr=subprocess.DEVNULL), children=True)
