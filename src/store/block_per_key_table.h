@@ -9,7 +9,7 @@
 // thread.
 //
 // The table is the one SstFileWriter writes with SstObjectWriteOptions()
-// (proto/FORMAT.md §9), byte for byte in its data blocks and index: RocksDB
+// (proto/FORMAT.md §9), byte for byte but its random session id: RocksDB
 // 7.8's block-based format 5, XXH3 block checksums, no compression, an
 // index of unshortened user keys with their blocks' handles, one properties
 // block (SstFileWriter's: version 2, global sequence number 0, and what the
