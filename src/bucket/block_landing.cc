@@ -13,17 +13,13 @@
 #include "format/chunk_codec.h"
 #include "util/le_bytes.h"
 #include "store/block_per_key_table.h"
-#include "util/varint.h"
 
 namespace ckptdb {
 namespace bucket {
 
 namespace {
 
-constexpr uint64_t kTrailerBytes = 5;    // compression type, fixed32 checksum
-constexpr uint64_t kRestartBytes = 8;    // one restart point, and their count
-constexpr uint64_t kSequenceBytes = 8;   // the internal key's sequence and type
-constexpr uint8_t kTypeValue = 1;        // RocksDB's ValueType of a Put
+constexpr uint64_t kSequenceBytes = 8;  // the internal key's sequence and type
 constexpr uint8_t kNoCompression = 0;
 
 }  // namespace
@@ -110,7 +106,7 @@ void BlockLanding::Take(uint64_t from, const char* data, size_t n) {
     XXH3_64bits_reset(&hashes_->chunk);
   }
   const uint64_t raw_end = s.head + b.raw_bytes;
-  const uint64_t contents_end = b.end - b.begin - kTrailerBytes;
+  const uint64_t contents_end = b.end - b.begin - kBlockTrailerBytes;
   while (n > 0) {
     size_t k;
     if (from < s.head) {
@@ -158,17 +154,17 @@ void BlockLanding::Finish() {
   const LandingBlock& b = blocks_[cur_];
   State& s = state_[cur_];
   if (s.head == 0) return;  // spilled as it came
-  bool ok = head_.size() == s.head && tail_.size() == kRestartBytes + kTrailerBytes;
+  bool ok = head_.size() == s.head && tail_.size() == kDataBlockTailBytes;
   if (ok) {
-    std::string_view in(head_);
-    uint64_t shared = 1, key = 0, value = 0;
-    ok = GetVarint(&in, &shared) && GetVarint(&in, &key) && GetVarint(&in, &value) && shared == 0 &&
-         key == b.key.size() + kSequenceBytes && value == kChunkHeaderSize + b.raw_bytes &&
-         in.size() == key + kChunkHeaderSize && in.substr(0, b.key.size()) == b.key &&
-         static_cast<uint8_t>(in[b.key.size()]) == kTypeValue;
+    // The entry's lengths, key, sequence number and type: the bytes a save
+    // writes for this key and value (store/block_per_key_table.h).
+    const size_t entry = s.head - kChunkHeaderSize;
+    std::string expected(entry, '\0');
+    WriteDataBlockHead(b.key, kChunkHeaderSize + b.raw_bytes, expected.data());
+    ok = std::memcmp(head_.data(), expected.data(), entry) == 0;
     if (ok) {
       // The chunk header as DecodeChunk wants a raw chunk's (chunk_codec.h).
-      const char* header = in.data() + key;
+      const char* header = head_.data() + entry;
       ok = static_cast<uint8_t>(header[0]) == kChunkVersion && header[1] == static_cast<char>(ChunkCodec::kRaw) &&
            header[2] == static_cast<char>(ChunkFilter::kNone) && header[3] == 0 && GetLE32(header + 4) == b.raw_bytes &&
            GetLE64(header + 8) == XXH3_64bits_digest(&hashes_->chunk);
@@ -176,8 +172,8 @@ void BlockLanding::Finish() {
   }
   if (ok) {
     const char* t = tail_.data();
-    ok = GetLE32(t) == 0 && GetLE32(t + 4) == 1 && static_cast<uint8_t>(t[kRestartBytes]) == kNoCompression &&
-         GetLE32(t + kRestartBytes + 1) == static_cast<uint32_t>(XXH3_64bits_digest(&hashes_->block));
+    ok = GetLE32(t) == 0 && GetLE32(t + 4) == 1 && static_cast<uint8_t>(t[kDataBlockRestartBytes]) == kNoCompression &&
+         GetLE32(t + kDataBlockRestartBytes + 1) == static_cast<uint32_t>(XXH3_64bits_digest(&hashes_->block));
   }
   s.landed = ok;
   if (ok) return;

@@ -37,6 +37,7 @@
 #include "store/rocksdb_store_internal.h"
 #include "store/shared_chunks.h"
 #include "store/sst_chunk_writer.h"
+#include "util/hex.h"
 #include "util/le_bytes.h"
 #include "util/ordered_parallel.h"
 #include "util/status_macros.h"
@@ -48,17 +49,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-
-std::string Hex(std::string_view s) {
-  static const char kDigits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(s.size() * 2);
-  for (unsigned char c : s) {
-    out.push_back(kDigits[c >> 4]);
-    out.push_back(kDigits[c & 15]);
-  }
-  return out;
-}
 
 bool Unhex(std::string_view s, std::string* out) {
   if (s.size() % 2 != 0) return false;
@@ -79,7 +69,7 @@ bool Unhex(std::string_view s, std::string* out) {
 // A WriteResult::files entry: "KEY SIZE SMALLEST LARGEST", the keys in hex
 // (object keys hold no spaces: they are made here).
 std::string EncodeObjectEntry(const SstObject& o) {
-  return o.key + " " + std::to_string(o.size) + " " + Hex(o.smallest_key) + " " + Hex(o.largest_key);
+  return o.key + " " + std::to_string(o.size) + " " + HexEncode(o.smallest_key) + " " + HexEncode(o.largest_key);
 }
 
 StatusOr<SstObject> DecodeObjectEntry(const std::string& entry) {

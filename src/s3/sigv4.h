@@ -20,6 +20,8 @@
 #include <utility>
 #include <vector>
 
+#include "util/hex.h"
+
 namespace ckptdb {
 namespace s3 {
 
@@ -50,8 +52,7 @@ struct SignableRequest {
 std::string Sha256Hex(std::string_view data);
 // Raw 32-byte HMAC-SHA256.
 std::string HmacSha256(std::string_view key, std::string_view data);
-// Lower-case hex of raw bytes.
-std::string HexEncode(std::string_view bytes);
+// (Lower-case hex of raw bytes: HexEncode, util/hex.h.)
 
 // RFC 3986 percent-encoding as SigV4 wants it: A-Z a-z 0-9 - . _ ~ are kept,
 // '/' is kept when !encode_slash, every other byte becomes %XX (upper-case).

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "store/rocksdb_status.h"
+#include "util/hex.h"
 #include "util/le_bytes.h"
 #include "util/status_macros.h"
 #include "util/varint.h"
@@ -21,7 +22,6 @@ namespace {
 constexpr uint32_t kFormatVersion = 5;
 constexpr char kXXH3ChecksumType = 4;  // rocksdb::kXXH3
 constexpr uint64_t kBlockBasedTableMagic = 0x88e241b785f4cff7ull;
-constexpr size_t kTrailerBytes = 5;         // compression type, checksum
 constexpr size_t kFooterHandlesBytes = 40;  // two handles, zero-padded
 // Sequence number 0, type kTypeValue, as a user key's 8-byte suffix.
 constexpr char kSeqAndType[8] = {1, 0, 0, 0, 0, 0, 0, 0};
@@ -39,41 +39,6 @@ void PutHandle(std::string* out, uint64_t offset, uint64_t size) {
   PutVarint(out, size);
 }
 
-// A block as RocksDB's BlockBuilder writes it: with restart interval 1
-// (every entry a restart point, nothing shared: the index, the metaindex)
-// or with one restart point and each key sharing its prefix with the key
-// before (the properties block); with or without the values' lengths (an
-// index whose values are delta-encoded omits them).
-class EntriesBlock {
- public:
-  EntriesBlock(bool restart_every_entry, bool value_lengths)
-      : restart_every_entry_(restart_every_entry), value_lengths_(value_lengths) {}
-  void Add(std::string_view key, std::string_view value) {
-    size_t shared = 0;
-    if (restart_every_entry_ || restarts_.empty()) {
-      restarts_.push_back(static_cast<uint32_t>(out_.size()));
-    } else {
-      while (shared < key.size() && shared < last_key_.size() && key[shared] == last_key_[shared]) ++shared;
-    }
-    PutVarint(&out_, shared);
-    PutVarint(&out_, key.size() - shared);
-    if (value_lengths_) PutVarint(&out_, value.size());
-    out_.append(key.substr(shared));
-    out_.append(value);
-    last_key_.assign(key);
-  }
-  std::string Finish() {
-    for (uint32_t r : restarts_) AppendLE32(&out_, r);
-    AppendLE32(&out_, static_cast<uint32_t>(restarts_.size()));
-    return std::move(out_);
-  }
-
- private:
-  bool restart_every_entry_, value_lengths_;
-  std::string out_, last_key_;
-  std::vector<uint32_t> restarts_;
-};
-
 std::string Varint(uint64_t v) {
   std::string s;
   PutVarint(&s, v);
@@ -90,16 +55,6 @@ std::string NewSessionId() {
   std::string id(20, '0');
   for (char& c : id) c = kDigits[gen() % 36];
   return id;
-}
-
-std::string Hex(std::string_view bytes) {
-  static const char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : bytes.substr(0, 48)) {
-    out.push_back(kDigits[c >> 4]);
-    out.push_back(kDigits[c & 15]);
-  }
-  return bytes.size() > 48 ? out + "..." : out;
 }
 
 // The first option (by name) that makes SstFileWriter write another table
@@ -146,6 +101,41 @@ std::string OtherTableOption(const rocksdb::Options& o) {
 
 }  // namespace
 
+// A block as RocksDB's BlockBuilder writes it: with restart interval 1
+// (every entry a restart point, nothing shared: the index, the metaindex)
+// or with one restart point and each key sharing its prefix with the key
+// before (the properties block); with or without the values' lengths (an
+// index whose values are delta-encoded omits them).
+class BlockPerKeyTableWriter::EntriesBlock {
+ public:
+  EntriesBlock(bool restart_every_entry, bool value_lengths)
+      : restart_every_entry_(restart_every_entry), value_lengths_(value_lengths) {}
+  void Add(std::string_view key, std::string_view value) {
+    size_t shared = 0;
+    if (restart_every_entry_ || restarts_.empty()) {
+      restarts_.push_back(static_cast<uint32_t>(out_.size()));
+    } else {
+      while (shared < key.size() && shared < last_key_.size() && key[shared] == last_key_[shared]) ++shared;
+    }
+    PutVarint(&out_, shared);
+    PutVarint(&out_, key.size() - shared);
+    if (value_lengths_) PutVarint(&out_, value.size());
+    out_.append(key.substr(shared));
+    out_.append(value);
+    if (!restart_every_entry_) last_key_.assign(key);
+  }
+  std::string Finish() {
+    for (uint32_t r : restarts_) AppendLE32(&out_, r);
+    AppendLE32(&out_, static_cast<uint32_t>(restarts_.size()));
+    return std::move(out_);
+  }
+
+ private:
+  bool restart_every_entry_, value_lengths_;
+  std::string out_, last_key_;
+  std::vector<uint32_t> restarts_;
+};
+
 size_t DataBlockHeadSize(size_t key_size, size_t value_size) {
   return 1 + VarintBytes(key_size + 8) + VarintBytes(value_size) + key_size + 8;
 }
@@ -162,8 +152,8 @@ void WriteDataBlockTail(char* block, size_t contents_bytes) {
   char* t = block + contents_bytes;
   PutLE32(t, 0);      // the one restart point: the block's start
   PutLE32(t + 4, 1);  // one restart (binary-search data blocks)
-  t[8] = 0;           // no compression
-  PutLE32(t + 9, BlockChecksum(block, contents_bytes + 8));
+  t[kDataBlockRestartBytes] = 0;  // no compression
+  PutLE32(t + kDataBlockRestartBytes + 1, BlockChecksum(block, contents_bytes + kDataBlockRestartBytes));
 }
 
 void BuildDataBlock(std::string_view key, std::string_view value, std::string* out) {
@@ -189,7 +179,8 @@ BlockPerKeyTableWriter::BlockPerKeyTableWriter(const rocksdb::Options& options, 
     : options_(options),
       env_options_(env_options),
       invalidate_page_cache_(invalidate_page_cache),
-      session_id_(NewSessionId()) {}
+      session_id_(NewSessionId()),
+      index_(std::make_unique<EntriesBlock>(true, false)) {}
 
 // (No Close: an unfinished file is abandoned, never completed.)
 BlockPerKeyTableWriter::~BlockPerKeyTableWriter() = default;
@@ -229,20 +220,20 @@ Status BlockPerKeyTableWriter::Add(std::string_view key, std::string_view block,
   if (!file_) return Status::FailedPrecondition("SST file " + path_ + " is not open");
   if (!failed_.ok()) return failed_;
   if (entries_ > 0 && key <= std::string_view(last_key_)) {
-    return Status::InvalidArgument("SST file " + path_ + ": keys must be added in increasing order; key " + Hex(key) +
-                                   " comes after " + Hex(last_key_));
+    return Status::InvalidArgument("SST file " + path_ + ": keys must be added in increasing order; key " + HexEncode(key) +
+                                   " comes after " + HexEncode(last_key_));
   }
   uint64_t value_bytes = 0;
   if (!DataBlockValueSize(block, &value_bytes) ||
       block.size() != DataBlockHeadSize(key.size(), value_bytes) + value_bytes + kDataBlockTailBytes) {
-    return Status::InvalidArgument("SST file " + path_ + ": the block of key " + Hex(key) + " is not a data block of " +
+    return Status::InvalidArgument("SST file " + path_ + ": the block of key " + HexEncode(key) + " is not a data block of " +
                                    "one entry (its lengths do not add up to its " + std::to_string(block.size()) +
                                    " bytes)");
   }
   const size_t head = DataBlockHeadSize(key.size(), value_bytes);
   if (block.substr(head - 8 - key.size(), key.size()) != key) {
-    return Status::InvalidArgument("SST file " + path_ + ": the block given for key " + Hex(key) + " holds key " +
-                                   Hex(block.substr(head - 8 - key.size(), key.size())));
+    return Status::InvalidArgument("SST file " + path_ + ": the block given for key " + HexEncode(key) + " holds key " +
+                                   HexEncode(block.substr(head - 8 - key.size(), key.size())));
   }
   const uint64_t start = offset_;
   RETURN_IF_ERROR(Append(block));
@@ -251,16 +242,14 @@ Status BlockPerKeyTableWriter::Add(std::string_view key, std::string_view block,
   const rocksdb::Slice value(block.data() + head, value_bytes);
   for (auto& c : collectors_) {
     (void)c->AddUserKey(rocksdb::Slice(key.data(), key.size()), value, rocksdb::kEntryPut, 0, start);
-    c->BlockAdd(block.size() - kTrailerBytes, 0, 0);
+    c->BlockAdd(block.size() - kBlockTrailerBytes, 0, 0);
   }
   // The index: the block's key (unshortened) and its handle, in full at a
   // restart point of its own, as RocksDB writes an index with delta-encoded
-  // values and restart interval 1.
-  index_restarts_.push_back(static_cast<uint32_t>(index_entries_.size()));
-  PutVarint(&index_entries_, 0);
-  PutVarint(&index_entries_, key.size());
-  index_entries_.append(key);
-  PutHandle(&index_entries_, start, block.size() - kTrailerBytes);
+  // values (no value lengths) and restart interval 1.
+  std::string handle;
+  PutHandle(&handle, start, block.size() - kBlockTrailerBytes);
+  index_->Add(key, handle);
   if (entries_ == 0) first_key_.assign(key);
   last_key_.assign(key);
   ++entries_;
@@ -273,11 +262,11 @@ Status BlockPerKeyTableWriter::Add(std::string_view key, std::string_view block,
 Status BlockPerKeyTableWriter::WriteBlock(const std::string& contents, uint64_t* offset, uint64_t* size) {
   *offset = offset_;
   *size = contents.size();
-  char trailer[kTrailerBytes];
+  char trailer[kBlockTrailerBytes];
   trailer[0] = 0;
   PutLE32(trailer + 1, BlockChecksum(contents.data(), contents.size()));
   RETURN_IF_ERROR(Append(contents));
-  return Append(std::string_view(trailer, kTrailerBytes));
+  return Append(std::string_view(trailer, kBlockTrailerBytes));
 }
 
 Status BlockPerKeyTableWriter::Finish(rocksdb::ExternalSstFileInfo* info) {
@@ -297,11 +286,8 @@ Status BlockPerKeyTableWriter::Finish(rocksdb::ExternalSstFileInfo* info) {
 
 Status BlockPerKeyTableWriter::WriteTail(rocksdb::ExternalSstFileInfo* info) {
   const uint64_t data_size = offset_;
-  std::string index = std::move(index_entries_);
-  for (uint32_t r : index_restarts_) AppendLE32(&index, r);
-  AppendLE32(&index, static_cast<uint32_t>(index_restarts_.size()));
   uint64_t index_offset = 0, index_size = 0;
-  RETURN_IF_ERROR(WriteBlock(index, &index_offset, &index_size));
+  RETURN_IF_ERROR(WriteBlock(index_->Finish(), &index_offset, &index_size));
 
   // The properties, each name's first value kept, in RocksDB's order: the
   // table's own, SstFileWriter's, the collectors', the block-based table's;
@@ -313,7 +299,7 @@ Status BlockPerKeyTableWriter::WriteTail(rocksdb::ExternalSstFileInfo* info) {
   number(Names::kRawKeySize, raw_key_bytes_);
   number(Names::kRawValueSize, raw_value_bytes_);
   number(Names::kDataSize, data_size);
-  number(Names::kIndexSize, index_size + kTrailerBytes);
+  number(Names::kIndexSize, index_size + kBlockTrailerBytes);
   number(Names::kIndexKeyIsUserKey, 1);
   number(Names::kIndexValueIsDeltaEncoded, 1);
   number(Names::kNumEntries, entries_);

@@ -41,7 +41,9 @@ namespace ckptdb {
 // REQUIRES (here and below): key.size() + 8 and value_size <= UINT32_MAX
 // (RocksDB reads an entry's lengths as varint32).
 size_t DataBlockHeadSize(size_t key_size, size_t value_size);
-inline constexpr size_t kDataBlockTailBytes = 8 + 5;
+inline constexpr size_t kDataBlockRestartBytes = 8;  // fixed32 0 (the one restart), fixed32 1
+inline constexpr size_t kBlockTrailerBytes = 5;      // compression type 0, fixed32 XXH3 checksum
+inline constexpr size_t kDataBlockTailBytes = kDataBlockRestartBytes + kBlockTrailerBytes;
 
 // Writes the head of key's block (its entry's lengths, the key, sequence
 // number 0 and type "value") at `head`: DataBlockHeadSize bytes.
@@ -102,6 +104,8 @@ class BlockPerKeyTableWriter {
   void SetSessionId(std::string id) { session_id_ = std::move(id); }
 
  private:
+  class EntriesBlock;  // a block of entries as RocksDB's BlockBuilder writes them
+
   Status Append(std::string_view bytes);
   Status WriteBlock(const std::string& contents, uint64_t* offset, uint64_t* size);
   Status WriteTail(rocksdb::ExternalSstFileInfo* info);
@@ -117,9 +121,8 @@ class BlockPerKeyTableWriter {
   std::vector<bool> collector_failed_;
   uint64_t offset_ = 0;
   uint64_t synced_to_ = 0;
-  // The index block's entries so far, and the table's counts.
-  std::string index_entries_;
-  std::vector<uint32_t> index_restarts_;
+  // The index block so far, and the table's counts.
+  std::unique_ptr<EntriesBlock> index_;
   std::string first_key_, last_key_;
   uint64_t entries_ = 0, raw_key_bytes_ = 0, raw_value_bytes_ = 0;
 };

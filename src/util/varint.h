@@ -1,8 +1,7 @@
 // Base-128 varints (7 bits a byte, least significant first, the high bit set
 // on every byte but the last), as protobuf and RocksDB write them: the
 // bucket objects' block-starts property (bucket/block_starts.cc) and the
-// entries of RocksDB's data blocks that a load reads itself
-// (bucket/block_landing.cc).
+// entries of the blocks of their SST files (store/block_per_key_table.cc).
 #ifndef CKPTDB_SRC_UTIL_VARINT_H_
 #define CKPTDB_SRC_UTIL_VARINT_H_
 
@@ -12,14 +11,6 @@
 
 namespace ckptdb {
 
-inline void PutVarint(std::string* out, uint64_t v) {
-  while (v >= 0x80) {
-    out->push_back(static_cast<char>((v & 0x7f) | 0x80));
-    v >>= 7;
-  }
-  out->push_back(static_cast<char>(v));
-}
-
 // Writes v at p (VarintBytes(v) bytes); returns the byte after it.
 inline char* EncodeVarint(char* p, uint64_t v) {
   while (v >= 0x80) {
@@ -28,6 +19,11 @@ inline char* EncodeVarint(char* p, uint64_t v) {
   }
   *p++ = static_cast<char>(v);
   return p;
+}
+
+inline void PutVarint(std::string* out, uint64_t v) {
+  char buf[10];
+  out->append(buf, static_cast<size_t>(EncodeVarint(buf, v) - buf));
 }
 
 // Reads one from the front of *in (and drops it); false when *in ends first
