@@ -10,6 +10,9 @@
 #include <rocksdb/table.h>
 #include <rocksdb/table_properties.h>
 
+#include <rocksdb/file_system.h>
+
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -135,6 +138,134 @@ TEST(BlockPerKeyTable, WritesTheTableSstFileWriterWritesWithTheObjectsOptions) {
   std::string got;
   ASSERT_TRUE(db->Get(rocksdb::ReadOptions(), entries.back().key, &got).ok());
   EXPECT_TRUE(got == entries.back().value);
+}
+
+// A file system whose files take lent bytes as a bucket's upload does
+// (store/borrowing_file.h): they keep the pieces, copied and lent, and read
+// them all only at Sync, so a lent piece that changed or went before then
+// shows in the file. It counts the bytes lent to it.
+class LendingFileSystem : public rocksdb::FileSystemWrapper {
+ public:
+  LendingFileSystem() : rocksdb::FileSystemWrapper(rocksdb::FileSystem::Default()) {}
+  const char* Name() const override { return "LendingFileSystem"; }
+  uint64_t lent_bytes = 0;
+  std::vector<const char*> lent_at;  // where each lent piece lay
+
+  rocksdb::IOStatus NewWritableFile(const std::string& f, const rocksdb::FileOptions& o,
+                                    std::unique_ptr<rocksdb::FSWritableFile>* r, rocksdb::IODebugContext* dbg) override {
+    std::unique_ptr<rocksdb::FSWritableFile> base;
+    rocksdb::IOStatus s = target()->NewWritableFile(f, o, &base, dbg);
+    if (s.ok()) *r = std::make_unique<File>(this, std::move(base));
+    return s;
+  }
+
+ private:
+  class File : public rocksdb::FSWritableFileOwnerWrapper, public BorrowingFile {
+   public:
+    File(LendingFileSystem* fs, std::unique_ptr<rocksdb::FSWritableFile> base)
+        : rocksdb::FSWritableFileOwnerWrapper(std::move(base)), fs_(fs) {}
+    using rocksdb::FSWritableFileOwnerWrapper::Append;
+    rocksdb::IOStatus Append(const rocksdb::Slice& d, const rocksdb::IOOptions&, rocksdb::IODebugContext*) override {
+      copies_.emplace_back(d.data(), d.size());
+      pieces_.emplace_back(nullptr, copies_.size() - 1);
+      size_ += d.size();
+      return rocksdb::IOStatus::OK();
+    }
+    rocksdb::IOStatus AppendBorrowed(const rocksdb::Slice& d) override {
+      fs_->lent_bytes += d.size();
+      fs_->lent_at.push_back(d.data());
+      pieces_.emplace_back(d.data(), d.size());
+      size_ += d.size();
+      return rocksdb::IOStatus::OK();
+    }
+    uint64_t GetFileSize(const rocksdb::IOOptions&, rocksdb::IODebugContext*) override { return size_; }
+    rocksdb::IOStatus Sync(const rocksdb::IOOptions& o, rocksdb::IODebugContext* dbg) override {
+      for (const auto& [lent, n] : pieces_) {
+        const rocksdb::Slice piece = lent != nullptr ? rocksdb::Slice(lent, n) : rocksdb::Slice(copies_[n]);
+        rocksdb::IOStatus s = target()->Append(piece, o, dbg);
+        if (!s.ok()) return s;
+      }
+      pieces_.clear();
+      return target()->Sync(o, dbg);
+    }
+    rocksdb::IOStatus Fsync(const rocksdb::IOOptions& o, rocksdb::IODebugContext* dbg) override { return Sync(o, dbg); }
+
+   private:
+    LendingFileSystem* fs_;
+    std::vector<std::string> copies_;
+    std::vector<std::pair<const char*, size_t>> pieces_;  // lent: (where, size); copied: (null, index)
+    uint64_t size_ = 0;
+  };
+};
+
+// A block in pieces (head, the value in three lent pieces, tail) makes the
+// file its whole block makes; a lending file gets the value's bytes where
+// they lie, read only when the file is finished; any other file a copy.
+TEST(BlockPerKeyTable, AValueLentInPiecesIsReadWhereItLiesUntilTheFileIsFinished) {
+  TempDir dir;
+  const std::vector<Entry> entries = Entries();
+  std::vector<std::string> blocks(entries.size());
+  for (size_t i = 0; i < entries.size(); ++i) BuildDataBlock(entries[i].key, entries[i].value, &blocks[i]);
+  auto write = [&](const rocksdb::Options& options, const std::string& path, bool pieces) {
+    BlockPerKeyTableWriter table(options, rocksdb::EnvOptions(), false);
+    table.SetSessionId("SESSION0123456789ABC");
+    EXPECT_TRUE(table.Open(path).ok());
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const std::string_view block = blocks[i];
+      const size_t value = entries[i].value.size();
+      const size_t head = DataBlockHeadSize(entries[i].key.size(), value);
+      uint64_t value_size = 0;
+      if (!pieces) {
+        ASSERT_TRUE(table.Add(entries[i].key, block, &value_size).ok());
+      } else {
+        const std::vector<std::string_view> lent = {block.substr(head, value / 3),
+                                                    block.substr(head + value / 3, value / 3),
+                                                    block.substr(head + 2 * (value / 3), value - 2 * (value / 3))};
+        ASSERT_TRUE(table.AddPieces(entries[i].key, block.substr(0, head), lent, block.substr(head + value),
+                                    &value_size)
+                        .ok());
+      }
+      EXPECT_EQ(value_size, value);
+    }
+    rocksdb::ExternalSstFileInfo info;
+    ASSERT_TRUE(table.Finish(&info).ok());
+    EXPECT_EQ(info.file_size, Bytes(path).size());
+  };
+  const rocksdb::Options plain = bucket::SstObjectWriteOptions();
+  auto fs = std::make_shared<LendingFileSystem>();
+  std::unique_ptr<rocksdb::Env> env = rocksdb::NewCompositeEnv(fs);
+  rocksdb::Options lending = plain;
+  lending.env = env.get();
+  const std::string whole = dir.Sub("whole.sst"), copied = dir.Sub("copied.sst"), lent = dir.Sub("lent.sst");
+  write(plain, whole, false);
+  write(plain, copied, true);
+  write(lending, lent, true);
+  EXPECT_TRUE(Bytes(copied) == Bytes(whole));
+  EXPECT_TRUE(Bytes(lent) == Bytes(whole));
+  uint64_t values = 0;
+  for (const Entry& e : entries) values += e.value.size();
+  EXPECT_EQ(fs->lent_bytes, values);
+  // Lent where they lay: in the blocks, not in copies of them.
+  for (const char* at : fs->lent_at) {
+    EXPECT_TRUE(std::any_of(blocks.begin(), blocks.end(),
+                            [&](const std::string& b) { return at >= b.data() && at < b.data() + b.size(); }));
+  }
+  rocksdb::TableProperties props;
+  Properties(lent, &props);  // (checksums verified)
+  EXPECT_EQ(props.num_entries, entries.size());
+
+  // A front that ends inside the head, or pieces that do not add up to the
+  // block, are refused.
+  BlockPerKeyTableWriter table(plain, rocksdb::EnvOptions(), false);
+  ASSERT_TRUE(table.Open(dir.Sub("bad.sst")).ok());
+  const std::string_view block = blocks[3];
+  EXPECT_EQ(table.AddPieces(entries[3].key, block.substr(0, 4), {block.substr(4, block.size() - 17)},
+                            block.substr(block.size() - 13))
+                .code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(table.AddPieces(entries[3].key, block.substr(0, block.size() - 20), {}, block.substr(block.size() - 13))
+                .code(),
+            StatusCode::kInvalidArgument);
 }
 
 TEST(BlockPerKeyTable, RefusesKeysOutOfOrderBlocksOfOtherKeysEmptyFilesAndOtherTables) {
@@ -335,41 +466,65 @@ TEST(BlockPerKeyTable, ChunksWrittenInTheirBlocksMakeTheFilesSstFileWriterMakes)
       before.piece.chunk_shape = w.chunk_shape;
     }
     items[1].reuse = &before;
+    // SstFileWriter's files; the blocks' files; the same to files that
+    // take raw chunks' bytes lent (read only when each file is finished).
     std::vector<WriteResult> results;
-    for (bool blocks : {false, true}) {
+    auto fs = std::make_shared<LendingFileSystem>();
+    std::unique_ptr<rocksdb::Env> env = rocksdb::NewCompositeEnv(fs);
+    for (int way : {0, 1, 2}) {
       ChunkWriteOptions o;
       o.chunk_bytes = 64 << 10;
       o.compression = compression;
       o.threads = 2;
       o.max_sst_file_bytes = 400 << 10;
-      o.block_per_key = blocks;
-      const std::string sub = dir.Sub(std::string(blocks ? "ours" : "theirs") + std::to_string(int(compression)));
+      o.block_per_key = way > 0;
+      rocksdb::Options options = bucket::SstObjectWriteOptions();
+      if (way == 2) options.env = env.get();
+      const std::string sub = dir.Sub("way" + std::to_string(way) + "-" + std::to_string(int(compression)));
       std::filesystem::create_directories(sub);
-      StatusOr<WriteResult> r = WriteItemsToSst(sub, ctx, items, bucket::SstObjectWriteOptions(), o);
+      StatusOr<WriteResult> r = WriteItemsToSst(sub, ctx, items, options, o);
       ASSERT_TRUE(r.ok()) << r.status().ToString();
       results.push_back(std::move(r).value());
     }
-    const WriteResult& theirs = results[0];
-    const WriteResult& ours = results[1];
-    ASSERT_EQ(ours.files.size(), theirs.files.size());
-    EXPECT_GE(ours.files.size(), 2u);
-    for (size_t f = 0; f < ours.files.size(); ++f) {
-      rocksdb::TableProperties their_props, our_props;
-      EXPECT_EQ(Properties(ours.files[f], &our_props), Properties(theirs.files[f], &their_props));
-      ASSERT_EQ(our_props.data_size, their_props.data_size);
-      ASSERT_EQ(our_props.index_size, their_props.index_size);
-      const uint64_t n = our_props.data_size + our_props.index_size;
-      EXPECT_TRUE(Bytes(ours.files[f]).substr(0, n) == Bytes(theirs.files[f]).substr(0, n)) << f;
-      our_props.db_session_id = their_props.db_session_id = "";  // (random)
-      EXPECT_EQ(our_props.ToString(), their_props.ToString()) << f;
+    // Lent: the raw chunks of 64 KiB of the matrix (boxes of 128 x 128
+    // elements, rows of 512 bytes) and the vector (but the one read through
+    // its source, and the deduplicated one), where they lie in the tensors.
+    if (compression == Compression::kNone) {
+      EXPECT_GT(fs->lent_bytes, 0u);
+      for (const char* at : fs->lent_at) {
+        const bool in_matrix = at >= matrix.data() && at < static_cast<const char*>(matrix.data()) + matrix.nbytes();
+        const bool in_vector = at >= vector.data() && at < static_cast<const char*>(vector.data()) + vector.nbytes();
+        EXPECT_TRUE(in_matrix || in_vector);
+      }
+      EXPECT_TRUE(std::any_of(fs->lent_at.begin(), fs->lent_at.end(), [&](const char* at) {
+        return at >= matrix.data() && at < static_cast<const char*>(matrix.data()) + matrix.nbytes();
+      }));
+    } else {
+      EXPECT_EQ(fs->lent_bytes, 0u);
     }
-    ASSERT_EQ(ours.items.size(), theirs.items.size());
-    EXPECT_FALSE(ours.items[1].references.empty());
-    for (size_t i = 0; i < ours.items.size(); ++i) {
-      EXPECT_EQ(ours.items[i].references.size(), theirs.items[i].references.size()) << i;
-      EXPECT_EQ(ours.items[i].stored_bytes, theirs.items[i].stored_bytes) << i;
-      EXPECT_EQ(ours.items[i].num_chunks, theirs.items[i].num_chunks) << i;
-      EXPECT_EQ(ours.items[i].chunk_hashes, theirs.items[i].chunk_hashes) << i;
+    const WriteResult& theirs = results[0];
+    for (size_t way = 1; way < results.size(); ++way) {
+      const WriteResult& ours = results[way];
+      ASSERT_EQ(ours.files.size(), theirs.files.size());
+      EXPECT_GE(ours.files.size(), 2u);
+      for (size_t f = 0; f < ours.files.size(); ++f) {
+        rocksdb::TableProperties their_props, our_props;
+        EXPECT_EQ(Properties(ours.files[f], &our_props), Properties(theirs.files[f], &their_props));
+        ASSERT_EQ(our_props.data_size, their_props.data_size);
+        ASSERT_EQ(our_props.index_size, their_props.index_size);
+        const uint64_t n = our_props.data_size + our_props.index_size;
+        EXPECT_TRUE(Bytes(ours.files[f]).substr(0, n) == Bytes(theirs.files[f]).substr(0, n)) << f;
+        our_props.db_session_id = their_props.db_session_id = "";  // (random)
+        EXPECT_EQ(our_props.ToString(), their_props.ToString()) << f;
+      }
+      ASSERT_EQ(ours.items.size(), theirs.items.size());
+      EXPECT_FALSE(ours.items[1].references.empty());
+      for (size_t i = 0; i < ours.items.size(); ++i) {
+        EXPECT_EQ(ours.items[i].references.size(), theirs.items[i].references.size()) << i;
+        EXPECT_EQ(ours.items[i].stored_bytes, theirs.items[i].stored_bytes) << i;
+        EXPECT_EQ(ours.items[i].num_chunks, theirs.items[i].num_chunks) << i;
+        EXPECT_EQ(ours.items[i].chunk_hashes, theirs.items[i].chunk_hashes) << i;
+      }
     }
   }
 }

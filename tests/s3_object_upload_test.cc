@@ -4,6 +4,7 @@
 // bound, and a part that fails leaves neither an object nor an open upload.
 #include <gtest/gtest.h>
 #include <rocksdb/sst_file_reader.h>
+#include <rocksdb/file_system.h>
 #include <rocksdb/sst_file_writer.h>
 
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "bucket/object_upload_env.h"
+#include "store/borrowing_file.h"
 #include "s3/s3_client.h"
 #include "s3_fault_proxy.h"
 #include "s3_test_server.h"
@@ -117,6 +119,58 @@ TEST_F(ObjectUploadTest, AFileOfManyPartsKeepsAtMostInFlightPlusOnePartsInMemory
   EXPECT_GT(ledger_.peak_buffered_bytes(), o.part_bytes);  // parts did overlap the writing
   EXPECT_LE(ledger_.peak_buffered_bytes(), 3 * o.part_bytes);
   ExpectValues(client_.get(), prefix_ + "big.sst", 400, 70000);
+}
+
+// Bytes lent to a file (store/borrowing_file.h) are sent from where they
+// lie, among copied ones, across part boundaries, signed by their SHA-256 or
+// carried with their CRC-32C: the object is every byte in order, and no
+// part held a lent byte in memory of its own.
+TEST_F(ObjectUploadTest, LentBytesAreSentWhereTheyLieAndNoPartHoldsThem) {
+  ObjectUploadOptions o;
+  o.part_bytes = 5 << 20;
+  o.parts_in_flight = 2;
+  const std::string a = RandomBytes(12 << 20, 1), b = RandomBytes((7 << 20) + 3, 2), c = RandomBytes(1000, 3);
+  for (bool crc : {false, true}) {
+    client_->set_crc32c_payloads(crc);
+    for (bool small : {false, true}) {
+      UploadLedger ledger;
+      auto env = NewObjectUploadEnv(nullptr, client_.get(), Server().bucket, prefix_, kRoot, o, &ledger);
+      const std::string name = std::string(small ? "small" : "big") + (crc ? "-crc" : "-sha");
+      std::unique_ptr<rocksdb::FSWritableFile> file;
+      ASSERT_TRUE(env->GetFileSystem()->NewWritableFile(kRoot + name, rocksdb::FileOptions(), &file, nullptr).ok());
+      auto* lending = dynamic_cast<BorrowingFile*>(file.get());
+      ASSERT_NE(lending, nullptr);
+      std::string expected;
+      auto copy = [&](std::string_view bytes) {
+        ASSERT_TRUE(file->Append(rocksdb::Slice(bytes.data(), bytes.size()), rocksdb::IOOptions(), nullptr).ok());
+        expected.append(bytes);
+      };
+      auto lend = [&](std::string_view bytes) {
+        ASSERT_TRUE(lending->AppendBorrowed(rocksdb::Slice(bytes.data(), bytes.size())).ok());
+        expected.append(bytes);
+      };
+      copy("head");
+      if (small) {
+        lend(c);
+        copy("middle");
+        lend(std::string_view(c).substr(10, 500));
+      } else {
+        lend(a);
+        copy(std::string_view(c).substr(0, 77));
+        lend(b);
+        lend(c);
+      }
+      copy("tail");
+      EXPECT_EQ(file->GetFileSize(rocksdb::IOOptions(), nullptr), expected.size());
+      ASSERT_TRUE(file->Close(rocksdb::IOOptions(), nullptr).ok()) << ledger.first_error();
+      EXPECT_EQ(ledger.objects().at(prefix_ + name), expected.size());
+      EXPECT_LT(ledger.peak_buffered_bytes(), 1000u) << name;  // only the copied bytes
+      StatusOr<std::string> got = client_->GetObject(Server().bucket, prefix_ + name);
+      ASSERT_TRUE(got.ok()) << got.status();
+      EXPECT_TRUE(*got == expected) << name;
+    }
+  }
+  client_->set_crc32c_payloads(false);
 }
 
 TEST_F(ObjectUploadTest, APartThatFailsFailsTheFileAndLeavesNoObjectNorUpload) {

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "store/borrowing_file.h"
 #include "util/crc32c.h"
 #include "util/status_macros.h"
 
@@ -94,7 +95,29 @@ class PartBuffers {
 // Append copies into a part this many bytes at a time (see there).
 constexpr size_t kCrcSlice = 128u << 10;
 
-class ObjectUploadFile final : public rocksdb::FSWritableFile {
+// A part: its pieces in order, each either copied into `owned` (at
+// [offset, offset + n)) or lent by the writer (AppendBorrowed: `lent`).
+struct Part {
+  struct Piece {
+    const char* lent;  // null: owned[offset, offset + n)
+    size_t offset;
+    size_t n;
+  };
+  int number = 0;
+  std::string owned;
+  std::vector<Piece> pieces;
+  uint64_t size = 0;
+  uint32_t crc = 0;  // Crc32c of the pieces, in order
+
+  s3::HttpBody Body() const {
+    std::vector<std::string_view> spans;
+    spans.reserve(pieces.size());
+    for (const Piece& p : pieces) spans.emplace_back(p.lent != nullptr ? p.lent : owned.data() + p.offset, p.n);
+    return s3::HttpBody(spans);
+  }
+};
+
+class ObjectUploadFile final : public rocksdb::FSWritableFile, public BorrowingFile {
  public:
   ObjectUploadFile(s3::S3Client* client, std::string bucket, std::string key, ObjectUploadOptions options,
                    UploadLedger* ledger, std::shared_ptr<PartBuffers> buffers)
@@ -118,28 +141,17 @@ class ObjectUploadFile final : public rocksdb::FSWritableFile {
     }
     StopWorkers();
     if (!upload_id_.empty() && !completed_) (void)client_->AbortMultipartUpload(bucket_, key_, upload_id_);
-    ledger_->Buffered(-static_cast<int64_t>(buffer_.size()));
+    ledger_->Buffered(-static_cast<int64_t>(part_.owned.size()));
   }
 
   using rocksdb::FSWritableFile::Append;
   rocksdb::IOStatus Append(const rocksdb::Slice& data, const rocksdb::IOOptions&, rocksdb::IODebugContext*) override {
-    if (closed_) return rocksdb::IOStatus::IOError("s3://" + bucket_ + "/" + key_ + ": append after Close");
-    CKPTDB_RETURN_IO(FirstError());
-    std::string_view rest(data.data(), data.size());
-    while (!rest.empty()) {
-      // In slices that stay in cache: the part's CRC-32C is taken from the
-      // bytes just copied (UploadPart would read the part from memory again).
-      size_t n = std::min<size_t>({rest.size(), options_.part_bytes - buffer_.size(), kCrcSlice});
-      if (buffer_.capacity() < options_.part_bytes) buffer_.reserve(options_.part_bytes);
-      buffer_.append(rest.data(), n);
-      crc_ = Crc32c(buffer_.data() + buffer_.size() - n, n, crc_);
-      ledger_->Buffered(static_cast<int64_t>(n));
-      rest.remove_prefix(n);
-      size_ += n;
-      if (buffer_.size() == options_.part_bytes) CKPTDB_RETURN_IO(SendPart());
-    }
-    return rocksdb::IOStatus::OK();
+    return Add(data, false);
   }
+
+  // The bytes go into the part as they are, read where they lie by the CRC
+  // now and by the upload later (store/borrowing_file.h).
+  rocksdb::IOStatus AppendBorrowed(const rocksdb::Slice& data) override { return Add(data, true); }
 
   rocksdb::IOStatus Flush(const rocksdb::IOOptions&, rocksdb::IODebugContext*) override { return ToIO(FirstError()); }
   // Durability comes from Close: an object exists whole or not at all.
@@ -167,6 +179,38 @@ class ObjectUploadFile final : public rocksdb::FSWritableFile {
   std::string Name() const { return "s3://" + bucket_ + "/" + key_; }
   s3::S3Client* Cleanup() const { return options_.cleanup_client != nullptr ? options_.cleanup_client : client_; }
 
+  rocksdb::IOStatus Add(const rocksdb::Slice& data, bool lent) {
+    if (closed_) return rocksdb::IOStatus::IOError("s3://" + bucket_ + "/" + key_ + ": append after Close");
+    CKPTDB_RETURN_IO(FirstError());
+    std::string_view rest(data.data(), data.size());
+    while (!rest.empty()) {
+      const size_t room = options_.part_bytes - part_.size;
+      size_t n = std::min<size_t>(rest.size(), room);
+      if (lent) {
+        part_.pieces.push_back({rest.data(), 0, n});
+        part_.crc = Crc32c(rest.data(), n, part_.crc);
+      } else {
+        // In slices that stay in cache: the part's CRC-32C is taken from
+        // the bytes just copied (UploadPart would read them again).
+        n = std::min(n, kCrcSlice);
+        std::string& owned = part_.owned;
+        if (owned.capacity() < options_.part_bytes) owned.reserve(options_.part_bytes);
+        if (part_.pieces.empty() || part_.pieces.back().lent != nullptr) {
+          part_.pieces.push_back({nullptr, owned.size(), 0});
+        }
+        part_.pieces.back().n += n;
+        owned.append(rest.data(), n);
+        part_.crc = Crc32c(owned.data() + owned.size() - n, n, part_.crc);
+        ledger_->Buffered(static_cast<int64_t>(n));
+      }
+      rest.remove_prefix(n);
+      part_.size += n;
+      size_ += n;
+      if (part_.size == options_.part_bytes) CKPTDB_RETURN_IO(SendPart());
+    }
+    return rocksdb::IOStatus::OK();
+  }
+
   Status FirstError() {
     std::lock_guard<std::mutex> l(mu_);
     return error_;
@@ -180,7 +224,7 @@ class ObjectUploadFile final : public rocksdb::FSWritableFile {
     return error_;
   }
 
-  // Hands the full buffer to the upload threads, waiting while
+  // Hands the full part to the upload threads, waiting while
   // parts_in_flight parts are queued or uploading.
   Status SendPart() {
     if (upload_id_.empty()) {
@@ -193,9 +237,10 @@ class ObjectUploadFile final : public rocksdb::FSWritableFile {
     cv_.wait(l, [&] { return !error_.ok() || in_flight_ < options_.parts_in_flight; });
     if (!error_.ok()) return error_;
     ++in_flight_;
-    queue_.push_back({++parts_sent_, std::move(buffer_), crc_});
-    crc_ = 0;
-    buffer_ = buffers_->Take();
+    part_.number = ++parts_sent_;
+    queue_.push_back(std::move(part_));
+    part_ = Part();
+    part_.owned = buffers_->Take();
     cv_.notify_all();
     return Status::OK();
   }
@@ -205,15 +250,16 @@ class ObjectUploadFile final : public rocksdb::FSWritableFile {
     while (true) {
       cv_.wait(l, [&] { return stop_ || !queue_.empty(); });
       if (queue_.empty()) return;
-      auto [number, data, crc] = std::move(queue_.front());
+      Part sending = std::move(queue_.front());
       queue_.pop_front();
       Status failed = error_;
       l.unlock();
-      StatusOr<s3::CompletedPart> part = failed.ok()
-                                             ? client_->UploadPartWithItsCrc32c(bucket_, key_, upload_id_, number, data, crc)
-                                             : StatusOr<s3::CompletedPart>(failed);
-      ledger_->Buffered(-static_cast<int64_t>(data.size()));
-      buffers_->Give(std::move(data));
+      StatusOr<s3::CompletedPart> part =
+          failed.ok() ? client_->UploadPartWithItsCrc32c(bucket_, key_, upload_id_, sending.number, sending.Body(),
+                                                         sending.crc)
+                      : StatusOr<s3::CompletedPart>(failed);
+      ledger_->Buffered(-static_cast<int64_t>(sending.owned.size()));
+      buffers_->Give(std::move(sending.owned));
       l.lock();
       if (part.ok()) {
         parts_.push_back(*std::move(part));
@@ -239,13 +285,13 @@ class ObjectUploadFile final : public rocksdb::FSWritableFile {
     RETURN_IF_ERROR(FirstError());
     std::string expected_etag;
     if (upload_id_.empty()) {
-      StatusOr<std::string> etag = client_->PutObject(bucket_, key_, buffer_);
-      ledger_->Buffered(-static_cast<int64_t>(buffer_.size()));
-      buffers_->Give(std::move(buffer_));
-      buffer_ = std::string();
+      StatusOr<std::string> etag = client_->PutObjectWithItsCrc32c(bucket_, key_, part_.Body(), part_.crc);
+      ledger_->Buffered(-static_cast<int64_t>(part_.owned.size()));
+      buffers_->Give(std::move(part_.owned));
+      part_ = Part();
       RETURN_IF_ERROR(etag.status());
     } else {
-      if (!buffer_.empty()) RETURN_IF_ERROR(SendPart());
+      if (part_.size > 0) RETURN_IF_ERROR(SendPart());
       {
         std::unique_lock<std::mutex> l(mu_);
         cv_.wait(l, [&] { return !error_.ok() || in_flight_ == 0; });
@@ -282,8 +328,7 @@ class ObjectUploadFile final : public rocksdb::FSWritableFile {
   ObjectUploadOptions options_;
   UploadLedger* ledger_;
   std::shared_ptr<PartBuffers> buffers_;
-  std::string buffer_;  // the part being filled (writer thread only)
-  uint32_t crc_ = 0;    // its CRC-32C so far (writer thread only)
+  Part part_;  // the part being filled (writer thread only)
   uint64_t size_ = 0;
   int parts_sent_ = 0;
   std::string upload_id_;
@@ -294,11 +339,6 @@ class ObjectUploadFile final : public rocksdb::FSWritableFile {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  struct Part {
-    int number;
-    std::string data;
-    uint32_t crc;  // Crc32c(data)
-  };
   std::deque<Part> queue_;                         // guarded by mu_
   int in_flight_ = 0;                              // queued or uploading; guarded by mu_
   std::vector<s3::CompletedPart> parts_;           // guarded by mu_

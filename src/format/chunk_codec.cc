@@ -539,6 +539,21 @@ void FinishRawChunkAt(char* value, size_t n, const char* content_hash) {
               content_hash != nullptr ? ChecksumFromContentHash(content_hash, raw, n) : Checksum(raw, n));
 }
 
+void WriteRawChunkHeader(const std::vector<std::string_view>& pieces, char* header, const char* content_hash) {
+  size_t n = 0;
+  for (std::string_view p : pieces) n += p.size();
+  uint64_t sum = 0;
+  if (content_hash != nullptr && n > 240) {
+    sum = ChecksumFromContentHash(content_hash, nullptr, n);
+  } else {
+    std::unique_ptr<XXH3_state_t, XXH_errorcode (*)(XXH3_state_t*)> state(XXH3_createState(), XXH3_freeState);
+    XXH3_64bits_reset(state.get());
+    for (std::string_view p : pieces) XXH3_64bits_update(state.get(), p.data(), p.size());
+    sum = XXH3_64bits_digest(state.get());
+  }
+  WriteHeader(header, ChunkCodec::kRaw, static_cast<uint32_t>(n), sum);
+}
+
 StatusOr<std::string> DecodeChunkToString(std::string_view value) {
   Header h;
   Status st = ParseHeader(value, &h);
@@ -554,6 +569,18 @@ uint64_t ChecksumFromContentHash(const char* content_hash, const void* data, siz
   XXH128_canonical_t c;
   std::memcpy(c.digest, content_hash, kChunkHashBytes);
   return XXH128_hashFromCanonical(&c).low64;
+}
+
+void ChunkContentHashOf(const std::vector<std::string_view>& pieces, char* out) {
+  if (pieces.size() == 1) return ChunkContentHash(pieces[0].data(), pieces[0].size(), out);
+  // (XXH3's streaming digest equals its one-shot hash, short inputs too.)
+  std::unique_ptr<XXH3_state_t, XXH_errorcode (*)(XXH3_state_t*)> state(XXH3_createState(), XXH3_freeState);
+  XXH3_128bits_reset(state.get());
+  for (std::string_view p : pieces) XXH3_128bits_update(state.get(), p.data(), p.size());
+  const XXH128_hash_t h = XXH3_128bits_digest(state.get());
+  XXH128_canonical_t c;
+  XXH128_canonicalFromHash(&c, h);
+  std::memcpy(out, c.digest, kChunkHashBytes);
 }
 
 void ChunkContentHash(const char* data, size_t n, char* out) {

@@ -12,6 +12,18 @@
 namespace ckptdb {
 namespace s3 {
 
+HttpBody::HttpBody(std::string_view whole) : size_(whole.size()) {
+  if (!whole.empty()) pieces_.push_back(whole);
+}
+
+HttpBody::HttpBody(const std::vector<std::string_view>& pieces) {
+  for (std::string_view p : pieces) {
+    if (p.empty()) continue;
+    pieces_.push_back(p);
+    size_ += p.size();
+  }
+}
+
 namespace {
 
 // curl_global_init is not thread-safe before curl 7.84 and must run once.
@@ -20,24 +32,43 @@ void GlobalInitOnce() {
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
+// Where curl is in the body: piece `piece`, `in_piece` bytes into it.
 struct UploadState {
-  std::string_view body;
-  size_t offset = 0;
+  const HttpBody* body;
+  size_t piece = 0;
+  size_t in_piece = 0;
 };
 
+// Copies the body's next bytes into curl's buffer (its only copy of them:
+// the pieces are read where they lie).
 size_t ReadBody(char* buffer, size_t size, size_t nitems, void* userdata) {
   auto* st = static_cast<UploadState*>(userdata);
-  const size_t n = std::min(size * nitems, st->body.size() - st->offset);
-  std::memcpy(buffer, st->body.data() + st->offset, n);
-  st->offset += n;
+  const std::vector<std::string_view>& pieces = st->body->pieces();
+  size_t room = size * nitems, n = 0;
+  while (room > 0 && st->piece < pieces.size()) {
+    const std::string_view p = pieces[st->piece];
+    const size_t take = std::min(room, p.size() - st->in_piece);
+    std::memcpy(buffer + n, p.data() + st->in_piece, take);
+    n += take;
+    room -= take;
+    st->in_piece += take;
+    if (st->in_piece == p.size()) {
+      ++st->piece;
+      st->in_piece = 0;
+    }
+  }
   return n;
 }
 
 // Rewinding lets curl resend the body on a redirect or an auth retry.
 int SeekBody(void* userdata, curl_off_t offset, int origin) {
   auto* st = static_cast<UploadState*>(userdata);
-  if (origin != SEEK_SET || offset < 0 || static_cast<size_t>(offset) > st->body.size()) return CURL_SEEKFUNC_FAIL;
-  st->offset = static_cast<size_t>(offset);
+  if (origin != SEEK_SET || offset < 0 || static_cast<size_t>(offset) > st->body->size()) return CURL_SEEKFUNC_FAIL;
+  size_t rest = static_cast<size_t>(offset);
+  st->piece = 0;
+  const std::vector<std::string_view>& pieces = st->body->pieces();
+  while (st->piece < pieces.size() && rest >= pieces[st->piece].size()) rest -= pieces[st->piece++].size();
+  st->in_piece = rest;
   return CURL_SEEKFUNC_OK;
 }
 
@@ -153,7 +184,7 @@ bool HttpConnection::Perform(const HttpRequest& request, HttpResponse* response,
   // the same host reuses the open connection.
   curl_easy_reset(curl);
   *response = HttpResponse();
-  UploadState upload{request.body, 0};
+  UploadState upload{&request.body};
   char error_buffer[CURL_ERROR_SIZE] = {0};
 
   curl_easy_setopt(curl, CURLOPT_URL, request.url.c_str());

@@ -56,11 +56,33 @@ class HttpBodyStream {
   virtual std::string Why() const = 0;
 };
 
+// A request body: one span of memory, or several sent one after another
+// without being joined first (an upload part whose blocks stay where they
+// were built, some of them in the caller's own memory). It refers to the
+// bytes, which must outlive every request that sends it.
+class HttpBody {
+ public:
+  HttpBody() = default;
+  HttpBody(std::string_view whole);  // NOLINT: a span is a body
+  HttpBody(const std::string& whole) : HttpBody(std::string_view(whole)) {}  // NOLINT
+  HttpBody(const char* whole) : HttpBody(std::string_view(whole)) {}         // NOLINT
+  // The pieces in order (empty ones are dropped).
+  explicit HttpBody(const std::vector<std::string_view>& pieces);
+
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  const std::vector<std::string_view>& pieces() const { return pieces_; }
+
+ private:
+  std::vector<std::string_view> pieces_;
+  size_t size_ = 0;
+};
+
 struct HttpRequest {
   std::string method;  // GET HEAD PUT POST DELETE
   std::string url;
   std::vector<std::pair<std::string, std::string>> headers;
-  std::string_view body;  // sent for PUT and POST; must outlive Perform
+  HttpBody body;  // sent for PUT and POST; its bytes must outlive Perform
   // Where a successful (2xx) response body goes instead of
   // HttpResponse::body: up to sink_capacity bytes (a body longer than that
   // fails the transfer). Error bodies still go to HttpResponse::body.

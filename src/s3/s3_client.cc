@@ -26,7 +26,7 @@ struct S3Client::Call {
   std::string key;  // "" for bucket operations
   NameValues query;
   NameValues headers;
-  std::string_view body;
+  HttpBody body;
   // Sent but not signed: If-None-Match and If-Match. AWS asks only for
   // host and x-amz-* to be signed; leaving the preconditions out of the
   // signature lets a test proxy strip them as a server that ignores them
@@ -53,11 +53,23 @@ namespace {
 
 constexpr const char* kCrc32cHeader = "x-amz-checksum-crc32c";
 
-std::string Md5Hex(std::string_view data) {
+// Lower-case hex of a digest of the body's pieces, in order.
+std::string DigestHex(const HttpBody& body, const EVP_MD* type) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
-  EVP_Digest(data.data(), data.size(), md, &len, EVP_md5(), nullptr);
+  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  EVP_DigestInit_ex(ctx.get(), type, nullptr);
+  for (std::string_view p : body.pieces()) EVP_DigestUpdate(ctx.get(), p.data(), p.size());
+  EVP_DigestFinal_ex(ctx.get(), md, &len);
   return HexEncode(std::string_view(reinterpret_cast<const char*>(md), len));
+}
+
+std::string Md5Hex(const HttpBody& data) { return DigestHex(data, EVP_md5()); }
+
+uint32_t BodyCrc32c(const HttpBody& body) {
+  uint32_t crc = 0;
+  for (std::string_view p : body.pieces()) crc = Crc32c(p.data(), p.size(), crc);
+  return crc;
 }
 
 std::string Unquote(std::string etag) {
@@ -225,7 +237,7 @@ StatusOr<HttpResponse> S3Client::Execute(const Call& call, Outcome* outcome) {
   const bool crc_carried = std::any_of(call.headers.begin(), call.headers.end(),
                                        [](const auto& h) { return h.first == kCrc32cHeader; });
   const std::string payload_sha = (options_.sign_payload && !crc_carried) || call.body.empty()
-                                      ? Sha256Hex(call.body)
+                                      ? DigestHex(call.body, EVP_sha256())
                                       : std::string(kUnsignedPayload);
 
   // Why the last try failed, without the call's description (added once).
@@ -365,13 +377,20 @@ StatusOr<std::string> S3Client::PutObjectWithCrc32c(const std::string& bucket, c
   return Put(bucket, key, data, false, &crc32c_base64);
 }
 
-StatusOr<std::string> S3Client::Put(const std::string& bucket, const std::string& key, std::string_view data,
+StatusOr<std::string> S3Client::PutObjectWithItsCrc32c(const std::string& bucket, const std::string& key,
+                                                       const HttpBody& data, uint32_t data_crc32c) {
+  if (!crc32c_payloads()) return Put(bucket, key, data, false, nullptr);
+  const std::string crc = Crc32cToBase64(data_crc32c);
+  return Put(bucket, key, data, false, &crc);
+}
+
+StatusOr<std::string> S3Client::Put(const std::string& bucket, const std::string& key, const HttpBody& data,
                                     bool if_none_match, const std::string* crc32c) {
   Call call{"PutObject", "PUT", bucket, key, {}, {}, data, {}, if_none_match};
   if (crc32c != nullptr) {
     call.headers.emplace_back(kCrc32cHeader, *crc32c);
   } else if (crc32c_payloads()) {
-    call.headers.emplace_back(kCrc32cHeader, Crc32cBase64(data));
+    call.headers.emplace_back(kCrc32cHeader, Crc32cToBase64(BodyCrc32c(data)));
   }
   if (if_none_match) call.unsigned_headers.emplace_back("If-None-Match", "*");
   Outcome outcome;
@@ -648,7 +667,7 @@ StatusOr<CompletedPart> S3Client::UploadPart(const std::string& bucket, const st
 
 StatusOr<CompletedPart> S3Client::UploadPartWithItsCrc32c(const std::string& bucket, const std::string& key,
                                                           const std::string& upload_id, int part_number,
-                                                          std::string_view data, uint32_t data_crc32c) {
+                                                          const HttpBody& data, uint32_t data_crc32c) {
   if (!crc32c_payloads()) return Part(bucket, key, upload_id, part_number, data, nullptr);
   const std::string crc = Crc32cToBase64(data_crc32c);
   return Part(bucket, key, upload_id, part_number, data, &crc);
@@ -661,7 +680,7 @@ StatusOr<CompletedPart> S3Client::UploadPartWithCrc32c(const std::string& bucket
 }
 
 StatusOr<CompletedPart> S3Client::Part(const std::string& bucket, const std::string& key,
-                                       const std::string& upload_id, int part_number, std::string_view data,
+                                       const std::string& upload_id, int part_number, const HttpBody& data,
                                        const std::string* crc32c) {
   if (part_number < 1 || part_number > 10000) {
     return Status::InvalidArgument("S3 UploadPart of s3://" + bucket + "/" + key + ": part number " +
@@ -670,7 +689,7 @@ StatusOr<CompletedPart> S3Client::Part(const std::string& bucket, const std::str
   Call call{"UploadPart", "PUT", bucket, key, {{"partNumber", std::to_string(part_number)}, {"uploadId", upload_id}},
             {},           data};
   CompletedPart part{part_number, "",
-                     crc32c != nullptr ? *crc32c : crc32c_payloads() ? Crc32cBase64(data) : std::string()};
+                     crc32c != nullptr ? *crc32c : crc32c_payloads() ? Crc32cToBase64(BodyCrc32c(data)) : std::string()};
   if (!part.checksum_crc32c.empty()) call.headers.emplace_back(kCrc32cHeader, part.checksum_crc32c);
   Outcome outcome;
   ASSIGN_OR_RETURN(HttpResponse r, Execute(call, &outcome));

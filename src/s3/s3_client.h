@@ -151,6 +151,11 @@ class S3Client {
   StatusOr<std::string> PutObject(const std::string& bucket, const std::string& key, std::string_view data,
                                   bool if_none_match = false);
 
+  // PutObject of a body (in pieces or not) whose CRC-32C the caller took
+  // as it made it, as UploadPartWithItsCrc32c below.
+  StatusOr<std::string> PutObjectWithItsCrc32c(const std::string& bucket, const std::string& key,
+                                               const HttpBody& data, uint32_t data_crc32c);
+
   // PutObject and UploadPart that send `crc32c_base64` as the body's
   // x-amz-checksum-crc32c whatever the body is (with UNSIGNED-PAYLOAD): how
   // a probe learns whether the server checks it (bucket/checksum_probe.h).
@@ -217,9 +222,10 @@ class S3Client {
   // UploadPart of a body whose CRC-32C the caller took as it made it
   // (data_crc32c == Crc32c(data)): sent with crc32c_payloads as UploadPart
   // would send it, without reading the body again.
+  // The body may be in pieces (HttpBody), sent where they lie.
   StatusOr<CompletedPart> UploadPartWithItsCrc32c(const std::string& bucket, const std::string& key,
-                                                  const std::string& upload_id, int part_number,
-                                                  std::string_view data, uint32_t data_crc32c);
+                                                  const std::string& upload_id, int part_number, const HttpBody& data,
+                                                  uint32_t data_crc32c);
   // Makes the object from `parts` (ascending part numbers); returns its ETag.
   // With if_none_match: AlreadyExists when the key exists, and the upload is
   // then still open (abort it).
@@ -254,10 +260,10 @@ class S3Client {
   S3Client(S3Settings settings, S3ClientOptions options, std::string scheme, std::string host_port);
   // crc32c: the x-amz-checksum-crc32c to send; null: the body's own when
   // crc32c_payloads, none otherwise.
-  StatusOr<std::string> Put(const std::string& bucket, const std::string& key, std::string_view data,
+  StatusOr<std::string> Put(const std::string& bucket, const std::string& key, const HttpBody& data,
                             bool if_none_match, const std::string* crc32c);
   StatusOr<CompletedPart> Part(const std::string& bucket, const std::string& key, const std::string& upload_id,
-                               int part_number, std::string_view data, const std::string* crc32c);
+                               int part_number, const HttpBody& data, const std::string* crc32c);
   // Sends the call with retries; returns the final HTTP response (any
   // status but the retried ones) or the transport/5xx failure as Status.
   StatusOr<HttpResponse> Execute(const Call& call, Outcome* outcome);

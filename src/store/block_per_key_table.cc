@@ -136,6 +136,24 @@ class BlockPerKeyTableWriter::EntriesBlock {
   std::vector<uint32_t> restarts_;
 };
 
+DataBlockTail::DataBlockTail() : state_(XXH3_createState()) { XXH3_64bits_reset(static_cast<XXH3_state_t*>(state_)); }
+
+DataBlockTail::~DataBlockTail() { XXH3_freeState(static_cast<XXH3_state_t*>(state_)); }
+
+void DataBlockTail::Add(std::string_view piece) {
+  XXH3_64bits_update(static_cast<XXH3_state_t*>(state_), piece.data(), piece.size());
+}
+
+void DataBlockTail::WriteTail(char* tail) {
+  auto* state = static_cast<XXH3_state_t*>(state_);
+  PutLE32(tail, 0);      // the one restart point: the block's start
+  PutLE32(tail + 4, 1);  // one restart (binary-search data blocks)
+  XXH3_64bits_update(state, tail, kDataBlockRestartBytes);
+  tail[kDataBlockRestartBytes] = 0;  // no compression
+  // (The compression type byte, 0, changes nothing in RocksDB's XXH3 sum.)
+  PutLE32(tail + kDataBlockRestartBytes + 1, static_cast<uint32_t>(XXH3_64bits_digest(state)));
+}
+
 size_t DataBlockHeadSize(size_t key_size, size_t value_size) {
   return 1 + VarintBytes(key_size + 8) + VarintBytes(value_size) + key_size + 8;
 }
@@ -164,14 +182,27 @@ void BuildDataBlock(std::string_view key, std::string_view value, std::string* o
   WriteDataBlockTail(out->data(), head + value.size());
 }
 
-bool DataBlockValueSize(std::string_view block, uint64_t* value_size) {
-  std::string_view in = block;
+namespace {
+
+// The value's size and the head's of a data block of `total` bytes whose
+// first bytes are `front`; false when it is not one (or front ends before
+// its head does).
+bool ParseDataBlockHead(std::string_view front, uint64_t total, uint64_t* value_size, size_t* head) {
+  std::string_view in = front;
   uint64_t shared = 0, key_bytes = 0;
   if (!GetVarint(&in, &shared) || shared != 0 || !GetVarint(&in, &key_bytes) || !GetVarint(&in, value_size)) {
     return false;
   }
-  return key_bytes >= 8 && key_bytes <= UINT32_MAX && *value_size <= UINT32_MAX && in.size() >= key_bytes &&
-         in.size() - key_bytes >= kDataBlockTailBytes && in.size() - key_bytes - kDataBlockTailBytes == *value_size;
+  if (key_bytes < 8 || key_bytes > UINT32_MAX || *value_size > UINT32_MAX || in.size() < key_bytes) return false;
+  *head = front.size() - in.size() + key_bytes;
+  return total >= *head + kDataBlockTailBytes && total - *head - kDataBlockTailBytes == *value_size;
+}
+
+}  // namespace
+
+bool DataBlockValueSize(std::string_view block, uint64_t* value_size) {
+  size_t head = 0;
+  return ParseDataBlockHead(block, block.size(), value_size, &head);
 }
 
 BlockPerKeyTableWriter::BlockPerKeyTableWriter(const rocksdb::Options& options, const rocksdb::EnvOptions& env_options,
@@ -193,7 +224,12 @@ Status BlockPerKeyTableWriter::Open(const std::string& path) {
                                    "describe another; option " + other + " differs");
   }
   rocksdb::Env* env = options_.env != nullptr ? options_.env : rocksdb::Env::Default();
-  RETURN_IF_ERROR(FromRocks(env->NewWritableFile(path, &file_, env_options_), "opening SST file " + path));
+  // (Through the env's file system, whose files may be BorrowingFiles; the
+  // env's own NewWritableFile would wrap them.)
+  RETURN_IF_ERROR(FromRocks(env->GetFileSystem()->NewWritableFile(path, rocksdb::FileOptions(env_options_), &file_,
+                                                                  nullptr),
+                            "opening SST file " + path));
+  borrowing_ = dynamic_cast<BorrowingFile*>(file_.get());
   rocksdb::TablePropertiesCollectorFactory::Context context;
   context.column_family_id = kUnknownColumnFamily;
   for (const auto& factory : options_.table_properties_collector_factories) {
@@ -202,13 +238,18 @@ Status BlockPerKeyTableWriter::Open(const std::string& path) {
   return Status::OK();
 }
 
-Status BlockPerKeyTableWriter::Append(std::string_view bytes) {
-  Status st = FromRocks(file_->Append(rocksdb::Slice(bytes.data(), bytes.size())), "writing SST file " + path_);
+Status BlockPerKeyTableWriter::Append(std::string_view bytes, bool lend) {
+  if (bytes.empty()) return Status::OK();
+  const rocksdb::Slice slice(bytes.data(), bytes.size());
+  Status st = FromRocks(lend && borrowing_ != nullptr ? borrowing_->AppendBorrowed(slice)
+                                                      : file_->Append(slice, rocksdb::IOOptions(), nullptr),
+                        "writing SST file " + path_);
   if (st.ok()) {
     offset_ += bytes.size();
     const uint64_t every = env_options_.bytes_per_sync;
     if (every > 0 && offset_ - synced_to_ >= every) {
-      st = FromRocks(file_->RangeSync(synced_to_, offset_ - synced_to_), "writing SST file " + path_);
+      st = FromRocks(file_->RangeSync(synced_to_, offset_ - synced_to_, rocksdb::IOOptions(), nullptr),
+                     "writing SST file " + path_);
       synced_to_ = offset_;
     }
   }
@@ -217,38 +258,49 @@ Status BlockPerKeyTableWriter::Append(std::string_view bytes) {
 }
 
 Status BlockPerKeyTableWriter::Add(std::string_view key, std::string_view block, uint64_t* value_size) {
+  return AddPieces(key, block, {}, {}, value_size);
+}
+
+Status BlockPerKeyTableWriter::AddPieces(std::string_view key, std::string_view front,
+                                         const std::vector<std::string_view>& lent, std::string_view back,
+                                         uint64_t* value_size) {
   if (!file_) return Status::FailedPrecondition("SST file " + path_ + " is not open");
   if (!failed_.ok()) return failed_;
   if (entries_ > 0 && key <= std::string_view(last_key_)) {
     return Status::InvalidArgument("SST file " + path_ + ": keys must be added in increasing order; key " + HexEncode(key) +
                                    " comes after " + HexEncode(last_key_));
   }
+  uint64_t block_bytes = front.size() + back.size();
+  for (std::string_view p : lent) block_bytes += p.size();
   uint64_t value_bytes = 0;
-  if (!DataBlockValueSize(block, &value_bytes) ||
-      block.size() != DataBlockHeadSize(key.size(), value_bytes) + value_bytes + kDataBlockTailBytes) {
+  size_t head = 0;
+  if (!ParseDataBlockHead(front, block_bytes, &value_bytes, &head) ||
+      block_bytes != DataBlockHeadSize(key.size(), value_bytes) + value_bytes + kDataBlockTailBytes) {
     return Status::InvalidArgument("SST file " + path_ + ": the block of key " + HexEncode(key) + " is not a data block of " +
-                                   "one entry (its lengths do not add up to its " + std::to_string(block.size()) +
+                                   "one entry (its lengths do not add up to its " + std::to_string(block_bytes) +
                                    " bytes)");
   }
-  const size_t head = DataBlockHeadSize(key.size(), value_bytes);
-  if (block.substr(head - 8 - key.size(), key.size()) != key) {
+  if (front.substr(head - 8 - key.size(), key.size()) != key) {
     return Status::InvalidArgument("SST file " + path_ + ": the block given for key " + HexEncode(key) + " holds key " +
-                                   HexEncode(block.substr(head - 8 - key.size(), key.size())));
+                                   HexEncode(front.substr(head - 8 - key.size(), key.size())));
   }
   const uint64_t start = offset_;
-  RETURN_IF_ERROR(Append(block));
+  RETURN_IF_ERROR(Append(front));
+  for (std::string_view p : lent) RETURN_IF_ERROR(Append(p, true));
+  RETURN_IF_ERROR(Append(back));
   // As RocksDB's builder: a collector's error is not the file's (it leaves
   // out nothing but what the collector would have said).
-  const rocksdb::Slice value(block.data() + head, value_bytes);
+  const rocksdb::Slice value = lent.empty() && back.empty() ? rocksdb::Slice(front.data() + head, value_bytes)
+                                                            : rocksdb::Slice();
   for (auto& c : collectors_) {
     (void)c->AddUserKey(rocksdb::Slice(key.data(), key.size()), value, rocksdb::kEntryPut, 0, start);
-    c->BlockAdd(block.size() - kBlockTrailerBytes, 0, 0);
+    c->BlockAdd(block_bytes - kBlockTrailerBytes, 0, 0);
   }
   // The index: the block's key (unshortened) and its handle, in full at a
   // restart point of its own, as RocksDB writes an index with delta-encoded
   // values (no value lengths) and restart interval 1.
   std::string handle;
-  PutHandle(&handle, start, block.size() - kBlockTrailerBytes);
+  PutHandle(&handle, start, block_bytes - kBlockTrailerBytes);
   index_->Add(key, handle);
   if (entries_ == 0) first_key_.assign(key);
   last_key_.assign(key);
@@ -278,6 +330,7 @@ Status BlockPerKeyTableWriter::Finish(rocksdb::ExternalSstFileInfo* info) {
   if (st.ok()) st = WriteTail(info);
   if (!st.ok()) {
     file_.reset();
+    borrowing_ = nullptr;
     rocksdb::Env* env = options_.env != nullptr ? options_.env : rocksdb::Env::Default();
     (void)env->DeleteFile(path_);
   }
@@ -370,10 +423,12 @@ Status BlockPerKeyTableWriter::WriteTail(rocksdb::ExternalSstFileInfo* info) {
   RETURN_IF_ERROR(Append(footer));
 
   const std::string where = "finishing SST file " + path_;
-  RETURN_IF_ERROR(FromRocks(options_.use_fsync ? file_->Fsync() : file_->Sync(), where));
+  const rocksdb::IOOptions io;
+  RETURN_IF_ERROR(FromRocks(options_.use_fsync ? file_->Fsync(io, nullptr) : file_->Sync(io, nullptr), where));
   if (invalidate_page_cache_) (void)file_->InvalidateCache(0, 0);
-  RETURN_IF_ERROR(FromRocks(file_->Close(), where));
+  RETURN_IF_ERROR(FromRocks(file_->Close(io, nullptr), where));
   file_.reset();
+  borrowing_ = nullptr;
   if (info != nullptr) {
     *info = rocksdb::ExternalSstFileInfo(path_, first_key_, last_key_, 0, offset_, entries_, 2);
   }

@@ -20,6 +20,7 @@
 #define CKPTDB_SRC_STORE_BLOCK_PER_KEY_TABLE_H_
 
 #include <rocksdb/env.h>
+#include <rocksdb/file_system.h>
 #include <rocksdb/options.h>
 #include <rocksdb/sst_file_writer.h>
 #include <rocksdb/table_properties.h>
@@ -32,6 +33,7 @@
 #include <vector>
 
 #include "ckptdb/status.h"
+#include "store/borrowing_file.h"
 
 namespace ckptdb {
 
@@ -54,6 +56,22 @@ void WriteDataBlockHead(std::string_view key, size_t value_size, char* head);
 // compression, the XXH3 checksum of everything before it).
 void WriteDataBlockTail(char* block, size_t contents_bytes);
 
+// The tail of a block whose contents (its head and value) are in pieces
+// (a value whose raw bytes stay where they lie): Add each piece in order,
+// then WriteTail writes the kDataBlockTailBytes that follow them.
+class DataBlockTail {
+ public:
+  DataBlockTail();
+  ~DataBlockTail();
+  DataBlockTail(const DataBlockTail&) = delete;
+  DataBlockTail& operator=(const DataBlockTail&) = delete;
+  void Add(std::string_view piece);
+  void WriteTail(char* tail);
+
+ private:
+  void* state_;  // XXH3_state_t*
+};
+
 // *out = the whole block of key with `value` (head, value, tail).
 void BuildDataBlock(std::string_view key, std::string_view value, std::string* out);
 
@@ -63,7 +81,9 @@ bool DataBlockValueSize(std::string_view block, uint64_t* value_size);
 
 // Writes one file. Each block is one Append of the file, unbuffered: meant
 // for files whose Append buffers (the bucket's upload parts), where large
-// blocks make few calls. Thread safety: one thread at a time.
+// blocks make few calls; a block given in pieces (AddPieces) lends its
+// middle to a file that takes bytes by reference (store/borrowing_file.h).
+// Thread safety: one thread at a time.
 class BlockPerKeyTableWriter {
  public:
   // `options` must describe this table (Open checks): its env opens the
@@ -90,6 +110,15 @@ class BlockPerKeyTableWriter {
   // key's; the file's error otherwise, after which every call returns it.
   Status Add(std::string_view key, std::string_view block, uint64_t* value_size = nullptr);
 
+  // Add of the block that is front, then the `lent` pieces, then back, in
+  // order; front holds at least the block's head. A file that is a
+  // BorrowingFile takes the lent pieces by reference: they must stay
+  // unchanged until Finish returns (or the writer is destroyed); any other
+  // file is appended a copy. The options' collectors are handed an empty
+  // value (it is not in one piece): the bucket's read none.
+  Status AddPieces(std::string_view key, std::string_view front, const std::vector<std::string_view>& lent,
+                   std::string_view back, uint64_t* value_size = nullptr);
+
   // Writes the index, properties, metaindex and footer, syncs and closes
   // the file, and reports it as SstFileWriter::Finish does. A file with no
   // entries is InvalidArgument, and stays open (as SstFileWriter's). On any
@@ -106,7 +135,8 @@ class BlockPerKeyTableWriter {
  private:
   class EntriesBlock;  // a block of entries as RocksDB's BlockBuilder writes them
 
-  Status Append(std::string_view bytes);
+  // Appends `bytes`, lent to a borrowing file when `lend`.
+  Status Append(std::string_view bytes, bool lend = false);
   Status WriteBlock(const std::string& contents, uint64_t* offset, uint64_t* size);
   Status WriteTail(rocksdb::ExternalSstFileInfo* info);
 
@@ -115,7 +145,8 @@ class BlockPerKeyTableWriter {
   bool invalidate_page_cache_;
   std::string path_;
   std::string session_id_;
-  std::unique_ptr<rocksdb::WritableFile> file_;
+  std::unique_ptr<rocksdb::FSWritableFile> file_;
+  BorrowingFile* borrowing_ = nullptr;  // file_, where it takes bytes by reference
   Status failed_;  // the file's first error: every later call returns it
   std::vector<std::unique_ptr<rocksdb::TablePropertiesCollector>> collectors_;
   std::vector<bool> collector_failed_;

@@ -9,6 +9,7 @@
 #include "format/chunk_codec.h"
 #include "format/keys.h"
 #include "model/chunk_grid.h"
+#include "model/region.h"
 #include "util/le_bytes.h"
 #include "util/ordered_parallel.h"
 #include "store/block_per_key_table.h"
@@ -103,6 +104,41 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
                 r->piece.chunk_hashes.size() == size_t{r->piece.num_chunks} * kChunkHashBytes;
   }
 
+  // Raw chunks of host pieces whose bytes the file is lent where they lie
+  // (BlockPerKeyTableWriter::AddPieces): the worker hashes them and builds
+  // the rest of the block (head, chunk header, tail), and nothing copies
+  // them before the upload sends them. A chunk's runs are its one run of
+  // the piece's bytes, or the rows of its box; smaller chunks and shorter
+  // runs are copied into their blocks (a piece per few bytes costs more
+  // than the copy).
+  constexpr uint64_t kLentChunkBytes = 64 << 10;
+  constexpr uint64_t kLentRunBytes = 512;
+  std::vector<uint8_t> lent(jobs.size(), 0);
+  auto lent_runs = [&](size_t j, std::vector<std::string_view>* runs) -> bool {
+    const WriteItem* it = sorted[jobs[j].item];
+    if (!o.block_per_key || o.compression != Compression::kNone || it->source || it->data == nullptr) return false;
+    const char* data = static_cast<const char*>(it->data);
+    const uint64_t chunk_bytes = result.items[jobs[j].item].chunk_bytes;
+    const ChunkGrid* grid = grids[jobs[j].item].get();
+    runs->clear();
+    if (grid == nullptr) {
+      const uint64_t begin = uint64_t{jobs[j].chunk} * chunk_bytes;
+      const uint64_t len = std::min<uint64_t>(chunk_bytes, it->nbytes - begin);
+      if (len < kLentChunkBytes) return false;
+      runs->emplace_back(data + begin, len);
+      return true;
+    }
+    const size_t es = DTypeSize(it->dtype);
+    const Box piece{std::vector<int64_t>(it->sizes.size(), 0), it->sizes};
+    const Box box = grid->ChunkBox(jobs[j].chunk);
+    const uint64_t len = static_cast<uint64_t>(BoxNumel(box)) * es;
+    uint64_t begin = 0, run = 0, stride = 0;
+    if (len < kLentChunkBytes || !RunsOfBox(piece, box, es, &begin, &run, &stride) || run < kLentRunBytes) return false;
+    runs->reserve(len / run);
+    for (uint64_t k = 0; k < len / run; ++k) runs->emplace_back(data + begin + k * stride, run);
+    return true;
+  };
+
   // The file being written: by SstFileWriter, or (o.block_per_key) from
   // the blocks the workers build.
   std::unique_ptr<rocksdb::SstFileWriter> sst;
@@ -189,6 +225,27 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
         wrap();
       }
     };
+    thread_local std::vector<std::string_view> runs;
+    if (lent_runs(j, &runs)) {
+      if (hash != nullptr) ChunkContentHashOf(runs, hash);
+      if (may_share && std::memcmp(hash, it->reuse->piece.chunk_hashes.data() + size_t{jobs[j].chunk} * kChunkHashBytes,
+                                   kChunkHashBytes) == 0) {
+        shared[j] = 1;
+        return Status::OK();
+      }
+      // *value: the block's head with the chunk's header, then its tail.
+      const size_t value_bytes = kChunkHeaderSize + len;
+      head = DataBlockHeadSize(key.size(), value_bytes);
+      value->resize(head + kChunkHeaderSize + kDataBlockTailBytes);
+      WriteDataBlockHead(key, value_bytes, value->data());
+      WriteRawChunkHeader(runs, value->data() + head, hash);
+      DataBlockTail tail;
+      tail.Add(std::string_view(value->data(), head + kChunkHeaderSize));
+      for (std::string_view r : runs) tail.Add(r);
+      tail.WriteTail(value->data() + head + kChunkHeaderSize);
+      lent[j] = 1;
+      return Status::OK();
+    }
     if (grid != nullptr) {
       const Box piece{std::vector<int64_t>(it->sizes.size(), 0), it->sizes};
       // The box's elements gathered out of the piece's rows: raw, straight
@@ -268,7 +325,13 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
     }
     auto where = [&] { return "writing chunk " + std::to_string(jobs[j].chunk) + " of '" + it->fqn + "'"; };
     uint64_t stored = value.size();
-    if (table) {
+    if (lent[j]) {
+      std::vector<std::string_view> runs;
+      lent_runs(j, &runs);
+      Status st = table->AddPieces(key_of(j), value.substr(0, value.size() - kDataBlockTailBytes), runs,
+                                   value.substr(value.size() - kDataBlockTailBytes), &stored);
+      if (!st.ok()) return st.WithContext(where());
+    } else if (table) {
       Status st = table->Add(key_of(j), value, &stored);
       if (!st.ok()) return st.WithContext(where());
     } else {

@@ -44,7 +44,11 @@ struct ChunkWriteOptions {
   // instead of SstFileWriter: for options whose every key is a data block of
   // its own (bucket::SstObjectWriteOptions(), whose collectors it runs). A
   // raw chunk is then copied once, into its block, where SstFileWriter
-  // copied it into a value and again into its block.
+  // copied it into a value and again into its block; a raw chunk of 64 KiB
+  // or more of a host piece (`data`, no `source`) that lies in the piece
+  // as one run or as rows of 512 bytes or more is not copied at all: the
+  // file is lent its bytes (BlockPerKeyTableWriter::AddPieces), and a file
+  // that borrows them (the bucket's uploads) sends them from there.
   bool block_per_key = false;
   // Called on the appending thread as soon as each file is finished (before
   // the next is opened), with its path and what SstFileWriter::Finish
@@ -69,6 +73,8 @@ uint64_t PieceChunkBytes(uint64_t chunk_bytes, DType dtype);
 // the box. Floating-point pieces are compressed with
 // byte planes.
 // Each file is finished (synced) before this returns; nothing is ingested.
+// The items' bytes must not change until this returns: a file may read
+// them until it is finished (o.block_per_key).
 StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext& ctx,
                                       const std::vector<WriteItem>& items, const rocksdb::Options& db_options,
                                       const ChunkWriteOptions& options);
