@@ -27,6 +27,7 @@
 #include "store/rocksdb_options.h"
 #include "store/sst_chunk_writer.h"
 #include "test_util.h"
+#include "util/crc32c.h"
 
 namespace ckptdb {
 namespace {
@@ -150,6 +151,7 @@ class LendingFileSystem : public rocksdb::FileSystemWrapper {
   const char* Name() const override { return "LendingFileSystem"; }
   uint64_t lent_bytes = 0;
   std::vector<const char*> lent_at;  // where each lent piece lay
+  int wrong_crcs = 0;                 // lendings whose CRC-32C was not their bytes
 
   rocksdb::IOStatus NewWritableFile(const std::string& f, const rocksdb::FileOptions& o,
                                     std::unique_ptr<rocksdb::FSWritableFile>* r, rocksdb::IODebugContext* dbg) override {
@@ -171,11 +173,16 @@ class LendingFileSystem : public rocksdb::FileSystemWrapper {
       size_ += d.size();
       return rocksdb::IOStatus::OK();
     }
-    rocksdb::IOStatus AppendBorrowed(const rocksdb::Slice& d) override {
-      fs_->lent_bytes += d.size();
-      fs_->lent_at.push_back(d.data());
-      pieces_.emplace_back(d.data(), d.size());
-      size_ += d.size();
+    rocksdb::IOStatus AppendBorrowed(const std::vector<std::string_view>& pieces, uint32_t crc32c) override {
+      uint32_t crc = 0;
+      for (std::string_view d : pieces) {
+        fs_->lent_bytes += d.size();
+        fs_->lent_at.push_back(d.data());
+        pieces_.emplace_back(d.data(), d.size());
+        size_ += d.size();
+        crc = Crc32c(d.data(), d.size(), crc);
+      }
+      if (crc != crc32c) ++fs_->wrong_crcs;
       return rocksdb::IOStatus::OK();
     }
     uint64_t GetFileSize(const rocksdb::IOOptions&, rocksdb::IODebugContext*) override { return size_; }
@@ -221,7 +228,9 @@ TEST(BlockPerKeyTable, AValueLentInPiecesIsReadWhereItLiesUntilTheFileIsFinished
         const std::vector<std::string_view> lent = {block.substr(head, value / 3),
                                                     block.substr(head + value / 3, value / 3),
                                                     block.substr(head + 2 * (value / 3), value - 2 * (value / 3))};
-        ASSERT_TRUE(table.AddPieces(entries[i].key, block.substr(0, head), lent, block.substr(head + value),
+        uint32_t crc = 0;
+        for (std::string_view p : lent) crc = Crc32c(p.data(), p.size(), crc);
+        ASSERT_TRUE(table.AddPieces(entries[i].key, block.substr(0, head), lent, crc, block.substr(head + value),
                                     &value_size)
                         .ok());
       }
@@ -245,6 +254,7 @@ TEST(BlockPerKeyTable, AValueLentInPiecesIsReadWhereItLiesUntilTheFileIsFinished
   uint64_t values = 0;
   for (const Entry& e : entries) values += e.value.size();
   EXPECT_EQ(fs->lent_bytes, values);
+  EXPECT_EQ(fs->wrong_crcs, 0);
   // Lent where they lay: in the blocks, not in copies of them.
   for (const char* at : fs->lent_at) {
     EXPECT_TRUE(std::any_of(blocks.begin(), blocks.end(),
@@ -259,11 +269,11 @@ TEST(BlockPerKeyTable, AValueLentInPiecesIsReadWhereItLiesUntilTheFileIsFinished
   BlockPerKeyTableWriter table(plain, rocksdb::EnvOptions(), false);
   ASSERT_TRUE(table.Open(dir.Sub("bad.sst")).ok());
   const std::string_view block = blocks[3];
-  EXPECT_EQ(table.AddPieces(entries[3].key, block.substr(0, 4), {block.substr(4, block.size() - 17)},
+  EXPECT_EQ(table.AddPieces(entries[3].key, block.substr(0, 4), {block.substr(4, block.size() - 17)}, 0,
                             block.substr(block.size() - 13))
                 .code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(table.AddPieces(entries[3].key, block.substr(0, block.size() - 20), {}, block.substr(block.size() - 13))
+  EXPECT_EQ(table.AddPieces(entries[3].key, block.substr(0, block.size() - 20), {}, 0, block.substr(block.size() - 13))
                 .code(),
             StatusCode::kInvalidArgument);
 }
@@ -437,6 +447,18 @@ TEST(BlockPerKeyTable, ChunksWrittenInTheirBlocksMakeTheFilesSstFileWriterMakes)
   items.emplace_back();
   items.back().fqn = "empty";
   items.back().sizes = {0};
+  // A wrapper's source (Python's checks for an interrupt) that hands over
+  // the item's own bytes: they may be lent.
+  Tensor checked = PatternTensor(DType::kF32, {256, 300}, 6);
+  items.push_back(items[0]);
+  items.back().fqn = "matrix through a checking source";
+  items.back().sizes = {256, 300};
+  items.back().data = checked.data();
+  items.back().nbytes = checked.nbytes();
+  items.back().source = [&](uint64_t begin, uint64_t, const std::function<void(const char*)>& use) {
+    use(static_cast<const char*>(checked.data()) + begin);
+    return Status::OK();
+  };
   for (uint32_t i = 0; i < items.size(); ++i) items[i].key = StorageKey{0, i};
   const SaveContext ctx{3, 99, 0, 1, 0};
   for (Compression compression : {Compression::kNone, Compression::kZstd}) {
@@ -486,19 +508,20 @@ TEST(BlockPerKeyTable, ChunksWrittenInTheirBlocksMakeTheFilesSstFileWriterMakes)
       ASSERT_TRUE(r.ok()) << r.status().ToString();
       results.push_back(std::move(r).value());
     }
-    // Lent: the raw chunks of 64 KiB of the matrix (boxes of 128 x 128
+    // Lent: the raw chunks of 64 KiB of the matrices (boxes of 128 x 128
     // elements, rows of 512 bytes) and the vector (but the one read through
-    // its source, and the deduplicated one), where they lie in the tensors.
+    // a source that copies, and the deduplicated one), where they lie in
+    // the tensors.
     if (compression == Compression::kNone) {
+      auto in = [](const Tensor& t, const char* at) {
+        return at >= t.data() && at < static_cast<const char*>(t.data()) + t.nbytes();
+      };
       EXPECT_GT(fs->lent_bytes, 0u);
-      for (const char* at : fs->lent_at) {
-        const bool in_matrix = at >= matrix.data() && at < static_cast<const char*>(matrix.data()) + matrix.nbytes();
-        const bool in_vector = at >= vector.data() && at < static_cast<const char*>(vector.data()) + vector.nbytes();
-        EXPECT_TRUE(in_matrix || in_vector);
+      EXPECT_EQ(fs->wrong_crcs, 0);
+      for (const char* at : fs->lent_at) EXPECT_TRUE(in(matrix, at) || in(vector, at) || in(checked, at));
+      for (const Tensor* t : {&matrix, &checked}) {
+        EXPECT_TRUE(std::any_of(fs->lent_at.begin(), fs->lent_at.end(), [&](const char* at) { return in(*t, at); }));
       }
-      EXPECT_TRUE(std::any_of(fs->lent_at.begin(), fs->lent_at.end(), [&](const char* at) {
-        return at >= matrix.data() && at < static_cast<const char*>(matrix.data()) + matrix.nbytes();
-      }));
     } else {
       EXPECT_EQ(fs->lent_bytes, 0u);
     }

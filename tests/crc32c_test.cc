@@ -35,13 +35,32 @@ TEST(Crc32c, ContinuesAcrossPiecesAtAnyAlignment) {
   EXPECT_NE(Crc32c(changed.data(), changed.size()), whole);
 }
 
-// Lengths around the three-stream stripes (3 x 4 KiB) and from odd
-// addresses: the same CRC as one stream's, piece by piece or whole.
+// Two pieces' CRCs joined are the CRC of the two together, at any lengths
+// (none, short, across the stripes, all).
+TEST(Crc32c, CombinedCrcsAreTheCrcOfTheWhole) {
+  std::string data(70000, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 2654435761u >> 11);
+  for (size_t cut : {size_t{0}, size_t{1}, size_t{7}, size_t{4096}, size_t{12289}, size_t{65536}, data.size()}) {
+    const uint32_t a = Crc32c(data.data(), cut), b = Crc32c(data.data() + cut, data.size() - cut);
+    EXPECT_EQ(Crc32cCombine(a, b, data.size() - cut), Crc32c(data.data(), data.size())) << cut;
+  }
+  EXPECT_EQ(Crc32cCombine(0x12345678u, 0, 0), 0x12345678u);
+  // Zero bytes by the million: as fed one by one.
+  const std::string zeros(3 << 20, '\0');
+  const uint32_t head = Crc32c("ckptdb", 6);
+  EXPECT_EQ(Crc32cCombine(head, Crc32c(zeros.data(), zeros.size()), zeros.size()),
+            Crc32c(zeros.data(), zeros.size(), head));
+}
+
+// Lengths around the three-stream stripes (3 x 4 KiB, then 3 x 256 bytes)
+// and from odd addresses: the same CRC as one stream's, piece by piece or
+// whole.
 TEST(Crc32c, ThreeStreamsGiveOneStreamsCrcAtEveryLengthAndAlignment) {
   std::string data(5 * 12288 + 77, '\0');
   for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 2654435761u >> 13);
   for (size_t start : {size_t{0}, size_t{1}, size_t{5}}) {
-    for (size_t n : {size_t{0}, size_t{12287}, size_t{12288}, size_t{12289}, size_t{24576 + 8}, size_t{3 * 12288 + 3},
+    for (size_t n : {size_t{0}, size_t{767}, size_t{768}, size_t{769}, size_t{4096}, size_t{12287}, size_t{12288},
+                     size_t{12289}, size_t{12288 + 768 + 5}, size_t{24576 + 8}, size_t{3 * 12288 + 3},
                      data.size() - start}) {
       if (start + n > data.size()) continue;
       const char* p = data.data() + start;
@@ -53,6 +72,10 @@ TEST(Crc32c, ThreeStreamsGiveOneStreamsCrcAtEveryLengthAndAlignment) {
   std::string changed = data;
   changed[12288 + 4096 + 100] ^= 4;
   EXPECT_NE(Crc32c(changed.data(), changed.size()), Crc32c(data.data(), data.size()));
+  // And in the middle stream of a short stripe.
+  changed = data;
+  changed[256 + 100] ^= 4;
+  EXPECT_NE(Crc32c(changed.data(), 4096), Crc32c(data.data(), 4096));
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include "s3_fault_proxy.h"
 #include "s3_test_server.h"
 #include "test_util.h"
+#include "util/crc32c.h"
 
 namespace ckptdb {
 namespace bucket {
@@ -145,8 +146,12 @@ TEST_F(ObjectUploadTest, LentBytesAreSentWhereTheyLieAndNoPartHoldsThem) {
         ASSERT_TRUE(file->Append(rocksdb::Slice(bytes.data(), bytes.size()), rocksdb::IOOptions(), nullptr).ok());
         expected.append(bytes);
       };
+      // In three pieces, as a box's rows.
       auto lend = [&](std::string_view bytes) {
-        ASSERT_TRUE(lending->AppendBorrowed(rocksdb::Slice(bytes.data(), bytes.size())).ok());
+        const size_t third = bytes.size() / 3;
+        const std::vector<std::string_view> pieces = {bytes.substr(0, third), bytes.substr(third, third),
+                                                      bytes.substr(2 * third)};
+        ASSERT_TRUE(lending->AppendBorrowed(pieces, Crc32c(bytes.data(), bytes.size())).ok());
         expected.append(bytes);
       };
       copy("head");
@@ -170,6 +175,20 @@ TEST_F(ObjectUploadTest, LentBytesAreSentWhereTheyLieAndNoPartHoldsThem) {
       EXPECT_TRUE(*got == expected) << name;
     }
   }
+  // A CRC-32C that is not the lent bytes' fails the part (SeaweedFS checks
+  // what it receives against it): no object appears.
+  client_->set_crc32c_payloads(true);
+  UploadLedger ledger;
+  auto env = NewObjectUploadEnv(nullptr, client_.get(), Server().bucket, prefix_, kRoot, o, &ledger);
+  std::unique_ptr<rocksdb::FSWritableFile> file;
+  ASSERT_TRUE(env->GetFileSystem()->NewWritableFile(std::string(kRoot) + "wrong", rocksdb::FileOptions(), &file,
+                                                    nullptr).ok());
+  auto* lending = dynamic_cast<BorrowingFile*>(file.get());
+  ASSERT_NE(lending, nullptr);
+  const rocksdb::IOStatus lent = lending->AppendBorrowed({a}, Crc32c(a.data(), a.size()) ^ 1);
+  const rocksdb::IOStatus closed = lent.ok() ? file->Close(rocksdb::IOOptions(), nullptr) : lent;
+  EXPECT_FALSE(closed.ok());
+  EXPECT_FALSE(client_->HeadObject(Server().bucket, prefix_ + "wrong").ok());
   client_->set_crc32c_payloads(false);
 }
 

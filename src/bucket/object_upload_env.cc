@@ -146,12 +146,46 @@ class ObjectUploadFile final : public rocksdb::FSWritableFile, public BorrowingF
 
   using rocksdb::FSWritableFile::Append;
   rocksdb::IOStatus Append(const rocksdb::Slice& data, const rocksdb::IOOptions&, rocksdb::IODebugContext*) override {
-    return Add(data, false);
+    if (closed_) return rocksdb::IOStatus::IOError(Name() + ": append after Close");
+    CKPTDB_RETURN_IO(FirstError());
+    std::string_view rest(data.data(), data.size());
+    while (!rest.empty()) {
+      // In slices that stay in cache: the part's CRC-32C is taken from the
+      // bytes just copied (UploadPart would read them again).
+      const size_t n = std::min<size_t>({rest.size(), options_.part_bytes - part_.size, kCrcSlice});
+      std::string& owned = part_.owned;
+      if (owned.capacity() < options_.part_bytes) owned.reserve(options_.part_bytes);
+      if (part_.pieces.empty() || part_.pieces.back().lent != nullptr) part_.pieces.push_back({nullptr, owned.size(), 0});
+      part_.pieces.back().n += n;
+      owned.append(rest.data(), n);
+      part_.crc = Crc32c(owned.data() + owned.size() - n, n, part_.crc);
+      ledger_->Buffered(static_cast<int64_t>(n));
+      rest.remove_prefix(n);
+      part_.size += n;
+      size_ += n;
+      if (part_.size >= options_.part_bytes) CKPTDB_RETURN_IO(SendPart());
+    }
+    return rocksdb::IOStatus::OK();
   }
 
-  // The bytes go into the part as they are, read where they lie by the CRC
-  // now and by the upload later (store/borrowing_file.h).
-  rocksdb::IOStatus AppendBorrowed(const rocksdb::Slice& data) override { return Add(data, true); }
+  // The pieces join the part whole, as they lie (a part may pass
+  // part_bytes by them), their CRC-32C joined to the part's without
+  // reading them; the upload reads them (store/borrowing_file.h).
+  rocksdb::IOStatus AppendBorrowed(const std::vector<std::string_view>& pieces, uint32_t crc32c) override {
+    if (closed_) return rocksdb::IOStatus::IOError(Name() + ": append after Close");
+    CKPTDB_RETURN_IO(FirstError());
+    uint64_t n = 0;
+    for (std::string_view p : pieces) {
+      if (p.empty()) continue;
+      part_.pieces.push_back({p.data(), 0, p.size()});
+      n += p.size();
+    }
+    part_.crc = Crc32cCombine(part_.crc, crc32c, n);
+    part_.size += n;
+    size_ += n;
+    if (part_.size >= options_.part_bytes) CKPTDB_RETURN_IO(SendPart());
+    return rocksdb::IOStatus::OK();
+  }
 
   rocksdb::IOStatus Flush(const rocksdb::IOOptions&, rocksdb::IODebugContext*) override { return ToIO(FirstError()); }
   // Durability comes from Close: an object exists whole or not at all.
@@ -178,38 +212,6 @@ class ObjectUploadFile final : public rocksdb::FSWritableFile, public BorrowingF
  private:
   std::string Name() const { return "s3://" + bucket_ + "/" + key_; }
   s3::S3Client* Cleanup() const { return options_.cleanup_client != nullptr ? options_.cleanup_client : client_; }
-
-  rocksdb::IOStatus Add(const rocksdb::Slice& data, bool lent) {
-    if (closed_) return rocksdb::IOStatus::IOError("s3://" + bucket_ + "/" + key_ + ": append after Close");
-    CKPTDB_RETURN_IO(FirstError());
-    std::string_view rest(data.data(), data.size());
-    while (!rest.empty()) {
-      const size_t room = options_.part_bytes - part_.size;
-      size_t n = std::min<size_t>(rest.size(), room);
-      if (lent) {
-        part_.pieces.push_back({rest.data(), 0, n});
-        part_.crc = Crc32c(rest.data(), n, part_.crc);
-      } else {
-        // In slices that stay in cache: the part's CRC-32C is taken from
-        // the bytes just copied (UploadPart would read them again).
-        n = std::min(n, kCrcSlice);
-        std::string& owned = part_.owned;
-        if (owned.capacity() < options_.part_bytes) owned.reserve(options_.part_bytes);
-        if (part_.pieces.empty() || part_.pieces.back().lent != nullptr) {
-          part_.pieces.push_back({nullptr, owned.size(), 0});
-        }
-        part_.pieces.back().n += n;
-        owned.append(rest.data(), n);
-        part_.crc = Crc32c(owned.data() + owned.size() - n, n, part_.crc);
-        ledger_->Buffered(static_cast<int64_t>(n));
-      }
-      rest.remove_prefix(n);
-      part_.size += n;
-      size_ += n;
-      if (part_.size == options_.part_bytes) CKPTDB_RETURN_IO(SendPart());
-    }
-    return rocksdb::IOStatus::OK();
-  }
 
   Status FirstError() {
     std::lock_guard<std::mutex> l(mu_);

@@ -15,6 +15,7 @@
 #include <xxhash.h>
 
 #include "format/huffman_frame.h"
+#include "util/crc32c.h"
 #include "util/le_bytes.h"
 #include "util/status_macros.h"
 
@@ -539,19 +540,48 @@ void FinishRawChunkAt(char* value, size_t n, const char* content_hash) {
               content_hash != nullptr ? ChecksumFromContentHash(content_hash, raw, n) : Checksum(raw, n));
 }
 
-void WriteRawChunkHeader(const std::vector<std::string_view>& pieces, char* header, const char* content_hash) {
-  size_t n = 0;
-  for (std::string_view p : pieces) n += p.size();
-  uint64_t sum = 0;
-  if (content_hash != nullptr && n > 240) {
-    sum = ChecksumFromContentHash(content_hash, nullptr, n);
+void HashRawChunkPieces(const std::vector<std::string_view>& pieces, char* content_hash, uint32_t* crc32c,
+                        char* header) {
+  // (XXH3's streaming digests equal its one-shot hashes, short inputs too;
+  // its 128-bit and 64-bit states take the same updates.)
+  std::unique_ptr<XXH3_state_t, XXH_errorcode (*)(XXH3_state_t*)> state(XXH3_createState(), XXH3_freeState);
+  if (content_hash != nullptr) {
+    XXH3_128bits_reset(state.get());
   } else {
-    std::unique_ptr<XXH3_state_t, XXH_errorcode (*)(XXH3_state_t*)> state(XXH3_createState(), XXH3_freeState);
     XXH3_64bits_reset(state.get());
-    for (std::string_view p : pieces) XXH3_64bits_update(state.get(), p.data(), p.size());
+  }
+  constexpr size_t kSlice = 64 << 10;
+  uint32_t crc = 0;
+  size_t n = 0;
+  for (std::string_view p : pieces) {
+    for (size_t at = 0; at < p.size(); at += kSlice) {
+      const size_t k = std::min(kSlice, p.size() - at);
+      if (content_hash != nullptr) {
+        XXH3_128bits_update(state.get(), p.data() + at, k);
+      } else {
+        XXH3_64bits_update(state.get(), p.data() + at, k);
+      }
+      if (crc32c != nullptr) crc = Crc32c(p.data() + at, k, crc);
+    }
+    n += p.size();
+  }
+  if (crc32c != nullptr) *crc32c = crc;
+  uint64_t sum = 0;
+  if (content_hash != nullptr) {
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits_digest(state.get()));
+    std::memcpy(content_hash, c.digest, kChunkHashBytes);
+    if (n <= 240) {  // (XXH3_MIDSIZE_MAX: the 64-bit hash is not the 128's low half)
+      std::string joined;
+      for (std::string_view p : pieces) joined.append(p);
+      sum = Checksum(joined.data(), n);
+    } else {
+      sum = ChecksumFromContentHash(content_hash, nullptr, n);
+    }
+  } else {
     sum = XXH3_64bits_digest(state.get());
   }
-  WriteHeader(header, ChunkCodec::kRaw, static_cast<uint32_t>(n), sum);
+  if (header != nullptr) WriteHeader(header, ChunkCodec::kRaw, static_cast<uint32_t>(n), sum);
 }
 
 StatusOr<std::string> DecodeChunkToString(std::string_view value) {
@@ -569,18 +599,6 @@ uint64_t ChecksumFromContentHash(const char* content_hash, const void* data, siz
   XXH128_canonical_t c;
   std::memcpy(c.digest, content_hash, kChunkHashBytes);
   return XXH128_hashFromCanonical(&c).low64;
-}
-
-void ChunkContentHashOf(const std::vector<std::string_view>& pieces, char* out) {
-  if (pieces.size() == 1) return ChunkContentHash(pieces[0].data(), pieces[0].size(), out);
-  // (XXH3's streaming digest equals its one-shot hash, short inputs too.)
-  std::unique_ptr<XXH3_state_t, XXH_errorcode (*)(XXH3_state_t*)> state(XXH3_createState(), XXH3_freeState);
-  XXH3_128bits_reset(state.get());
-  for (std::string_view p : pieces) XXH3_128bits_update(state.get(), p.data(), p.size());
-  const XXH128_hash_t h = XXH3_128bits_digest(state.get());
-  XXH128_canonical_t c;
-  XXH128_canonicalFromHash(&c, h);
-  std::memcpy(out, c.digest, kChunkHashBytes);
 }
 
 void ChunkContentHash(const char* data, size_t n, char* out) {

@@ -101,12 +101,15 @@ void FinishRawChunkAt(char* value, size_t n, const char* content_hash = nullptr)
 // REQUIRES: n <= kMaxChunkRawBytes.
 void EncodeRawChunkAt(const void* raw, size_t n, char* value, const char* content_hash = nullptr);
 
-// The raw chunk value of the bytes of `pieces`, in order, without copying
-// them: writes its kChunkHeaderSize-byte header at `header` (the pieces are
-// the rest of the value, as EncodeRawChunkAt would have copied them);
-// content_hash as EncodeChunk's. REQUIRES: their sum <= kMaxChunkRawBytes.
-void WriteRawChunkHeader(const std::vector<std::string_view>& pieces, char* header,
-                         const char* content_hash = nullptr);
+// A raw chunk whose bytes stay where they lie, as `pieces` in order (a
+// box's rows lent to an upload): one pass over them, in slices that stay in
+// cache, takes their ChunkContentHash into content_hash (when set) and
+// their CRC-32C into *crc32c (when set); then writes the raw chunk value's
+// kChunkHeaderSize-byte header at `header` (the pieces are the rest of the
+// value, as EncodeRawChunkAt would have copied them).
+// REQUIRES: their sum <= kMaxChunkRawBytes.
+void HashRawChunkPieces(const std::vector<std::string_view>& pieces, char* content_hash, uint32_t* crc32c,
+                        char* header);
 
 // Decodes a value whose raw length is not known in advance.
 StatusOr<std::string> DecodeChunkToString(std::string_view value);
@@ -115,8 +118,6 @@ StatusOr<std::string> DecodeChunkToString(std::string_view value);
 // raw (decoded) bytes, written to out[0..kChunkHashBytes) as the high then
 // the low 64 bits, each big-endian (proto/FORMAT.md).
 void ChunkContentHash(const char* data, size_t n, char* out);
-// The same of the bytes of `pieces`, in order (a box's rows where they lie).
-void ChunkContentHashOf(const std::vector<std::string_view>& pieces, char* out);
 
 // The chunk checksum (Checksum: XXH3-64) of the n raw bytes at `data` whose
 // ChunkContentHash is `content_hash`. For more than 240 bytes XXH3 computes

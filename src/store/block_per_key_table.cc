@@ -238,32 +238,45 @@ Status BlockPerKeyTableWriter::Open(const std::string& path) {
   return Status::OK();
 }
 
-Status BlockPerKeyTableWriter::Append(std::string_view bytes, bool lend) {
+Status BlockPerKeyTableWriter::Append(std::string_view bytes) {
   if (bytes.empty()) return Status::OK();
-  const rocksdb::Slice slice(bytes.data(), bytes.size());
-  Status st = FromRocks(lend && borrowing_ != nullptr ? borrowing_->AppendBorrowed(slice)
-                                                      : file_->Append(slice, rocksdb::IOOptions(), nullptr),
+  Status st = FromRocks(file_->Append(rocksdb::Slice(bytes.data(), bytes.size()), rocksdb::IOOptions(), nullptr),
                         "writing SST file " + path_);
-  if (st.ok()) {
-    offset_ += bytes.size();
-    const uint64_t every = env_options_.bytes_per_sync;
-    if (every > 0 && offset_ - synced_to_ >= every) {
-      st = FromRocks(file_->RangeSync(synced_to_, offset_ - synced_to_, rocksdb::IOOptions(), nullptr),
-                     "writing SST file " + path_);
-      synced_to_ = offset_;
-    }
+  if (!st.ok()) failed_ = st;
+  return st.ok() ? Appended(bytes.size()) : st;
+}
+
+Status BlockPerKeyTableWriter::Lend(const std::vector<std::string_view>& pieces, uint32_t crc32c) {
+  if (borrowing_ == nullptr) {
+    for (std::string_view p : pieces) RETURN_IF_ERROR(Append(p));
+    return Status::OK();
   }
+  uint64_t n = 0;
+  for (std::string_view p : pieces) n += p.size();
+  if (n == 0) return Status::OK();
+  Status st = FromRocks(borrowing_->AppendBorrowed(pieces, crc32c), "writing SST file " + path_);
+  if (!st.ok()) failed_ = st;
+  return st.ok() ? Appended(n) : st;
+}
+
+Status BlockPerKeyTableWriter::Appended(uint64_t n) {
+  offset_ += n;
+  const uint64_t every = env_options_.bytes_per_sync;
+  if (every == 0 || offset_ - synced_to_ < every) return Status::OK();
+  Status st = FromRocks(file_->RangeSync(synced_to_, offset_ - synced_to_, rocksdb::IOOptions(), nullptr),
+                        "writing SST file " + path_);
+  synced_to_ = offset_;
   if (!st.ok()) failed_ = st;
   return st;
 }
 
 Status BlockPerKeyTableWriter::Add(std::string_view key, std::string_view block, uint64_t* value_size) {
-  return AddPieces(key, block, {}, {}, value_size);
+  return AddPieces(key, block, {}, 0, {}, value_size);
 }
 
 Status BlockPerKeyTableWriter::AddPieces(std::string_view key, std::string_view front,
-                                         const std::vector<std::string_view>& lent, std::string_view back,
-                                         uint64_t* value_size) {
+                                         const std::vector<std::string_view>& lent, uint32_t lent_crc32c,
+                                         std::string_view back, uint64_t* value_size) {
   if (!file_) return Status::FailedPrecondition("SST file " + path_ + " is not open");
   if (!failed_.ok()) return failed_;
   if (entries_ > 0 && key <= std::string_view(last_key_)) {
@@ -286,7 +299,7 @@ Status BlockPerKeyTableWriter::AddPieces(std::string_view key, std::string_view 
   }
   const uint64_t start = offset_;
   RETURN_IF_ERROR(Append(front));
-  for (std::string_view p : lent) RETURN_IF_ERROR(Append(p, true));
+  RETURN_IF_ERROR(Lend(lent, lent_crc32c));
   RETURN_IF_ERROR(Append(back));
   // As RocksDB's builder: a collector's error is not the file's (it leaves
   // out nothing but what the collector would have said).

@@ -2,22 +2,29 @@
 // AppendBorrowed is given is read where it lies, at any time until the
 // file's Close returns (or the file is destroyed), so it must neither change
 // nor go away before then; the file's size and order are as if it had been
-// appended. BlockPerKeyTableWriter::AddPieces hands a chunk's raw bytes so to
-// a file that is one (the bucket's upload files, bucket/object_upload_env.h,
-// which send them from the tensor's memory: no copy into a block and none
-// into an upload part) and appends them to any other file.
+// appended. The caller hands the bytes' CRC-32C with them, taken as it read
+// them for its own hashes (in cache), so that the file needs not read them
+// for one. BlockPerKeyTableWriter::AddPieces lends a chunk's raw bytes so
+// to a file that is one (the bucket's upload files, bucket/
+// object_upload_env.h, which send them from the tensor's memory: no copy
+// into a block and none into an upload part) and appends them to any other.
 #ifndef CKPTDB_SRC_STORE_BORROWING_FILE_H_
 #define CKPTDB_SRC_STORE_BORROWING_FILE_H_
 
 #include <rocksdb/io_status.h>
-#include <rocksdb/slice.h>
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
 
 namespace ckptdb {
 
 class BorrowingFile {
  public:
   virtual ~BorrowingFile() = default;
-  virtual rocksdb::IOStatus AppendBorrowed(const rocksdb::Slice& data) = 0;
+  // Appends the bytes of `pieces`, in order; crc32c == the CRC-32C
+  // (util/crc32c.h) of all of them.
+  virtual rocksdb::IOStatus AppendBorrowed(const std::vector<std::string_view>& pieces, uint32_t crc32c) = 0;
 };
 
 }  // namespace ckptdb

@@ -10,6 +10,7 @@
 #include "format/keys.h"
 #include "model/chunk_grid.h"
 #include "model/region.h"
+#include "util/crc32c.h"
 #include "util/le_bytes.h"
 #include "util/ordered_parallel.h"
 #include "store/block_per_key_table.h"
@@ -110,13 +111,19 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
   // them before the upload sends them. A chunk's runs are its one run of
   // the piece's bytes, or the rows of its box; smaller chunks and shorter
   // runs are copied into their blocks (a piece per few bytes costs more
-  // than the copy).
+  // than the copy). Only the item's own bytes (`data`, which hold still
+  // through the write) are lent: read directly, or handed over by a source
+  // that checks before it hands them (a wrapper's), never a source's copy
+  // (a device's staging buffer).
   constexpr uint64_t kLentChunkBytes = 64 << 10;
   constexpr uint64_t kLentRunBytes = 512;
   std::vector<uint8_t> lent(jobs.size(), 0);
+  // Their bytes' CRC-32C (BorrowingFile::AppendBorrowed), taken with their
+  // content hash.
+  std::vector<uint32_t> lent_crc(o.block_per_key && o.compression == Compression::kNone ? jobs.size() : 0);
   auto lent_runs = [&](size_t j, std::vector<std::string_view>* runs) -> bool {
     const WriteItem* it = sorted[jobs[j].item];
-    if (!o.block_per_key || o.compression != Compression::kNone || it->source || it->data == nullptr) return false;
+    if (!o.block_per_key || o.compression != Compression::kNone || it->data == nullptr) return false;
     const char* data = static_cast<const char*>(it->data);
     const uint64_t chunk_bytes = result.items[jobs[j].item].chunk_bytes;
     const ChunkGrid* grid = grids[jobs[j].item].get();
@@ -215,8 +222,39 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
       plain.swap(*value);
       BuildDataBlock(key, plain, value);
     };
+    // Lends the chunk when `bytes`, where its bytes (or their span) were
+    // handed over, is `own`, where they lie in the item's memory; true then.
+    auto lend = [&](const char* bytes, uint64_t own) -> bool {
+      thread_local std::vector<std::string_view> runs;
+      if (it->data == nullptr || bytes != static_cast<const char*>(it->data) + own || !lent_runs(j, &runs)) {
+        return false;
+      }
+      // *value: the block's head with the chunk's header, then its tail.
+      const size_t value_bytes = kChunkHeaderSize + len;
+      head = DataBlockHeadSize(key.size(), value_bytes);
+      value->resize(head + kChunkHeaderSize + kDataBlockTailBytes);
+      // One pass for the content hash and the CRC-32C the file takes (not
+      // for a chunk that may be stored already: its hash decides first).
+      HashRawChunkPieces(runs, hash, may_share ? nullptr : &lent_crc[j], value->data() + head);
+      if (may_share && std::memcmp(hash, it->reuse->piece.chunk_hashes.data() + size_t{jobs[j].chunk} * kChunkHashBytes,
+                                   kChunkHashBytes) == 0) {
+        shared[j] = 1;
+        return true;
+      }
+      if (may_share) {
+        lent_crc[j] = 0;
+        for (std::string_view r : runs) lent_crc[j] = Crc32c(r.data(), r.size(), lent_crc[j]);
+      }
+      WriteDataBlockHead(key, value_bytes, value->data());
+      DataBlockTail tail;
+      tail.Add(std::string_view(value->data(), head + kChunkHeaderSize));
+      for (std::string_view r : runs) tail.Add(r);
+      tail.WriteTail(value->data() + head + kChunkHeaderSize);
+      lent[j] = 1;
+      return true;
+    };
     auto encode = [&](const char* bytes) {
-      if (stored_already(bytes)) return;
+      if (lend(bytes, begin) || stored_already(bytes)) return;
       if (o.compression == Compression::kNone) {
         EncodeRawChunkAt(bytes, len, raw_room(), hash);
         close_block();
@@ -225,27 +263,6 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
         wrap();
       }
     };
-    thread_local std::vector<std::string_view> runs;
-    if (lent_runs(j, &runs)) {
-      if (hash != nullptr) ChunkContentHashOf(runs, hash);
-      if (may_share && std::memcmp(hash, it->reuse->piece.chunk_hashes.data() + size_t{jobs[j].chunk} * kChunkHashBytes,
-                                   kChunkHashBytes) == 0) {
-        shared[j] = 1;
-        return Status::OK();
-      }
-      // *value: the block's head with the chunk's header, then its tail.
-      const size_t value_bytes = kChunkHeaderSize + len;
-      head = DataBlockHeadSize(key.size(), value_bytes);
-      value->resize(head + kChunkHeaderSize + kDataBlockTailBytes);
-      WriteDataBlockHead(key, value_bytes, value->data());
-      WriteRawChunkHeader(runs, value->data() + head, hash);
-      DataBlockTail tail;
-      tail.Add(std::string_view(value->data(), head + kChunkHeaderSize));
-      for (std::string_view r : runs) tail.Add(r);
-      tail.WriteTail(value->data() + head + kChunkHeaderSize);
-      lent[j] = 1;
-      return Status::OK();
-    }
     if (grid != nullptr) {
       const Box piece{std::vector<int64_t>(it->sizes.size(), 0), it->sizes};
       // The box's elements gathered out of the piece's rows: raw, straight
@@ -259,6 +276,7 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
         capacity = len;
       }
       auto gather_and_encode = [&](const char* src, uint64_t src_begin, uint64_t src_len) {
+        if (lend(src, src_begin)) return;
         char* dst = raw ? raw_room() + kChunkHeaderSize : gathered.get();
         CopyRegionWindow(piece, src, src_begin, src_len, it->dtype, box, dst, it->dtype, box);
         if (stored_already(dst)) return;
@@ -328,7 +346,7 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
     if (lent[j]) {
       std::vector<std::string_view> runs;
       lent_runs(j, &runs);
-      Status st = table->AddPieces(key_of(j), value.substr(0, value.size() - kDataBlockTailBytes), runs,
+      Status st = table->AddPieces(key_of(j), value.substr(0, value.size() - kDataBlockTailBytes), runs, lent_crc[j],
                                    value.substr(value.size() - kDataBlockTailBytes), &stored);
       if (!st.ok()) return st.WithContext(where());
     } else if (table) {

@@ -59,17 +59,20 @@ __attribute__((target("sse4.2"))) uint32_t OneStream(const unsigned char* p, siz
 // register's linearity: feeding bytes d to a register r leaves Zeros(r) ^
 // (d fed to 0), where Zeros(r) is r after kStripe zero bytes, a linear map
 // of r's 32 bits (kept as four byte tables).
+// Shorter inputs (a box's rows of a few KiB, lent to an upload part one by
+// one) go three streams at once over stripes of kShortStripe.
 constexpr size_t kStripe = 4096;
+constexpr size_t kShortStripe = 256;
 
 struct ZerosTable {
   uint32_t t[4][256];
 };
 
-__attribute__((target("sse4.2"))) ZerosTable MakeZerosTable() {
+__attribute__((target("sse4.2"))) ZerosTable MakeZerosTable(size_t stripe) {
   ZerosTable z{};
   static const unsigned char zeros[kStripe] = {};
   uint32_t basis[32];
-  for (int b = 0; b < 32; ++b) basis[b] = OneStream(zeros, kStripe, 1u << b);
+  for (int b = 0; b < 32; ++b) basis[b] = OneStream(zeros, stripe, 1u << b);
   for (int k = 0; k < 4; ++k) {
     for (uint32_t v = 0; v < 256; ++v) {
       uint32_t r = 0;
@@ -86,23 +89,35 @@ uint32_t Zeros(const ZerosTable& z, uint32_t r) {
   return z.t[0][r & 0xFF] ^ z.t[1][(r >> 8) & 0xFF] ^ z.t[2][(r >> 16) & 0xFF] ^ z.t[3][r >> 24];
 }
 
-__attribute__((target("sse4.2"))) uint32_t Hardware(const unsigned char* p, size_t n, uint32_t c) {
-  static const ZerosTable zeros = MakeZerosTable();
-  while (n >= 3 * kStripe) {
+// Feeds the whole stripes of 3 x `stripe` bytes at p to c, three streams at
+// once; advances p and n past them.
+template <size_t stripe>
+__attribute__((target("sse4.2"), always_inline)) inline uint32_t Stripes(const ZerosTable& zeros,
+                                                                         const unsigned char*& p, size_t& n,
+                                                                         uint32_t c) {
+  while (n >= 3 * stripe) {
     uint64_t a = c, b = 0, d = 0;
-    for (size_t i = 0; i < kStripe; i += 8) {
+    for (size_t i = 0; i < stripe; i += 8) {
       uint64_t x, y, w;
       std::memcpy(&x, p + i, 8);
-      std::memcpy(&y, p + kStripe + i, 8);
-      std::memcpy(&w, p + 2 * kStripe + i, 8);
+      std::memcpy(&y, p + stripe + i, 8);
+      std::memcpy(&w, p + 2 * stripe + i, 8);
       a = _mm_crc32_u64(a, x);
       b = _mm_crc32_u64(b, y);
       d = _mm_crc32_u64(d, w);
     }
     c = Zeros(zeros, Zeros(zeros, static_cast<uint32_t>(a)) ^ static_cast<uint32_t>(b)) ^ static_cast<uint32_t>(d);
-    p += 3 * kStripe;
-    n -= 3 * kStripe;
+    p += 3 * stripe;
+    n -= 3 * stripe;
   }
+  return c;
+}
+
+__attribute__((target("sse4.2"))) uint32_t Hardware(const unsigned char* p, size_t n, uint32_t c) {
+  static const ZerosTable zeros = MakeZerosTable(kStripe);
+  static const ZerosTable short_zeros = MakeZerosTable(kShortStripe);
+  c = Stripes<kStripe>(zeros, p, n, c);
+  c = Stripes<kShortStripe>(short_zeros, p, n, c);
   return OneStream(p, n, c);
 }
 
@@ -127,7 +142,41 @@ uint32_t Compute(const void* data, size_t n, uint32_t crc,
   return ~Software(p, n, c);
 }
 
+// a * b modulo the polynomial, both as reflected polynomials (bit 31 is
+// x^0): zlib's multmodp.
+uint32_t MultModP(uint32_t a, uint32_t b) {
+  uint32_t m = 1u << 31, p = 0;
+  for (;;) {
+    if (a & m) {
+      p ^= b;
+      if ((a & (m - 1)) == 0) break;
+    }
+    m >>= 1;
+    b = (b & 1) ? (b >> 1) ^ kPolyReflected : b >> 1;
+  }
+  return p;
+}
+
+// x^(8 n) modulo the polynomial: what n zero bytes do to a register.
+uint32_t ZeroBytesOperator(uint64_t n) {
+  static const std::array<uint32_t, 64> x2k = [] {  // x^(2^k)
+    std::array<uint32_t, 64> t{};
+    t[0] = 1u << 30;  // x^1
+    for (size_t k = 1; k < t.size(); ++k) t[k] = MultModP(t[k - 1], t[k - 1]);
+    return t;
+  }();
+  uint32_t p = 1u << 31;  // x^0
+  for (size_t k = 3; n != 0; n >>= 1, ++k) {
+    if (n & 1) p = MultModP(x2k[k], p);
+  }
+  return p;
+}
+
 }  // namespace
+
+uint32_t Crc32cCombine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) {
+  return MultModP(ZeroBytesOperator(len_b), crc_a) ^ crc_b;
+}
 
 uint32_t Crc32cOneStream(const void* data, size_t n, uint32_t crc) { return Compute(data, n, crc, OneStream); }
 

@@ -18,6 +18,11 @@ namespace ckptdb {
 // before; 0 to start): Crc32c(b, Crc32c(a)) == Crc32c(a + b).
 uint32_t Crc32c(const void* data, size_t n, uint32_t crc = 0);
 
+// The CRC-32C of a + b from a's, b's and b's length, without the bytes
+// (about 60 steps of 32-bit arithmetic): CRCs taken piece by piece by
+// different threads joined in order.
+uint32_t Crc32cCombine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
+
 // The same CRC by one stream of the instruction (8 bytes a step, each
 // waiting for the one before): the baseline ckptdb-codec-bench compares with.
 uint32_t Crc32cOneStream(const void* data, size_t n, uint32_t crc = 0);
