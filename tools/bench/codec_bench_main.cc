@@ -9,7 +9,8 @@
 // content hash, alternating, over chunks read from memory; and the CRC-32C
 // every uploaded part carries (x-amz-checksum-crc32c), three streams of the
 // crc32 instruction against one, alternating, over 8 MiB parts (the upload's
-// part size) in cache and out of it.
+// part size) in cache and out of it, and over a box's rows of 4 KiB (what a
+// part lent a tensor's rows reads, one row after another).
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -135,6 +136,29 @@ int main(int argc, char** argv) {
                 total / taken[taken.size() / 2] / 1e9, total / taken.back() / 1e9, total / taken.front() / 1e9,
                 taken[taken.size() / 2] / again[again.size() / 2]);
   }
+  // One stream against three over the same bytes, alternating: `crc`
+  // takes the CRC of every piece of one case, through the function given.
+  using CrcFunction = uint32_t (*)(const void*, size_t, uint32_t);
+  auto one_against_three = [&](const char* title, double total, const std::function<uint32_t(CrcFunction)>& crc) {
+    std::vector<double> one, three;
+    uint32_t sink = 0;
+    for (int r = 0; r < repeat; ++r) {
+      for (int way = 0; way < 2; ++way) {
+        const bool three_streams = (way + r) % 2 == 1;
+        const auto t0 = Clock::now();
+        sink ^= crc(three_streams ? &Crc32c : &Crc32cOneStream);
+        (three_streams ? three : one).push_back(Seconds(t0));
+      }
+    }
+    std::sort(one.begin(), one.end());
+    std::sort(three.begin(), three.end());
+    std::printf("\nCRC-32C of %s (%08x):\n", title, sink);
+    std::printf("  one stream                %6.2f GB/s (%.2f-%.2f)\n", total / one[one.size() / 2] / 1e9,
+                total / one.back() / 1e9, total / one.front() / 1e9);
+    std::printf("  three streams             %6.2f GB/s (%.2f-%.2f): %.2fx the time\n",
+                total / three[three.size() / 2] / 1e9, total / three.back() / 1e9, total / three.front() / 1e9,
+                three[three.size() / 2] / one[one.size() / 2]);
+  };
   // The parts' CRC-32C: one part again and again (in cache), then 32
   // distinct parts (256 MiB, from memory).
   for (const size_t parts : {size_t{1}, size_t{32}}) {
@@ -142,63 +166,25 @@ int main(int argc, char** argv) {
     std::string bytes(parts * part, '\0');
     for (size_t i = 0; i < bytes.size(); i += 64) bytes[i] = static_cast<char>(rng());
     const int rounds = parts == 1 ? 32 : 1;
-    std::vector<double> one, three;
-    uint32_t sink = 0;
-    for (int r = 0; r < repeat; ++r) {
-      for (int way = 0; way < 2; ++way) {
-        const bool three_streams = (way + r) % 2 == 1;
-        const auto t0 = Clock::now();
-        for (int k = 0; k < rounds; ++k) {
-          for (size_t p = 0; p < parts; ++p) {
-            const char* data = bytes.data() + p * part;
-            sink ^= three_streams ? Crc32c(data, part) : Crc32cOneStream(data, part);
-          }
-        }
-        (three_streams ? three : one).push_back(Seconds(t0));
-      }
-    }
-    std::sort(one.begin(), one.end());
-    std::sort(three.begin(), three.end());
-    const double total = static_cast<double>(rounds * parts * part);
-    std::printf("\nCRC-32C of 8 MiB parts, %s (%08x):\n", parts == 1 ? "one part, in cache" : "32 parts, from memory",
-                sink);
-    std::printf("  one stream                %6.2f GB/s (%.2f-%.2f)\n", total / one[one.size() / 2] / 1e9,
-                total / one.back() / 1e9, total / one.front() / 1e9);
-    std::printf("  three streams             %6.2f GB/s (%.2f-%.2f): %.2fx the time\n",
-                total / three[three.size() / 2] / 1e9, total / three.back() / 1e9, total / three.front() / 1e9,
-                three[three.size() / 2] / one[one.size() / 2]);
+    one_against_three(parts == 1 ? "8 MiB parts, one part, in cache" : "8 MiB parts, 32 parts, from memory",
+                      static_cast<double>(rounds * parts * part), [&](CrcFunction f) {
+                        uint32_t x = 0;
+                        for (int k = 0; k < rounds; ++k) {
+                          for (size_t p = 0; p < parts; ++p) x ^= f(bytes.data() + p * part, part, 0);
+                        }
+                        return x;
+                      });
   }
   // A part lent a box's rows where they lie (rows of 4 KiB, 16 KiB apart:
   // 1024 fp32 columns of a 4096-column tensor): each row's CRC continues
   // the last's, 64 MiB of rows from memory.
-  {
-    const size_t row = 4096, stride = 16384, rows = 16384;
-    std::string bytes(rows * stride, '\0');
-    for (size_t i = 0; i < bytes.size(); i += 64) bytes[i] = static_cast<char>(rng());
-    std::vector<double> one, three;
-    uint32_t sink = 0;
-    for (int r = 0; r < repeat; ++r) {
-      for (int way = 0; way < 2; ++way) {
-        const bool three_streams = (way + r) % 2 == 1;
-        const auto t0 = Clock::now();
-        uint32_t crc = 0;
-        for (size_t k = 0; k < rows; ++k) {
-          const char* data = bytes.data() + k * stride;
-          crc = three_streams ? Crc32c(data, row, crc) : Crc32cOneStream(data, row, crc);
-        }
-        sink ^= crc;
-        (three_streams ? three : one).push_back(Seconds(t0));
-      }
-    }
-    std::sort(one.begin(), one.end());
-    std::sort(three.begin(), three.end());
-    const double total = static_cast<double>(rows * row);
-    std::printf("\nCRC-32C of rows of 4 KiB, 16 KiB apart, from memory (%08x):\n", sink);
-    std::printf("  one stream                %6.2f GB/s (%.2f-%.2f)\n", total / one[one.size() / 2] / 1e9,
-                total / one.back() / 1e9, total / one.front() / 1e9);
-    std::printf("  three streams             %6.2f GB/s (%.2f-%.2f): %.2fx the time\n",
-                total / three[three.size() / 2] / 1e9, total / three.back() / 1e9, total / three.front() / 1e9,
-                three[three.size() / 2] / one[one.size() / 2]);
-  }
+  const size_t row = 4096, stride = 16384, rows = 16384;
+  std::string strided(rows * stride, '\0');
+  for (size_t i = 0; i < strided.size(); i += 64) strided[i] = static_cast<char>(rng());
+  one_against_three("rows of 4 KiB, 16 KiB apart, from memory", static_cast<double>(rows * row), [&](CrcFunction f) {
+    uint32_t c = 0;
+    for (size_t k = 0; k < rows; ++k) c = f(strided.data() + k * stride, row, c);
+    return c;
+  });
   return 0;
 }
