@@ -173,6 +173,14 @@ TEST_F(ObjectUploadTest, LentBytesAreSentWhereTheyLieAndNoPartHoldsThem) {
       StatusOr<std::string> got = client_->GetObject(Server().bucket, prefix_ + name);
       ASSERT_TRUE(got.ok()) << got.status();
       EXPECT_TRUE(*got == expected) << name;
+      // Every part but the last was part_bytes, lent bytes cut where a
+      // part ends: the multipart ETag counts ceil(size / part_bytes) parts.
+      if (!small) {
+        StatusOr<s3::ObjectInfo> head = client_->HeadObject(Server().bucket, prefix_ + name);
+        ASSERT_TRUE(head.ok()) << head.status();
+        const uint64_t parts = (expected.size() + o.part_bytes - 1) / o.part_bytes;
+        EXPECT_NE(head->etag.find("-" + std::to_string(parts) + "\""), std::string::npos) << head->etag;
+      }
     }
   }
   // A CRC-32C that is not the lent bytes' fails the part (SeaweedFS checks

@@ -163,27 +163,56 @@ class ObjectUploadFile final : public rocksdb::FSWritableFile, public BorrowingF
       rest.remove_prefix(n);
       part_.size += n;
       size_ += n;
-      if (part_.size >= options_.part_bytes) CKPTDB_RETURN_IO(SendPart());
+      if (part_.size == options_.part_bytes) CKPTDB_RETURN_IO(SendPart());
     }
     return rocksdb::IOStatus::OK();
   }
 
-  // The pieces join the part whole, as they lie (a part may pass
-  // part_bytes by them), their CRC-32C joined to the part's without
-  // reading them; the upload reads them (store/borrowing_file.h).
+  // The pieces join the parts as they lie (store/borrowing_file.h), cut
+  // where a part ends: every part but the last is part_bytes, as with
+  // copied bytes (servers keep parts in fixed stripes, SeaweedFS's and
+  // Ceph's of 4 MiB: a part a few bytes longer costs them a stripe more).
+  // The CRC-32C of what goes into a part that fills is read from the bytes;
+  // that of the rest, which the last part takes, comes from the caller's
+  // without reading them.
   rocksdb::IOStatus AppendBorrowed(const std::vector<std::string_view>& pieces, uint32_t crc32c) override {
     if (closed_) return rocksdb::IOStatus::IOError(Name() + ": append after Close");
     CKPTDB_RETURN_IO(FirstError());
-    uint64_t n = 0;
-    for (std::string_view p : pieces) {
-      if (p.empty()) continue;
-      part_.pieces.push_back({p.data(), 0, p.size()});
-      n += p.size();
+    uint64_t left = 0;
+    for (std::string_view p : pieces) left += p.size();
+    size_t i = 0, at = 0;  // the next byte: pieces[i][at]
+    // Puts the next n bytes into the part; their CRC-32C into *crc when set.
+    auto take = [&](uint64_t n, uint32_t* crc) {
+      part_.size += n;
+      size_ += n;
+      left -= n;
+      while (n > 0) {
+        const std::string_view p = pieces[i].substr(at);
+        const size_t k = std::min<uint64_t>(p.size(), n);
+        if (k > 0) part_.pieces.push_back({p.data(), 0, k});
+        if (crc != nullptr) *crc = Crc32c(p.data(), k, *crc);
+        n -= k;
+        at += k;
+        if (at == pieces[i].size()) {
+          ++i;
+          at = 0;
+        }
+      }
+    };
+    uint32_t placed = 0;  // the CRC-32C of the bytes in parts sent
+    while (left > options_.part_bytes - part_.size) {
+      const uint64_t n = options_.part_bytes - part_.size;
+      uint32_t crc = 0;
+      take(n, &crc);
+      part_.crc = Crc32cCombine(part_.crc, crc, n);
+      placed = Crc32cCombine(placed, crc, n);
+      CKPTDB_RETURN_IO(SendPart());
     }
-    part_.crc = Crc32cCombine(part_.crc, crc32c, n);
-    part_.size += n;
-    size_ += n;
-    if (part_.size >= options_.part_bytes) CKPTDB_RETURN_IO(SendPart());
+    const uint64_t n = left;
+    take(n, nullptr);
+    // crc32c = Crc32cCombine(placed, rest, n): the rest's CRC-32C.
+    part_.crc = Crc32cCombine(part_.crc, crc32c ^ Crc32cCombine(placed, 0, n), n);
+    if (part_.size == options_.part_bytes) CKPTDB_RETURN_IO(SendPart());
     return rocksdb::IOStatus::OK();
   }
 

@@ -14,8 +14,7 @@
 // AppendBorrowed are not copied into the part but sent from where they lie
 // (a part is then a list of pieces, its CRC-32C joined from theirs), so they
 // must not change until Close returns. They count in no part's buffer
-// (UploadLedger::peak_buffered_bytes), and one AppendBorrowed's pieces stay
-// in one part, which may pass part_bytes by them.
+// (UploadLedger::peak_buffered_bytes); parts are part_bytes all the same.
 // Sync and Fsync do nothing: the object exists once Close returns OK, and
 // not before. Close uploads the rest and completes the upload (a file that
 // never filled one part: one PutObject), then checks the object's size (and,
