@@ -173,16 +173,17 @@ class LendingFileSystem : public rocksdb::FileSystemWrapper {
       size_ += d.size();
       return rocksdb::IOStatus::OK();
     }
-    rocksdb::IOStatus AppendBorrowed(const std::vector<std::string_view>& pieces, uint32_t crc32c) override {
-      uint32_t crc = 0;
-      for (std::string_view d : pieces) {
+    rocksdb::IOStatus AppendBorrowed(const std::vector<std::string_view>& pieces,
+                                     const std::vector<uint32_t>& crc32cs) override {
+      if (crc32cs.size() != pieces.size()) return rocksdb::IOStatus::InvalidArgument("CRCs do not match the pieces");
+      for (size_t i = 0; i < pieces.size(); ++i) {
+        const std::string_view d = pieces[i];
         fs_->lent_bytes += d.size();
         fs_->lent_at.push_back(d.data());
         pieces_.emplace_back(d.data(), d.size());
         size_ += d.size();
-        crc = Crc32c(d.data(), d.size(), crc);
+        if (Crc32c(d.data(), d.size()) != crc32cs[i]) ++fs_->wrong_crcs;
       }
-      if (crc != crc32c) ++fs_->wrong_crcs;
       return rocksdb::IOStatus::OK();
     }
     uint64_t GetFileSize(const rocksdb::IOOptions&, rocksdb::IODebugContext*) override { return size_; }
@@ -228,9 +229,9 @@ TEST(BlockPerKeyTable, AValueLentInPiecesIsReadWhereItLiesUntilTheFileIsFinished
         const std::vector<std::string_view> lent = {block.substr(head, value / 3),
                                                     block.substr(head + value / 3, value / 3),
                                                     block.substr(head + 2 * (value / 3), value - 2 * (value / 3))};
-        uint32_t crc = 0;
-        for (std::string_view p : lent) crc = Crc32c(p.data(), p.size(), crc);
-        ASSERT_TRUE(table.AddPieces(entries[i].key, block.substr(0, head), lent, crc, block.substr(head + value),
+        std::vector<uint32_t> crcs;
+        for (std::string_view p : lent) crcs.push_back(Crc32c(p.data(), p.size()));
+        ASSERT_TRUE(table.AddPieces(entries[i].key, block.substr(0, head), lent, crcs, block.substr(head + value),
                                     &value_size)
                         .ok());
       }
@@ -269,11 +270,11 @@ TEST(BlockPerKeyTable, AValueLentInPiecesIsReadWhereItLiesUntilTheFileIsFinished
   BlockPerKeyTableWriter table(plain, rocksdb::EnvOptions(), false);
   ASSERT_TRUE(table.Open(dir.Sub("bad.sst")).ok());
   const std::string_view block = blocks[3];
-  EXPECT_EQ(table.AddPieces(entries[3].key, block.substr(0, 4), {block.substr(4, block.size() - 17)}, 0,
+  EXPECT_EQ(table.AddPieces(entries[3].key, block.substr(0, 4), {block.substr(4, block.size() - 17)}, {0},
                             block.substr(block.size() - 13))
                 .code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(table.AddPieces(entries[3].key, block.substr(0, block.size() - 20), {}, 0, block.substr(block.size() - 13))
+  EXPECT_EQ(table.AddPieces(entries[3].key, block.substr(0, block.size() - 20), {}, {}, block.substr(block.size() - 13))
                 .code(),
             StatusCode::kInvalidArgument);
 }

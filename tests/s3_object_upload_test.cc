@@ -151,7 +151,9 @@ TEST_F(ObjectUploadTest, LentBytesAreSentWhereTheyLieAndNoPartHoldsThem) {
         const size_t third = bytes.size() / 3;
         const std::vector<std::string_view> pieces = {bytes.substr(0, third), bytes.substr(third, third),
                                                       bytes.substr(2 * third)};
-        ASSERT_TRUE(lending->AppendBorrowed(pieces, Crc32c(bytes.data(), bytes.size())).ok());
+        std::vector<uint32_t> crcs;
+        for (std::string_view p : pieces) crcs.push_back(Crc32c(p.data(), p.size()));
+        ASSERT_TRUE(lending->AppendBorrowed(pieces, crcs).ok());
         expected.append(bytes);
       };
       copy("head");
@@ -184,7 +186,9 @@ TEST_F(ObjectUploadTest, LentBytesAreSentWhereTheyLieAndNoPartHoldsThem) {
     }
   }
   // A CRC-32C that is not the lent bytes' fails the part (SeaweedFS checks
-  // what it receives against it): no object appears.
+  // what it receives against it): no object appears. (The piece of 12 MiB
+  // is cut at 5 and 10 MiB: the wrong CRC reaches the last part.) As many
+  // CRCs as pieces, or the file refuses them.
   client_->set_crc32c_payloads(true);
   UploadLedger ledger;
   auto env = NewObjectUploadEnv(nullptr, client_.get(), Server().bucket, prefix_, kRoot, o, &ledger);
@@ -193,10 +197,14 @@ TEST_F(ObjectUploadTest, LentBytesAreSentWhereTheyLieAndNoPartHoldsThem) {
                                                     nullptr).ok());
   auto* lending = dynamic_cast<BorrowingFile*>(file.get());
   ASSERT_NE(lending, nullptr);
-  const rocksdb::IOStatus lent = lending->AppendBorrowed({a}, Crc32c(a.data(), a.size()) ^ 1);
+  const rocksdb::IOStatus lent = lending->AppendBorrowed({a}, {Crc32c(a.data(), a.size()) ^ 1});
   const rocksdb::IOStatus closed = lent.ok() ? file->Close(rocksdb::IOOptions(), nullptr) : lent;
   EXPECT_FALSE(closed.ok());
   EXPECT_FALSE(client_->HeadObject(Server().bucket, prefix_ + "wrong").ok());
+  std::unique_ptr<rocksdb::FSWritableFile> other;
+  ASSERT_TRUE(env->GetFileSystem()->NewWritableFile(std::string(kRoot) + "other", rocksdb::FileOptions(), &other,
+                                                    nullptr).ok());
+  EXPECT_TRUE(dynamic_cast<BorrowingFile*>(other.get())->AppendBorrowed({c, c}, {0}).IsInvalidArgument());
   client_->set_crc32c_payloads(false);
 }
 

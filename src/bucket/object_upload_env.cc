@@ -168,51 +168,38 @@ class ObjectUploadFile final : public rocksdb::FSWritableFile, public BorrowingF
     return rocksdb::IOStatus::OK();
   }
 
-  // The pieces join the parts as they lie (store/borrowing_file.h), cut
-  // where a part ends: every part but the last is part_bytes, as with
+  // The pieces join the parts as they lie (store/borrowing_file.h), a piece
+  // cut where a part ends: every part but the last is part_bytes, as with
   // copied bytes (servers keep parts in fixed stripes, SeaweedFS's and
   // Ceph's of 4 MiB: a part a few bytes longer costs them a stripe more).
-  // The CRC-32C of what goes into a part that fills is read from the bytes;
-  // that of the rest, which the last part takes, comes from the caller's
-  // without reading them.
-  rocksdb::IOStatus AppendBorrowed(const std::vector<std::string_view>& pieces, uint32_t crc32c) override {
+  // A part's CRC-32C is joined from its pieces' without reading them, but
+  // for the bytes of a cut piece that end a part.
+  rocksdb::IOStatus AppendBorrowed(const std::vector<std::string_view>& pieces,
+                                   const std::vector<uint32_t>& crc32cs) override {
     if (closed_) return rocksdb::IOStatus::IOError(Name() + ": append after Close");
-    CKPTDB_RETURN_IO(FirstError());
-    uint64_t left = 0;
-    for (std::string_view p : pieces) left += p.size();
-    size_t i = 0, at = 0;  // the next byte: pieces[i][at]
-    // Puts the next n bytes into the part; their CRC-32C into *crc when set.
-    auto take = [&](uint64_t n, uint32_t* crc) {
-      part_.size += n;
-      size_ += n;
-      left -= n;
-      while (n > 0) {
-        const std::string_view p = pieces[i].substr(at);
-        const size_t k = std::min<uint64_t>(p.size(), n);
-        if (k > 0) part_.pieces.push_back({p.data(), 0, k});
-        if (crc != nullptr) *crc = Crc32c(p.data(), k, *crc);
-        n -= k;
-        at += k;
-        if (at == pieces[i].size()) {
-          ++i;
-          at = 0;
-        }
-      }
-    };
-    uint32_t placed = 0;  // the CRC-32C of the bytes in parts sent
-    while (left > options_.part_bytes - part_.size) {
-      const uint64_t n = options_.part_bytes - part_.size;
-      uint32_t crc = 0;
-      take(n, &crc);
-      part_.crc = Crc32cCombine(part_.crc, crc, n);
-      placed = Crc32cCombine(placed, crc, n);
-      CKPTDB_RETURN_IO(SendPart());
+    if (crc32cs.size() != pieces.size()) {
+      return rocksdb::IOStatus::InvalidArgument(Name() + ": " + std::to_string(pieces.size()) + " pieces lent with " +
+                                                std::to_string(crc32cs.size()) + " CRCs");
     }
-    const uint64_t n = left;
-    take(n, nullptr);
-    // crc32c = Crc32cCombine(placed, rest, n): the rest's CRC-32C.
-    part_.crc = Crc32cCombine(part_.crc, crc32c ^ Crc32cCombine(placed, 0, n), n);
-    if (part_.size == options_.part_bytes) CKPTDB_RETURN_IO(SendPart());
+    CKPTDB_RETURN_IO(FirstError());
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      std::string_view p = pieces[i];
+      uint32_t crc = crc32cs[i];
+      while (!p.empty()) {
+        const uint64_t room = options_.part_bytes - part_.size;
+        const size_t n = std::min<uint64_t>(p.size(), room);
+        // What ends the part of a piece cut: its CRC read; the rest's then
+        // follows from the piece's (crc = Crc32cCombine(head, rest, size)).
+        const uint32_t head = n < p.size() ? Crc32c(p.data(), n) : crc;
+        part_.pieces.push_back({p.data(), 0, n});
+        part_.crc = Crc32cCombine(part_.crc, head, n);
+        part_.size += n;
+        size_ += n;
+        p.remove_prefix(n);
+        if (!p.empty()) crc ^= Crc32cCombine(head, 0, p.size());
+        if (part_.size == options_.part_bytes) CKPTDB_RETURN_IO(SendPart());
+      }
+    }
     return rocksdb::IOStatus::OK();
   }
 

@@ -540,8 +540,8 @@ void FinishRawChunkAt(char* value, size_t n, const char* content_hash) {
               content_hash != nullptr ? ChecksumFromContentHash(content_hash, raw, n) : Checksum(raw, n));
 }
 
-void HashRawChunkPieces(const std::vector<std::string_view>& pieces, char* content_hash, uint32_t* crc32c,
-                        char* header) {
+void HashRawChunkPieces(const std::vector<std::string_view>& pieces, char* content_hash,
+                        std::vector<uint32_t>* crc32cs, char* header) {
   // (XXH3's streaming digests equal its one-shot hashes, short inputs too;
   // its 128-bit and 64-bit states take the same updates.)
   std::unique_ptr<XXH3_state_t, XXH_errorcode (*)(XXH3_state_t*)> state(XXH3_createState(), XXH3_freeState);
@@ -551,9 +551,10 @@ void HashRawChunkPieces(const std::vector<std::string_view>& pieces, char* conte
     XXH3_64bits_reset(state.get());
   }
   constexpr size_t kSlice = 64 << 10;
-  uint32_t crc = 0;
   size_t n = 0;
-  for (std::string_view p : pieces) {
+  if (crc32cs != nullptr) crc32cs->assign(pieces.size(), 0);
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const std::string_view p = pieces[i];
     for (size_t at = 0; at < p.size(); at += kSlice) {
       const size_t k = std::min(kSlice, p.size() - at);
       if (content_hash != nullptr) {
@@ -561,11 +562,10 @@ void HashRawChunkPieces(const std::vector<std::string_view>& pieces, char* conte
       } else {
         XXH3_64bits_update(state.get(), p.data() + at, k);
       }
-      if (crc32c != nullptr) crc = Crc32c(p.data() + at, k, crc);
+      if (crc32cs != nullptr) (*crc32cs)[i] = Crc32c(p.data() + at, k, (*crc32cs)[i]);
     }
     n += p.size();
   }
-  if (crc32c != nullptr) *crc32c = crc;
   uint64_t sum = 0;
   if (content_hash != nullptr) {
     XXH128_canonical_t c;

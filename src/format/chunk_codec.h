@@ -103,13 +103,13 @@ void EncodeRawChunkAt(const void* raw, size_t n, char* value, const char* conten
 
 // A raw chunk whose bytes stay where they lie, as `pieces` in order (a
 // box's rows lent to an upload): one pass over them, in slices that stay in
-// cache, takes their ChunkContentHash into content_hash (when set) and
-// their CRC-32C into *crc32c (when set); then writes the raw chunk value's
-// kChunkHeaderSize-byte header at `header` (the pieces are the rest of the
-// value, as EncodeRawChunkAt would have copied them).
+// cache, takes their ChunkContentHash into content_hash (when set) and each
+// piece's CRC-32C into (*crc32cs)[i] (when set); then writes the raw chunk
+// value's kChunkHeaderSize-byte header at `header` (the pieces are the rest
+// of the value, as EncodeRawChunkAt would have copied them).
 // REQUIRES: their sum <= kMaxChunkRawBytes.
-void HashRawChunkPieces(const std::vector<std::string_view>& pieces, char* content_hash, uint32_t* crc32c,
-                        char* header);
+void HashRawChunkPieces(const std::vector<std::string_view>& pieces, char* content_hash,
+                        std::vector<uint32_t>* crc32cs, char* header);
 
 // Decodes a value whose raw length is not known in advance.
 StatusOr<std::string> DecodeChunkToString(std::string_view value);

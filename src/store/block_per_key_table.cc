@@ -246,7 +246,8 @@ Status BlockPerKeyTableWriter::Append(std::string_view bytes) {
   return st.ok() ? Appended(bytes.size()) : st;
 }
 
-Status BlockPerKeyTableWriter::Lend(const std::vector<std::string_view>& pieces, uint32_t crc32c) {
+Status BlockPerKeyTableWriter::Lend(const std::vector<std::string_view>& pieces,
+                                    const std::vector<uint32_t>& crc32cs) {
   if (borrowing_ == nullptr) {
     for (std::string_view p : pieces) RETURN_IF_ERROR(Append(p));
     return Status::OK();
@@ -254,7 +255,7 @@ Status BlockPerKeyTableWriter::Lend(const std::vector<std::string_view>& pieces,
   uint64_t n = 0;
   for (std::string_view p : pieces) n += p.size();
   if (n == 0) return Status::OK();
-  Status st = FromRocks(borrowing_->AppendBorrowed(pieces, crc32c), "writing SST file " + path_);
+  Status st = FromRocks(borrowing_->AppendBorrowed(pieces, crc32cs), "writing SST file " + path_);
   if (!st.ok()) failed_ = st;
   return st.ok() ? Appended(n) : st;
 }
@@ -271,11 +272,12 @@ Status BlockPerKeyTableWriter::Appended(uint64_t n) {
 }
 
 Status BlockPerKeyTableWriter::Add(std::string_view key, std::string_view block, uint64_t* value_size) {
-  return AddPieces(key, block, {}, 0, {}, value_size);
+  return AddPieces(key, block, {}, {}, {}, value_size);
 }
 
 Status BlockPerKeyTableWriter::AddPieces(std::string_view key, std::string_view front,
-                                         const std::vector<std::string_view>& lent, uint32_t lent_crc32c,
+                                         const std::vector<std::string_view>& lent,
+                                         const std::vector<uint32_t>& lent_crc32cs,
                                          std::string_view back, uint64_t* value_size) {
   if (!file_) return Status::FailedPrecondition("SST file " + path_ + " is not open");
   if (!failed_.ok()) return failed_;
@@ -299,7 +301,7 @@ Status BlockPerKeyTableWriter::AddPieces(std::string_view key, std::string_view 
   }
   const uint64_t start = offset_;
   RETURN_IF_ERROR(Append(front));
-  RETURN_IF_ERROR(Lend(lent, lent_crc32c));
+  RETURN_IF_ERROR(Lend(lent, lent_crc32cs));
   RETURN_IF_ERROR(Append(back));
   // As RocksDB's builder: a collector's error is not the file's (it leaves
   // out nothing but what the collector would have said).

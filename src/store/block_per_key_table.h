@@ -112,13 +112,13 @@ class BlockPerKeyTableWriter {
 
   // Add of the block that is front, then the `lent` pieces, then back, in
   // order; front holds at least the block's head. A file that is a
-  // BorrowingFile takes the lent pieces by reference, with lent_crc32c,
-  // their CRC-32C: they must stay unchanged until Finish returns (or the
-  // writer is destroyed); any other file is appended a copy. The options'
-  // collectors are handed an empty value (it is not in one piece): the
-  // bucket's read none.
+  // BorrowingFile takes the lent pieces by reference, with lent_crc32cs,
+  // each one's CRC-32C: they must stay unchanged until Finish returns (or
+  // the writer is destroyed); any other file is appended a copy. The
+  // options' collectors are handed an empty value (it is not in one piece):
+  // the bucket's read none.
   Status AddPieces(std::string_view key, std::string_view front, const std::vector<std::string_view>& lent,
-                   uint32_t lent_crc32c, std::string_view back, uint64_t* value_size = nullptr);
+                   const std::vector<uint32_t>& lent_crc32cs, std::string_view back, uint64_t* value_size = nullptr);
 
   // Writes the index, properties, metaindex and footer, syncs and closes
   // the file, and reports it as SstFileWriter::Finish does. A file with no
@@ -138,7 +138,7 @@ class BlockPerKeyTableWriter {
 
   Status Append(std::string_view bytes);
   // Appends the pieces, lent to a borrowing file.
-  Status Lend(const std::vector<std::string_view>& pieces, uint32_t crc32c);
+  Status Lend(const std::vector<std::string_view>& pieces, const std::vector<uint32_t>& crc32cs);
   // Counts n bytes appended; asks for write-back every bytes_per_sync.
   Status Appended(uint64_t n);
   Status WriteBlock(const std::string& contents, uint64_t* offset, uint64_t* size);

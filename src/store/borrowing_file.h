@@ -2,9 +2,9 @@
 // AppendBorrowed is given is read where it lies, at any time until the
 // file's Close returns (or the file is destroyed), so it must neither change
 // nor go away before then; the file's size and order are as if it had been
-// appended. The caller hands the bytes' CRC-32C with them, taken as it read
-// them for its own hashes (in cache), so that the file needs not read them
-// for one. BlockPerKeyTableWriter::AddPieces lends a chunk's raw bytes so
+// appended. The caller hands each piece's CRC-32C with it, taken as it read
+// the piece for its own hashes (in cache), so that the file needs not read
+// the pieces for one (an upload part's is joined from them). BlockPerKeyTableWriter::AddPieces lends a chunk's raw bytes so
 // to a file that is one (the bucket's upload files, bucket/
 // object_upload_env.h, which send them from the tensor's memory: no copy
 // into a block and none into an upload part) and appends them to any other.
@@ -22,9 +22,11 @@ namespace ckptdb {
 class BorrowingFile {
  public:
   virtual ~BorrowingFile() = default;
-  // Appends the bytes of `pieces`, in order; crc32c == the CRC-32C
-  // (util/crc32c.h) of all of them.
-  virtual rocksdb::IOStatus AppendBorrowed(const std::vector<std::string_view>& pieces, uint32_t crc32c) = 0;
+  // Appends the bytes of `pieces`, in order; crc32cs[i] is the CRC-32C
+  // (util/crc32c.h) of pieces[i] (as many CRCs as pieces: InvalidArgument
+  // otherwise).
+  virtual rocksdb::IOStatus AppendBorrowed(const std::vector<std::string_view>& pieces,
+                                           const std::vector<uint32_t>& crc32cs) = 0;
 };
 
 }  // namespace ckptdb

@@ -115,12 +115,19 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
   // through the write) are lent: read directly, or handed over by a source
   // that checks before it hands them (a wrapper's), never a source's copy
   // (a device's staging buffer).
+  // A run is lent in pieces of at most kLentPieceBytes, each with its
+  // CRC-32C, taken with the chunk's content hash (BorrowingFile::
+  // AppendBorrowed: an upload joins its parts' from them, and reads no more
+  // than a piece where a part ends).
   constexpr uint64_t kLentChunkBytes = 64 << 10;
   constexpr uint64_t kLentRunBytes = 512;
+  constexpr uint64_t kLentPieceBytes = 64 << 10;
   std::vector<uint8_t> lent(jobs.size(), 0);
-  // Their bytes' CRC-32C (BorrowingFile::AppendBorrowed), taken with their
-  // content hash.
-  std::vector<uint32_t> lent_crc(o.block_per_key && o.compression == Compression::kNone ? jobs.size() : 0);
+  std::vector<std::vector<uint32_t>> lent_crcs(o.block_per_key && o.compression == Compression::kNone ? jobs.size()
+                                                                                                       : 0);
+  auto add_run = [&](const char* run, uint64_t n, std::vector<std::string_view>* runs) {
+    for (uint64_t at = 0; at < n; at += kLentPieceBytes) runs->emplace_back(run + at, std::min(kLentPieceBytes, n - at));
+  };
   auto lent_runs = [&](size_t j, std::vector<std::string_view>* runs) -> bool {
     const WriteItem* it = sorted[jobs[j].item];
     if (!o.block_per_key || o.compression != Compression::kNone || it->data == nullptr) return false;
@@ -132,7 +139,7 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
       const uint64_t begin = uint64_t{jobs[j].chunk} * chunk_bytes;
       const uint64_t len = std::min<uint64_t>(chunk_bytes, it->nbytes - begin);
       if (len < kLentChunkBytes) return false;
-      runs->emplace_back(data + begin, len);
+      add_run(data + begin, len, runs);
       return true;
     }
     const size_t es = DTypeSize(it->dtype);
@@ -141,8 +148,8 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
     const uint64_t len = static_cast<uint64_t>(BoxNumel(box)) * es;
     uint64_t begin = 0, run = 0, stride = 0;
     if (len < kLentChunkBytes || !RunsOfBox(piece, box, es, &begin, &run, &stride) || run < kLentRunBytes) return false;
-    runs->reserve(len / run);
-    for (uint64_t k = 0; k < len / run; ++k) runs->emplace_back(data + begin + k * stride, run);
+    runs->reserve(len / run * ((run + kLentPieceBytes - 1) / kLentPieceBytes));
+    for (uint64_t k = 0; k < len / run; ++k) add_run(data + begin + k * stride, run, runs);
     return true;
   };
 
@@ -235,15 +242,15 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
       value->resize(head + kChunkHeaderSize + kDataBlockTailBytes);
       // One pass for the content hash and the CRC-32C the file takes (not
       // for a chunk that may be stored already: its hash decides first).
-      HashRawChunkPieces(runs, hash, may_share ? nullptr : &lent_crc[j], value->data() + head);
+      HashRawChunkPieces(runs, hash, may_share ? nullptr : &lent_crcs[j], value->data() + head);
       if (may_share && std::memcmp(hash, it->reuse->piece.chunk_hashes.data() + size_t{jobs[j].chunk} * kChunkHashBytes,
                                    kChunkHashBytes) == 0) {
         shared[j] = 1;
         return true;
       }
       if (may_share) {
-        lent_crc[j] = 0;
-        for (std::string_view r : runs) lent_crc[j] = Crc32c(r.data(), r.size(), lent_crc[j]);
+        lent_crcs[j].resize(runs.size());
+        for (size_t r = 0; r < runs.size(); ++r) lent_crcs[j][r] = Crc32c(runs[r].data(), runs[r].size());
       }
       WriteDataBlockHead(key, value_bytes, value->data());
       DataBlockTail tail;
@@ -346,8 +353,9 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
     if (lent[j]) {
       std::vector<std::string_view> runs;
       lent_runs(j, &runs);
-      Status st = table->AddPieces(key_of(j), value.substr(0, value.size() - kDataBlockTailBytes), runs, lent_crc[j],
+      Status st = table->AddPieces(key_of(j), value.substr(0, value.size() - kDataBlockTailBytes), runs, lent_crcs[j],
                                    value.substr(value.size() - kDataBlockTailBytes), &stored);
+      lent_crcs[j] = std::vector<uint32_t>();  // (held no longer than its chunk)
       if (!st.ok()) return st.WithContext(where());
     } else if (table) {
       Status st = table->Add(key_of(j), value, &stored);

@@ -175,7 +175,15 @@ uint32_t ZeroBytesOperator(uint64_t n) {
 }  // namespace
 
 uint32_t Crc32cCombine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) {
-  return MultModP(ZeroBytesOperator(len_b), crc_a) ^ crc_b;
+  // (Pieces come in runs of one length, a box's rows: the operator of the
+  // last length is kept.)
+  thread_local uint64_t last_len = 0;
+  thread_local uint32_t last_op = 1u << 31;
+  if (len_b != last_len) {
+    last_op = ZeroBytesOperator(len_b);
+    last_len = len_b;
+  }
+  return MultModP(last_op, crc_a) ^ crc_b;
 }
 
 uint32_t Crc32cOneStream(const void* data, size_t n, uint32_t crc) { return Compute(data, n, crc, OneStream); }
