@@ -104,7 +104,11 @@ struct SaveOptions {
 
 // REQUIRES: every rank of the communicator calls Save with the same options
 // (step, coordinator) and state dicts with the same FQNs, kinds and global
-// shapes. Returns OK on every rank, or an equal error on every rank.
+// shapes; no tensor of the state dict changes until Save returns (a
+// bucket's upload sends host tensors' bytes from where they lie: a change
+// fails the save, or, where the server checks no part checksum, commits a
+// chunk that loads refuse as DataLoss; AsyncSaver copies them first).
+// Returns OK on every rank, or an equal error on every rank.
 Status Save(const StateDict& state_dict, StorageWriter& writer, const SaveOptions& options);
 
 struct LoadOptions {

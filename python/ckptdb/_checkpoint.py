@@ -83,6 +83,13 @@ def save(state_dict: dict, store: Any, step: int, *, coordinator: int = 0,
             commit id; at most 64 KiB).
         (Only the coordinator's metrics and note are stored.)
 
+    The tensors must not change until save returns (no other thread may
+    write them): their bytes are read where they lie, a bucket's upload
+    sending them from there. One changed during the save fails it (the
+    server refuses a part whose checksum its bytes no longer match) or, on
+    a server that checks no part checksum, commits a chunk that a load
+    refuses as damaged (DataLoss); ckptdb.async_save copies them first.
+
     Raises CheckpointError (the same on every rank) when any rank failed;
     nothing is committed then. TypeError/ValueError for a bad argument.
     """
