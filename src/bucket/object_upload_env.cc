@@ -189,7 +189,8 @@ class ObjectUploadFile final : public rocksdb::FSWritableFile, public BorrowingF
         const uint64_t room = options_.part_bytes - part_.size;
         const size_t n = std::min<uint64_t>(p.size(), room);
         // What ends the part of a piece cut: its CRC read; the rest's then
-        // follows from the piece's (crc = Crc32cCombine(head, rest, size)).
+        // follows from the piece's: crc = Crc32cCombine(head, rest's CRC,
+        // rest's size), so the rest's is crc ^ Crc32cCombine(head, 0, size).
         const uint32_t head = n < p.size() ? Crc32c(p.data(), n) : crc;
         part_.pieces.push_back({p.data(), 0, n});
         part_.crc = Crc32cCombine(part_.crc, head, n);
