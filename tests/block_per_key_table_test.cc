@@ -154,7 +154,8 @@ class LendingFileSystem : public rocksdb::FileSystemWrapper {
   int wrong_crcs = 0;                 // lendings whose CRC-32C was not their bytes
 
   rocksdb::IOStatus NewWritableFile(const std::string& f, const rocksdb::FileOptions& o,
-                                    std::unique_ptr<rocksdb::FSWritableFile>* r, rocksdb::IODebugContext* dbg) override {
+                                    std::unique_ptr<rocksdb::FSWritableFile>* r,
+                                    rocksdb::IODebugContext* dbg) override {
     std::unique_ptr<rocksdb::FSWritableFile> base;
     rocksdb::IOStatus s = target()->NewWritableFile(f, o, &base, dbg);
     if (s.ok()) *r = std::make_unique<File>(this, std::move(base));
@@ -214,7 +215,9 @@ TEST(BlockPerKeyTable, AValueLentInPiecesIsReadWhereItLiesUntilTheFileIsFinished
   const std::vector<Entry> entries = Entries();
   std::vector<std::string> blocks(entries.size());
   for (size_t i = 0; i < entries.size(); ++i) BuildDataBlock(entries[i].key, entries[i].value, &blocks[i]);
-  auto write = [&](const rocksdb::Options& options, const std::string& path, bool pieces) {
+  // before_finish: called after the last AddPieces, before Finish.
+  auto write = [&](const rocksdb::Options& options, const std::string& path, bool pieces,
+                   const std::function<void()>& before_finish = nullptr) {
     BlockPerKeyTableWriter table(options, rocksdb::EnvOptions(), false);
     table.SetSessionId("SESSION0123456789ABC");
     EXPECT_TRUE(table.Open(path).ok());
@@ -237,6 +240,7 @@ TEST(BlockPerKeyTable, AValueLentInPiecesIsReadWhereItLiesUntilTheFileIsFinished
       }
       EXPECT_EQ(value_size, value);
     }
+    if (before_finish) before_finish();
     rocksdb::ExternalSstFileInfo info;
     ASSERT_TRUE(table.Finish(&info).ok());
     EXPECT_EQ(info.file_size, Bytes(path).size());
@@ -264,6 +268,21 @@ TEST(BlockPerKeyTable, AValueLentInPiecesIsReadWhereItLiesUntilTheFileIsFinished
   rocksdb::TableProperties props;
   Properties(lent, &props);  // (checksums verified)
   EXPECT_EQ(props.num_entries, entries.size());
+  // Read where it lies when the file is finished, not when it was added: a
+  // lent byte changed in between is in the lending file, not in a copy.
+  std::string& changed_block = blocks[5];
+  const size_t at = DataBlockHeadSize(entries[5].key.size(), entries[5].value.size()) + 1000;
+  const std::string changed = dir.Sub("changed.sst"), copied_then = dir.Sub("copied-then.sst");
+  for (const auto& [options, path] : {std::make_pair(lending, changed), std::make_pair(plain, copied_then)}) {
+    write(options, path, true, [&] { changed_block[at] ^= 0x40; });
+    changed_block[at] ^= 0x40;
+  }
+  const std::string a = Bytes(changed), b = Bytes(whole);
+  ASSERT_EQ(a.size(), b.size());
+  size_t differ = 0;
+  for (size_t i = 0; i < a.size(); ++i) differ += a[i] != b[i];
+  EXPECT_EQ(differ, 1u);
+  EXPECT_TRUE(Bytes(copied_then) == b);
 
   // A front that ends inside the head, or pieces that do not add up to the
   // block, are refused.
@@ -277,6 +296,13 @@ TEST(BlockPerKeyTable, AValueLentInPiecesIsReadWhereItLiesUntilTheFileIsFinished
   EXPECT_EQ(table.AddPieces(entries[3].key, block.substr(0, block.size() - 20), {}, {}, block.substr(block.size() - 13))
                 .code(),
             StatusCode::kInvalidArgument);
+  // CRCs not one per lent piece: refused before anything is written.
+  const size_t head3 = DataBlockHeadSize(entries[3].key.size(), entries[3].value.size());
+  const std::string_view value3 = block.substr(head3, block.size() - head3 - 13);
+  EXPECT_EQ(table.AddPieces(entries[3].key, block.substr(0, head3), {value3}, {}, block.substr(block.size() - 13))
+                .code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(table.FileSize(), 0u);
 }
 
 TEST(BlockPerKeyTable, RefusesKeysOutOfOrderBlocksOfOtherKeysEmptyFilesAndOtherTables) {
@@ -460,6 +486,13 @@ TEST(BlockPerKeyTable, ChunksWrittenInTheirBlocksMakeTheFilesSstFileWriterMakes)
     use(static_cast<const char*>(checked.data()) + begin);
     return Status::OK();
   };
+  // Bytes in one run, read directly: lent in 64 KiB pieces.
+  Tensor bytes = PatternTensor(DType::kU8, {3 * 65536 + 1000}, 7);
+  items.push_back(items[1]);
+  items.back().fqn = "bytes";
+  items.back().data = bytes.data();
+  items.back().nbytes = bytes.nbytes();
+  items.back().sizes = {static_cast<int64_t>(bytes.nbytes())};
   for (uint32_t i = 0; i < items.size(); ++i) items[i].key = StorageKey{0, i};
   const SaveContext ctx{3, 99, 0, 1, 0};
   for (Compression compression : {Compression::kNone, Compression::kZstd}) {
@@ -489,6 +522,9 @@ TEST(BlockPerKeyTable, ChunksWrittenInTheirBlocksMakeTheFilesSstFileWriterMakes)
       before.piece.chunk_shape = w.chunk_shape;
     }
     items[1].reuse = &before;
+    // The vector's chunk 1 changed since: written (and lent, raw), not
+    // shared; its CRCs taken after its hash decided.
+    static_cast<char*>(vector.data())[65536 + 5] ^= 1;
     // SstFileWriter's files; the blocks' files; the same to files that
     // take raw chunks' bytes lent (read only when each file is finished).
     std::vector<WriteResult> results;
@@ -509,19 +545,29 @@ TEST(BlockPerKeyTable, ChunksWrittenInTheirBlocksMakeTheFilesSstFileWriterMakes)
       ASSERT_TRUE(r.ok()) << r.status().ToString();
       results.push_back(std::move(r).value());
     }
-    // Lent: the raw chunks of 64 KiB of the matrices (boxes of 128 x 128
-    // elements, rows of 512 bytes) and the vector (but the one read through
-    // a source that copies, and the deduplicated one), where they lie in
-    // the tensors.
+    // Lent, where they lie in the tensors: the raw chunks of 64 KiB of the
+    // matrices (boxes of 128 x 128 elements, rows of 512 bytes), of the
+    // bytes (64 KiB pieces of a run), and the vector's changed chunk 1;
+    // none of the vector's shared chunks, none that a source copied.
     if (compression == Compression::kNone) {
-      auto in = [](const Tensor& t, const char* at) {
-        return at >= t.data() && at < static_cast<const char*>(t.data()) + t.nbytes();
+      const char* changed_chunk = static_cast<const char*>(vector.data()) + 65536;
+      auto in = [](const char* base, size_t n, const char* at) { return at >= base && at < base + n; };
+      auto in_tensor = [&](const Tensor& t, const char* at) {
+        return in(static_cast<const char*>(t.data()), t.nbytes(), at);
       };
       EXPECT_GT(fs->lent_bytes, 0u);
       EXPECT_EQ(fs->wrong_crcs, 0);
-      for (const char* at : fs->lent_at) EXPECT_TRUE(in(matrix, at) || in(vector, at) || in(checked, at));
-      for (const Tensor* t : {&matrix, &checked}) {
-        EXPECT_TRUE(std::any_of(fs->lent_at.begin(), fs->lent_at.end(), [&](const char* at) { return in(*t, at); }));
+      for (const char* at : fs->lent_at) {
+        EXPECT_TRUE(in_tensor(matrix, at) || in_tensor(checked, at) || in_tensor(bytes, at) ||
+                    in(changed_chunk, 65536, at));
+      }
+      std::vector<std::function<bool(const char*)>> each = {
+          [&](const char* at) { return in_tensor(matrix, at); },
+          [&](const char* at) { return in_tensor(checked, at); },
+          [&](const char* at) { return in_tensor(bytes, at); },
+          [&](const char* at) { return in(changed_chunk, 65536, at); }};
+      for (size_t k = 0; k < each.size(); ++k) {
+        EXPECT_TRUE(std::any_of(fs->lent_at.begin(), fs->lent_at.end(), each[k])) << k;
       }
     } else {
       EXPECT_EQ(fs->lent_bytes, 0u);

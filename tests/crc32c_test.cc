@@ -45,6 +45,12 @@ TEST(Crc32c, CombinedCrcsAreTheCrcOfTheWhole) {
     EXPECT_EQ(Crc32cCombine(a, b, data.size() - cut), Crc32c(data.data(), data.size())) << cut;
   }
   EXPECT_EQ(Crc32cCombine(0x12345678u, 0, 0), 0x12345678u);
+  // A piece cut in two: the rest's CRC follows from the piece's and the
+  // head's (how an upload part ends inside a lent piece).
+  for (size_t cut : {size_t{1}, size_t{4095}, size_t{30000}}) {
+    const uint32_t piece = Crc32c(data.data(), data.size()), head = Crc32c(data.data(), cut);
+    EXPECT_EQ(piece ^ Crc32cCombine(head, 0, data.size() - cut), Crc32c(data.data() + cut, data.size() - cut)) << cut;
+  }
   // Zero bytes by the million: as fed one by one.
   const std::string zeros(3 << 20, '\0');
   const uint32_t head = Crc32c("ckptdb", 6);

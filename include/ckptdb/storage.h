@@ -83,7 +83,10 @@ struct WriteItem {
   // that call. May be called from several threads at once, for different
   // ranges. A StorageWriter must handle it (or refuse such items). A host
   // item (`data` set) may have a source too (a wrapper's checks around the
-  // bytes): a writer may then read any range through either.
+  // bytes): a writer may then read any range through either, and `data`
+  // stays readable and unchanged until Write returns whatever the source
+  // does (a bucket's upload sends the bytes a source hands over at `data`
+  // from there, after the source's call).
   std::function<Status(uint64_t begin, uint64_t n, const std::function<void(const char*)>& use)> source;
   // Chunks that may be shared with a stored piece (FindReusable); null: none.
   // Not owned; valid during Write.

@@ -155,7 +155,9 @@ class ObjectUploadFile final : public rocksdb::FSWritableFile, public BorrowingF
       const size_t n = std::min<size_t>({rest.size(), options_.part_bytes - part_.size, kCrcSlice});
       std::string& owned = part_.owned;
       if (owned.capacity() < options_.part_bytes) owned.reserve(options_.part_bytes);
-      if (part_.pieces.empty() || part_.pieces.back().lent != nullptr) part_.pieces.push_back({nullptr, owned.size(), 0});
+      if (part_.pieces.empty() || part_.pieces.back().lent != nullptr) {
+        part_.pieces.push_back({nullptr, owned.size(), 0});
+      }
       part_.pieces.back().n += n;
       owned.append(rest.data(), n);
       part_.crc = Crc32c(owned.data() + owned.size() - n, n, part_.crc);

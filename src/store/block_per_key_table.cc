@@ -285,6 +285,11 @@ Status BlockPerKeyTableWriter::AddPieces(std::string_view key, std::string_view 
     return Status::InvalidArgument("SST file " + path_ + ": keys must be added in increasing order; key " + HexEncode(key) +
                                    " comes after " + HexEncode(last_key_));
   }
+  if (lent.size() != lent_crc32cs.size()) {
+    return Status::InvalidArgument("SST file " + path_ + ": the block of key " + HexEncode(key) + " lends " +
+                                   std::to_string(lent.size()) + " pieces with " +
+                                   std::to_string(lent_crc32cs.size()) + " CRCs");
+  }
   uint64_t block_bytes = front.size() + back.size();
   for (std::string_view p : lent) block_bytes += p.size();
   uint64_t value_bytes = 0;

@@ -116,7 +116,8 @@ class BlockPerKeyTableWriter {
   // each one's CRC-32C: they must stay unchanged until Finish returns (or
   // the writer is destroyed); any other file is appended a copy. The
   // options' collectors are handed an empty value (it is not in one piece):
-  // the bucket's read none.
+  // the bucket's read none. InvalidArgument, before anything is written,
+  // also when the CRCs are not one per lent piece.
   Status AddPieces(std::string_view key, std::string_view front, const std::vector<std::string_view>& lent,
                    const std::vector<uint32_t>& lent_crc32cs, std::string_view back, uint64_t* value_size = nullptr);
 

@@ -4,10 +4,11 @@
 // nor go away before then; the file's size and order are as if it had been
 // appended. The caller hands each piece's CRC-32C with it, taken as it read
 // the piece for its own hashes (in cache), so that the file needs not read
-// the pieces for one (an upload part's is joined from them). BlockPerKeyTableWriter::AddPieces lends a chunk's raw bytes so
-// to a file that is one (the bucket's upload files, bucket/
-// object_upload_env.h, which send them from the tensor's memory: no copy
-// into a block and none into an upload part) and appends them to any other.
+// the pieces for one (an upload part's is joined from them).
+// BlockPerKeyTableWriter::AddPieces lends a chunk's raw bytes so to a file
+// that is one (the bucket's upload files, bucket/object_upload_env.h, which
+// send them from the tensor's memory: no copy into a block and none into an
+// upload part) and appends them to any other.
 #ifndef CKPTDB_SRC_STORE_BORROWING_FILE_H_
 #define CKPTDB_SRC_STORE_BORROWING_FILE_H_
 

@@ -126,7 +126,9 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
   std::vector<std::vector<uint32_t>> lent_crcs(o.block_per_key && o.compression == Compression::kNone ? jobs.size()
                                                                                                        : 0);
   auto add_run = [&](const char* run, uint64_t n, std::vector<std::string_view>* runs) {
-    for (uint64_t at = 0; at < n; at += kLentPieceBytes) runs->emplace_back(run + at, std::min(kLentPieceBytes, n - at));
+    for (uint64_t at = 0; at < n; at += kLentPieceBytes) {
+      runs->emplace_back(run + at, std::min(kLentPieceBytes, n - at));
+    }
   };
   auto lent_runs = [&](size_t j, std::vector<std::string_view>* runs) -> bool {
     const WriteItem* it = sorted[jobs[j].item];

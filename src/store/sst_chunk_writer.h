@@ -45,10 +45,11 @@ struct ChunkWriteOptions {
   // its own (bucket::SstObjectWriteOptions(), whose collectors it runs). A
   // raw chunk is then copied once, into its block, where SstFileWriter
   // copied it into a value and again into its block; a raw chunk of 64 KiB
-  // or more of a host piece (`data`, no `source`) that lies in the piece
-  // as one run or as rows of 512 bytes or more is not copied at all: the
-  // file is lent its bytes (BlockPerKeyTableWriter::AddPieces), and a file
-  // that borrows them (the bucket's uploads) sends them from there.
+  // or more of a host piece that lies in the piece as one run or as rows of
+  // 512 bytes or more is not copied at all when its bytes are the piece's
+  // own (read at `data`, or handed over there by the item's source): the
+  // file is lent them (BlockPerKeyTableWriter::AddPieces), and a file that
+  // borrows them (the bucket's uploads) sends them from there.
   bool block_per_key = false;
   // Called on the appending thread as soon as each file is finished (before
   // the next is opened), with its path and what SstFileWriter::Finish

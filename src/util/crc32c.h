@@ -21,7 +21,7 @@ uint32_t Crc32c(const void* data, size_t n, uint32_t crc = 0);
 // The CRC-32C of a + b from a's, b's and b's length, without the bytes
 // (32 steps of 32-bit arithmetic, and about 60 x 32 more when len_b is
 // not the length the thread's last call had): CRCs taken piece by piece by
-// different threads joined in order.
+// different threads joined in order. REQUIRES: len_b < 2^61.
 uint32_t Crc32cCombine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
 
 // The same CRC by one stream of the instruction (8 bytes a step, each
