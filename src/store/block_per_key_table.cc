@@ -34,6 +34,18 @@ uint32_t BlockChecksum(const char* contents, size_t n) {
   return static_cast<uint32_t>(XXH3_64bits(contents, n));
 }
 
+// A one-entry data block's restart array, at `tail` (where its entry ends).
+void WriteDataBlockRestarts(char* tail) {
+  PutLE32(tail, 0);      // the one restart point: the block's start
+  PutLE32(tail + 4, 1);  // one restart (binary-search data blocks)
+}
+
+// A block's trailer (kBlockTrailerBytes): no compression, the checksum.
+void WriteBlockTrailer(char* trailer, uint32_t checksum) {
+  trailer[0] = 0;
+  PutLE32(trailer + 1, checksum);
+}
+
 void PutHandle(std::string* out, uint64_t offset, uint64_t size) {
   PutVarint(out, offset);
   PutVarint(out, size);
@@ -146,12 +158,9 @@ void DataBlockTail::Add(std::string_view piece) {
 
 void DataBlockTail::WriteTail(char* tail) {
   auto* state = static_cast<XXH3_state_t*>(state_);
-  PutLE32(tail, 0);      // the one restart point: the block's start
-  PutLE32(tail + 4, 1);  // one restart (binary-search data blocks)
+  WriteDataBlockRestarts(tail);
   XXH3_64bits_update(state, tail, kDataBlockRestartBytes);
-  tail[kDataBlockRestartBytes] = 0;  // no compression
-  // (The compression type byte, 0, changes nothing in RocksDB's XXH3 sum.)
-  PutLE32(tail + kDataBlockRestartBytes + 1, static_cast<uint32_t>(XXH3_64bits_digest(state)));
+  WriteBlockTrailer(tail + kDataBlockRestartBytes, static_cast<uint32_t>(XXH3_64bits_digest(state)));
 }
 
 size_t DataBlockHeadSize(size_t key_size, size_t value_size) {
@@ -167,11 +176,9 @@ void WriteDataBlockHead(std::string_view key, size_t value_size, char* head) {
 }
 
 void WriteDataBlockTail(char* block, size_t contents_bytes) {
-  char* t = block + contents_bytes;
-  PutLE32(t, 0);      // the one restart point: the block's start
-  PutLE32(t + 4, 1);  // one restart (binary-search data blocks)
-  t[kDataBlockRestartBytes] = 0;  // no compression
-  PutLE32(t + kDataBlockRestartBytes + 1, BlockChecksum(block, contents_bytes + kDataBlockRestartBytes));
+  char* tail = block + contents_bytes;
+  WriteDataBlockRestarts(tail);
+  WriteBlockTrailer(tail + kDataBlockRestartBytes, BlockChecksum(block, contents_bytes + kDataBlockRestartBytes));
 }
 
 void BuildDataBlock(std::string_view key, std::string_view value, std::string* out) {
@@ -335,8 +342,7 @@ Status BlockPerKeyTableWriter::WriteBlock(const std::string& contents, uint64_t*
   *offset = offset_;
   *size = contents.size();
   char trailer[kBlockTrailerBytes];
-  trailer[0] = 0;
-  PutLE32(trailer + 1, BlockChecksum(contents.data(), contents.size()));
+  WriteBlockTrailer(trailer, BlockChecksum(contents.data(), contents.size()));
   RETURN_IF_ERROR(Append(contents));
   return Append(std::string_view(trailer, kBlockTrailerBytes));
 }

@@ -119,41 +119,23 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
   // CRC-32C, taken with the chunk's content hash (BorrowingFile::
   // AppendBorrowed: an upload joins its parts' from them, and reads no more
   // than a piece where a part ends).
+  // The worker sets a lent chunk's entry; the appending thread hands it
+  // to the file and frees it (null: the chunk is not lent).
   constexpr uint64_t kLentChunkBytes = 64 << 10;
   constexpr uint64_t kLentRunBytes = 512;
   constexpr uint64_t kLentPieceBytes = 64 << 10;
-  std::vector<uint8_t> lent(jobs.size(), 0);
-  std::vector<std::vector<uint32_t>> lent_crcs(o.block_per_key && o.compression == Compression::kNone ? jobs.size()
-                                                                                                       : 0);
+  struct LentChunk {
+    std::vector<std::string_view> pieces;
+    std::vector<uint32_t> crc32cs;
+  };
+  std::vector<std::unique_ptr<LentChunk>> lent(o.block_per_key && o.compression == Compression::kNone ? jobs.size()
+                                                                                                      : 0);
   auto add_run = [&](const char* run, uint64_t n, std::vector<std::string_view>* runs) {
     for (uint64_t at = 0; at < n; at += kLentPieceBytes) {
       runs->emplace_back(run + at, std::min(kLentPieceBytes, n - at));
     }
   };
-  auto lent_runs = [&](size_t j, std::vector<std::string_view>* runs) -> bool {
-    const WriteItem* it = sorted[jobs[j].item];
-    if (!o.block_per_key || o.compression != Compression::kNone || it->data == nullptr) return false;
-    const char* data = static_cast<const char*>(it->data);
-    const uint64_t chunk_bytes = result.items[jobs[j].item].chunk_bytes;
-    const ChunkGrid* grid = grids[jobs[j].item].get();
-    runs->clear();
-    if (grid == nullptr) {
-      const uint64_t begin = uint64_t{jobs[j].chunk} * chunk_bytes;
-      const uint64_t len = std::min<uint64_t>(chunk_bytes, it->nbytes - begin);
-      if (len < kLentChunkBytes) return false;
-      add_run(data + begin, len, runs);
-      return true;
-    }
-    const size_t es = DTypeSize(it->dtype);
-    const Box piece{std::vector<int64_t>(it->sizes.size(), 0), it->sizes};
-    const Box box = grid->ChunkBox(jobs[j].chunk);
-    const uint64_t len = static_cast<uint64_t>(BoxNumel(box)) * es;
-    uint64_t begin = 0, run = 0, stride = 0;
-    if (len < kLentChunkBytes || !RunsOfBox(piece, box, es, &begin, &run, &stride) || run < kLentRunBytes) return false;
-    runs->reserve(len / run * ((run + kLentPieceBytes - 1) / kLentPieceBytes));
-    for (uint64_t k = 0; k < len / run; ++k) add_run(data + begin + k * stride, run, runs);
-    return true;
-  };
+
 
   // The file being written: by SstFileWriter, or (o.block_per_key) from
   // the blocks the workers build.
@@ -196,16 +178,20 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
     // Chunk c may be shared with its candidate's chunk c of the same length.
     const bool may_share = usable[jobs[j].item] && jobs[j].chunk < it->reuse->piece.num_chunks &&
                            it->reuse->piece.chunk_raw_bytes(jobs[j].chunk) == len;
-    // Hashes the chunk's raw bytes; true (and marked) when it is stored
-    // already: then it is neither encoded nor written.
+    // True (and marked) when the chunk, its hash taken, is stored already:
+    // then it is neither encoded nor written.
+    auto is_stored = [&] {
+      if (!may_share || std::memcmp(hash, it->reuse->piece.chunk_hashes.data() + size_t{jobs[j].chunk} * kChunkHashBytes,
+                                    kChunkHashBytes) != 0) {
+        return false;
+      }
+      shared[j] = 1;
+      return true;
+    };
+    // Hashes the chunk's raw bytes; is_stored then.
     auto stored_already = [&](const char* bytes) {
       if (hash != nullptr) ChunkContentHash(bytes, len, hash);
-      if (may_share && std::memcmp(hash, it->reuse->piece.chunk_hashes.data() + size_t{jobs[j].chunk} * kChunkHashBytes,
-                                   kChunkHashBytes) == 0) {
-        shared[j] = 1;
-        return true;
-      }
-      return false;
+      return is_stored();
     };
     // With o.block_per_key, *value is the chunk's data block: its head, the
     // value, its tail. A raw value is written in place (raw_room gives where
@@ -234,9 +220,20 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
     // Lends the chunk when `bytes`, where its bytes (or their span) were
     // handed over, is `own`, where they lie in the item's memory; true then.
     auto lend = [&](const char* bytes, uint64_t own) -> bool {
-      thread_local std::vector<std::string_view> runs;
-      if (it->data == nullptr || bytes != static_cast<const char*>(it->data) + own || !lent_runs(j, &runs)) {
-        return false;
+      const char* data = static_cast<const char*>(it->data);
+      if (lent.empty() || data == nullptr || bytes != data + own || len < kLentChunkBytes) return false;
+      auto chunk = std::make_unique<LentChunk>();
+      LentChunk& l = *chunk;
+      if (grid == nullptr) {
+        add_run(data + begin, len, &l.pieces);
+      } else {
+        // The box's rows, where one stride places them.
+        const size_t es = DTypeSize(it->dtype);
+        const Box piece{std::vector<int64_t>(it->sizes.size(), 0), it->sizes};
+        uint64_t first = 0, run = 0, stride = 0;
+        if (!RunsOfBox(piece, box, es, &first, &run, &stride) || run < kLentRunBytes) return false;
+        l.pieces.reserve(len / run * ((run + kLentPieceBytes - 1) / kLentPieceBytes));
+        for (uint64_t k = 0; k < len / run; ++k) add_run(data + first + k * stride, run, &l.pieces);
       }
       // *value: the block's head with the chunk's header, then its tail.
       const size_t value_bytes = kChunkHeaderSize + len;
@@ -244,22 +241,17 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
       value->resize(head + kChunkHeaderSize + kDataBlockTailBytes);
       // One pass for the content hash and the CRC-32C the file takes (not
       // for a chunk that may be stored already: its hash decides first).
-      HashRawChunkPieces(runs, hash, may_share ? nullptr : &lent_crcs[j], value->data() + head);
-      if (may_share && std::memcmp(hash, it->reuse->piece.chunk_hashes.data() + size_t{jobs[j].chunk} * kChunkHashBytes,
-                                   kChunkHashBytes) == 0) {
-        shared[j] = 1;
-        return true;
-      }
+      HashRawChunkPieces(l.pieces, hash, may_share ? nullptr : &l.crc32cs, value->data() + head);
+      if (is_stored()) return true;
       if (may_share) {
-        lent_crcs[j].resize(runs.size());
-        for (size_t r = 0; r < runs.size(); ++r) lent_crcs[j][r] = Crc32c(runs[r].data(), runs[r].size());
+        for (std::string_view r : l.pieces) l.crc32cs.push_back(Crc32c(r.data(), r.size()));
       }
       WriteDataBlockHead(key, value_bytes, value->data());
       DataBlockTail tail;
       tail.Add(std::string_view(value->data(), head + kChunkHeaderSize));
-      for (std::string_view r : runs) tail.Add(r);
+      for (std::string_view r : l.pieces) tail.Add(r);
       tail.WriteTail(value->data() + head + kChunkHeaderSize);
-      lent[j] = 1;
+      lent[j] = std::move(chunk);
       return true;
     };
     auto encode = [&](const char* bytes) {
@@ -352,12 +344,10 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
     }
     auto where = [&] { return "writing chunk " + std::to_string(jobs[j].chunk) + " of '" + it->fqn + "'"; };
     uint64_t stored = value.size();
-    if (lent[j]) {
-      std::vector<std::string_view> runs;
-      lent_runs(j, &runs);
-      Status st = table->AddPieces(key_of(j), value.substr(0, value.size() - kDataBlockTailBytes), runs, lent_crcs[j],
-                                   value.substr(value.size() - kDataBlockTailBytes), &stored);
-      lent_crcs[j] = std::vector<uint32_t>();  // (held no longer than its chunk)
+    if (!lent.empty() && lent[j]) {
+      Status st = table->AddPieces(key_of(j), value.substr(0, value.size() - kDataBlockTailBytes), lent[j]->pieces,
+                                   lent[j]->crc32cs, value.substr(value.size() - kDataBlockTailBytes), &stored);
+      lent[j].reset();  // (held no longer than its chunk)
       if (!st.ok()) return st.WithContext(where());
     } else if (table) {
       Status st = table->Add(key_of(j), value, &stored);
