@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -298,11 +299,13 @@ TEST_F(MultiProcessTest, StoreOnTheCoordinatorsHostOnly) {
 // local staging directory behind; the next save that stages on that host
 // (any job's, in the same directory) removes it. A live save's directory is
 // never touched: each is locked (flock) by the process that made it.
+// The killed rank stages on a host of its own (its own TMPDIR): on a shared
+// one, a survivor of the same job that stages after the kill already sweeps
+// the folder (as it should), and what is left would depend on timing.
 TEST_F(MultiProcessTest, AKilledRanksLocalStagingIsRemovedByTheNextSaveOnItsHost) {
-  const std::string tmp = dir_.Sub("tmp");
-  std::filesystem::create_directories(tmp);
-  const std::map<std::string, std::string> env = {{"TMPDIR", tmp}};
-  auto staged = [&] {
+  const std::string host_a = dir_.Sub("tmp-a"), host_b = dir_.Sub("tmp-b");
+  for (const std::string& d : {host_a, host_b}) std::filesystem::create_directories(d);
+  auto staged = [](const std::string& tmp) {
     std::vector<std::string> names;
     for (const auto& e : std::filesystem::directory_iterator(tmp)) {
       const std::string name = e.path().filename().string();
@@ -310,22 +313,33 @@ TEST_F(MultiProcessTest, AKilledRanksLocalStagingIsRemovedByTheNextSaveOnItsHost
     }
     return names;
   };
-  JobResult saved = RunJob(4, Args("save", 1, {"--coordinator-only"}), FileRendezvous(), dir_.path(), -1, 20000,
-                           std::chrono::seconds(120), env);
-  for (const RankResult& r : saved.ranks) ASSERT_EQ(r.code, "OK") << r.text;
-  EXPECT_TRUE(staged().empty());
+  auto on_hosts = [&](int world, const std::vector<std::string>& args, const std::set<int>& on_b,
+                      int timeout_ms = 20000) {
+    static int job = 0;
+    std::vector<testing::Proc> procs;
+    for (int r = 0; r < world; ++r) {
+      procs.push_back(testing::Proc{r, world, args, {{"TMPDIR", on_b.count(r) ? host_b : host_a}}});
+    }
+    return testing::RunProcs(procs, FileRendezvous(), "staging-" + std::to_string(getpid()) + "-" +
+                             std::to_string(job++), timeout_ms, dir_.path(), 120);
+  };
+  std::vector<RankResult> saved = on_hosts(4, Args("save", 1, {"--coordinator-only"}), {2});
+  for (const RankResult& r : saved) ASSERT_EQ(r.code, "OK") << r.text;
+  EXPECT_TRUE(staged(host_a).empty());
+  EXPECT_TRUE(staged(host_b).empty());
   // (In columns: step 1's rows would all be shared, and rank 2 would send no file.)
-  JobResult died = RunJob(4, Args("save", 2, {"--coordinator-only", "--layout", "cols", "--kill-in-send", "2"}),
-                          FileRendezvous(), dir_.path(), -1, 5000, std::chrono::seconds(120), env);
-  ASSERT_EQ(died.ranks.size(), 4u);
-  EXPECT_EQ(died.ranks[2].exit_code, 128 + SIGKILL);
-  const std::vector<std::string> left = staged();
+  std::vector<RankResult> died =
+      on_hosts(4, Args("save", 2, {"--coordinator-only", "--layout", "cols", "--kill-in-send", "2"}), {2}, 5000);
+  ASSERT_EQ(died.size(), 4u);
+  EXPECT_EQ(died[2].exit_code, 128 + SIGKILL);
+  EXPECT_TRUE(staged(host_a).empty()) << "the survivors remove their own folders";
+  const std::vector<std::string> left = staged(host_b);
   ASSERT_GE(left.size(), 1u);
   for (const std::string& name : left) EXPECT_NE(name.find("-rank-2"), std::string::npos) << name;
-  JobResult next = RunJob(4, Args("save", 3, {"--coordinator-only"}), FileRendezvous(), dir_.path(), -1, 20000,
-                          std::chrono::seconds(120), env);
-  for (const RankResult& r : next.ranks) ASSERT_EQ(r.code, "OK") << r.text;
-  EXPECT_TRUE(staged().empty()) << "left: " << (staged().empty() ? "" : staged()[0]);
+  // The next save stages on host B from another rank.
+  std::vector<RankResult> next = on_hosts(4, Args("save", 3, {"--coordinator-only"}), {1});
+  for (const RankResult& r : next) ASSERT_EQ(r.code, "OK") << r.text;
+  EXPECT_TRUE(staged(host_b).empty()) << "left: " << (staged(host_b).empty() ? "" : staged(host_b)[0]);
 }
 
 TEST_F(MultiProcessTest, RankThatNeverArrivesIsARendezvousTimeout) {
