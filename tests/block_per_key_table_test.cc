@@ -557,15 +557,14 @@ TEST(BlockPerKeyTable, ChunksWrittenInTheirBlocksMakeTheFilesSstFileWriterMakes)
       };
       EXPECT_GT(fs->lent_bytes, 0u);
       EXPECT_EQ(fs->wrong_crcs, 0);
-      for (const char* at : fs->lent_at) {
-        EXPECT_TRUE(in_tensor(matrix, at) || in_tensor(checked, at) || in_tensor(bytes, at) ||
-                    in(changed_chunk, 65536, at));
-      }
-      std::vector<std::function<bool(const char*)>> each = {
+      const std::vector<std::function<bool(const char*)>> each = {
           [&](const char* at) { return in_tensor(matrix, at); },
           [&](const char* at) { return in_tensor(checked, at); },
           [&](const char* at) { return in_tensor(bytes, at); },
           [&](const char* at) { return in(changed_chunk, 65536, at); }};
+      for (const char* at : fs->lent_at) {
+        EXPECT_TRUE(std::any_of(each.begin(), each.end(), [&](const auto& lies_in) { return lies_in(at); }));
+      }
       for (size_t k = 0; k < each.size(); ++k) {
         EXPECT_TRUE(std::any_of(fs->lent_at.begin(), fs->lent_at.end(), each[k])) << k;
       }

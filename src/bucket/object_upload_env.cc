@@ -113,7 +113,7 @@ struct Part {
     std::vector<std::string_view> spans;
     spans.reserve(pieces.size());
     for (const Piece& p : pieces) spans.emplace_back(p.lent != nullptr ? p.lent : owned.data() + p.offset, p.n);
-    return s3::HttpBody(spans);
+    return s3::HttpBody(std::move(spans));
   }
 };
 

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <utility>
 
 namespace ckptdb {
 namespace s3 {
@@ -16,12 +17,10 @@ HttpBody::HttpBody(std::string_view whole) : size_(whole.size()) {
   if (!whole.empty()) pieces_.push_back(whole);
 }
 
-HttpBody::HttpBody(const std::vector<std::string_view>& pieces) {
-  for (std::string_view p : pieces) {
-    if (p.empty()) continue;
-    pieces_.push_back(p);
-    size_ += p.size();
-  }
+HttpBody::HttpBody(std::vector<std::string_view> pieces) : pieces_(std::move(pieces)) {
+  pieces_.erase(std::remove_if(pieces_.begin(), pieces_.end(), [](std::string_view p) { return p.empty(); }),
+                pieces_.end());
+  for (std::string_view p : pieces_) size_ += p.size();
 }
 
 namespace {

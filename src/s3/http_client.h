@@ -67,7 +67,7 @@ class HttpBody {
   HttpBody(const std::string& whole) : HttpBody(std::string_view(whole)) {}  // NOLINT
   HttpBody(const char* whole) : HttpBody(std::string_view(whole)) {}         // NOLINT
   // The pieces in order (empty ones are dropped).
-  explicit HttpBody(const std::vector<std::string_view>& pieces);
+  explicit HttpBody(std::vector<std::string_view> pieces);
 
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }

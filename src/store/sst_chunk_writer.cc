@@ -136,7 +136,6 @@ StatusOr<WriteResult> WriteItemsToSst(const std::string& dir, const SaveContext&
     }
   };
 
-
   // The file being written: by SstFileWriter, or (o.block_per_key) from
   // the blocks the workers build.
   std::unique_ptr<rocksdb::SstFileWriter> sst;
